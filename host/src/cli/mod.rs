@@ -1,0 +1,97 @@
+//! The `wasmop` command line. `main.rs` only parses arguments and calls [`run`].
+
+mod fixtures;
+mod inspect;
+mod reconcile;
+mod units;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::runtime::{ArtifactCache, Limits, Runtime};
+
+/// Kubernetes operators as sandboxed WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "wasmop", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Runtime options shared by every command.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// Options of the plugin runtime.
+#[derive(Debug, clap::Args)]
+pub struct RuntimeArgs {
+    /// Deadline of one plugin call (e.g. `100ms`, `1s`).
+    #[arg(long, global = true, default_value = "1s", value_parser = units::parse_duration)]
+    pub deadline: Duration,
+    /// Memory cap of one plugin instance (e.g. `64Mi`).
+    #[arg(long, global = true, default_value = "64Mi", value_parser = units::parse_bytes)]
+    pub memory: u64,
+    /// Directory of precompiled plugins (default `$WASMOP_CACHE_DIR` or `~/.cache/wasmop/artifacts`).
+    #[arg(long, global = true, env = "WASMOP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile plugins every time; never read or write precompiled artifacts.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
+}
+
+impl RuntimeArgs {
+    /// Start a runtime with these options.
+    ///
+    /// # Errors
+    /// If the engine cannot be configured.
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        let artifact_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ArtifactCache::default_dir) };
+        let limits = Limits::default().deadline(self.deadline).memory_bytes(self.memory);
+        Ok(Runtime::builder().limits(limits).artifact_dir(artifact_dir).build()?)
+    }
+}
+
+/// Output format of documents printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Output {
+    /// Pretty-printed JSON.
+    Json,
+    /// YAML.
+    #[default]
+    Yaml,
+}
+
+impl Output {
+    /// Render a value in this format.
+    ///
+    /// # Errors
+    /// If the value cannot be serialized.
+    pub fn render(self, value: &impl serde::Serialize) -> anyhow::Result<String> {
+        Ok(match self {
+            Output::Json => serde_json::to_string_pretty(value)? + "\n",
+            Output::Yaml => serde_yaml::to_string(value)?,
+        })
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a plugin's manifest: what it reconciles and everything it may touch.
+    Inspect(inspect::InspectArgs),
+    /// Run a plugin once, offline, on an object and fixtures; print its response.
+    Reconcile(reconcile::ReconcileArgs),
+}
+
+/// Run a parsed command line.
+///
+/// # Errors
+/// Whatever the command failed with; `main` prints it on one line and exits non-zero.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Inspect(args) => inspect::run(args, &cli.runtime).await,
+        Command::Reconcile(args) => reconcile::run(args, &cli.runtime).await,
+    }
+}

@@ -1,0 +1,240 @@
+//! What a plugin declares about itself: [`Manifest`].
+
+use serde::Serialize;
+
+use super::kind::{Kind, Scope};
+use crate::objects::selector::{LabelSelector, SelectorError};
+
+/// The placeholder in a related kind's selector replaced by the parent's name.
+pub const PARENT_NAME_PLACEHOLDER: &str = "$(parent.name)";
+
+/// A kind the plugin may read, limited by a label selector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelatedKind {
+    /// The kind.
+    pub kind: Kind,
+    /// Label selector; may contain [`PARENT_NAME_PLACEHOLDER`].
+    pub label_selector: String,
+}
+
+impl RelatedKind {
+    /// The selector for one parent, with the placeholder replaced by `parent_name`.
+    ///
+    /// # Errors
+    /// [`SelectorError`] if the substituted selector does not parse (checked at load time, so
+    /// only a parent name that is not a valid label value can fail here).
+    pub fn selector_for(&self, parent_name: &str) -> Result<LabelSelector, SelectorError> {
+        LabelSelector::parse(&self.label_selector.replace(PARENT_NAME_PLACEHOLDER, parent_name))
+    }
+}
+
+/// A validated plugin manifest: everything the plugin may touch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// DNS-1123 label naming the plugin (controller name, field manager suffix).
+    pub name: String,
+    /// Semantic version of the plugin.
+    pub version: String,
+    /// One line saying what it does.
+    pub description: String,
+    /// The reconciled kind.
+    pub parent: Kind,
+    /// Scope of the reconciled kind.
+    pub scope: Scope,
+    /// Kinds the plugin may write as children.
+    pub children: Vec<Kind>,
+    /// Kinds the plugin may read.
+    pub related: Vec<RelatedKind>,
+    /// Whether the host holds a finalizer on every parent.
+    pub finalizer: bool,
+    /// Whether owned children absent from a response are deleted.
+    pub prune: bool,
+    /// JSON Schema of the plugin's configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_schema: Option<serde_json::Value>,
+}
+
+/// Why a manifest was rejected.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ManifestError {
+    /// The name is not a DNS-1123 label.
+    #[error("plugin name {0:?} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)")]
+    InvalidName(String),
+    /// The version is not `MAJOR.MINOR.PATCH` with an optional suffix.
+    #[error("plugin version {0:?} is not a semantic version (MAJOR.MINOR.PATCH)")]
+    InvalidVersion(String),
+    /// A kind has an empty version or kind name, or characters that cannot appear in one.
+    #[error("invalid kind {0:?}: version and kind must be non-empty and the kind CamelCase")]
+    InvalidKind(String),
+    /// The same kind is declared twice, or the parent is also declared as a child.
+    #[error("kind {0} is declared more than once")]
+    DuplicateKind(String),
+    /// A related kind's selector does not parse.
+    #[error("related kind {kind}: {source}")]
+    InvalidSelector {
+        /// The related kind.
+        kind: String,
+        /// The parser's complaint.
+        source: SelectorError,
+    },
+    /// The configuration schema is not a JSON object.
+    #[error("config schema is not a JSON object: {0}")]
+    InvalidConfigSchema(String),
+}
+
+impl Manifest {
+    /// Check every field; called by the runtime on what a plugin returns from `manifest()`.
+    ///
+    /// # Errors
+    /// The first [`ManifestError`] found.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if !is_dns1123_label(&self.name) {
+            return Err(ManifestError::InvalidName(self.name.clone()));
+        }
+        if !is_semver(&self.version) {
+            return Err(ManifestError::InvalidVersion(self.version.clone()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for kind in std::iter::once(&self.parent).chain(&self.children) {
+            validate_kind(kind)?;
+            if !seen.insert(kind) {
+                return Err(ManifestError::DuplicateKind(kind.to_string()));
+            }
+        }
+        let mut related_seen = std::collections::HashSet::new();
+        for related in &self.related {
+            validate_kind(&related.kind)?;
+            if !related_seen.insert(&related.kind) {
+                return Err(ManifestError::DuplicateKind(related.kind.to_string()));
+            }
+            related.selector_for("probe").map_err(|source| ManifestError::InvalidSelector {
+                kind: related.kind.to_string(),
+                source,
+            })?;
+        }
+        if let Some(schema) = &self.config_schema
+            && !schema.is_object()
+        {
+            return Err(ManifestError::InvalidConfigSchema(schema.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The field manager the host uses for this plugin's writes: `wasmop/<name>`.
+    pub fn field_manager(&self) -> String {
+        format!("wasmop/{}", self.name)
+    }
+
+    /// The finalizer the host holds on parents when [`Manifest::finalizer`] is set.
+    pub fn finalizer_name(&self) -> String {
+        format!("wasmop.dev/{}", self.name)
+    }
+
+    /// Whether the plugin may write objects of `kind`.
+    pub fn may_write(&self, kind: &Kind) -> bool {
+        self.children.contains(kind)
+    }
+
+    /// Whether the plugin may read objects of `kind` (parent, children or related).
+    pub fn may_read(&self, kind: &Kind) -> bool {
+        &self.parent == kind || self.may_write(kind) || self.related.iter().any(|r| &r.kind == kind)
+    }
+}
+
+fn validate_kind(kind: &Kind) -> Result<(), ManifestError> {
+    let ok_group = kind.group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
+    let ok_version = !kind.version.is_empty() && kind.version.chars().all(|c| c.is_ascii_alphanumeric());
+    let ok_kind = kind.kind.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && kind.kind.chars().all(|c| c.is_ascii_alphanumeric());
+    if ok_group && ok_version && ok_kind { Ok(()) } else { Err(ManifestError::InvalidKind(kind.to_string())) }
+}
+
+/// Whether `s` is a DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_semver(s: &str) -> bool {
+    let core = s.split(['-', '+']).next().unwrap_or_default();
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memcached() -> Manifest {
+        Manifest {
+            name: "memcached".into(),
+            version: "0.1.0".into(),
+            description: String::new(),
+            parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
+            scope: Scope::Namespaced,
+            children: vec![Kind::new("apps", "v1", "Deployment")],
+            related: vec![RelatedKind {
+                kind: Kind::new("", "v1", "Pod"),
+                label_selector: "app=memcached,memcached_cr=$(parent.name)".into(),
+            }],
+            finalizer: false,
+            prune: true,
+            config_schema: None,
+        }
+    }
+
+    #[test]
+    fn a_well_formed_manifest_validates() {
+        assert_eq!(memcached().validate(), Ok(()));
+    }
+
+    #[test]
+    fn names_must_be_dns_labels() {
+        let m = Manifest { name: "Mem_cached".into(), ..memcached() };
+        assert!(matches!(m.validate(), Err(ManifestError::InvalidName(_))));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(!is_dns1123_label("-a"));
+    }
+
+    #[test]
+    fn versions_must_be_semver() {
+        assert!(is_semver("1.2.3") && is_semver("1.2.3-rc.1") && !is_semver("1.2") && !is_semver("v1.2.3"));
+        let m = Manifest { version: "latest".into(), ..memcached() };
+        assert!(matches!(m.validate(), Err(ManifestError::InvalidVersion(_))));
+    }
+
+    #[test]
+    fn parent_declared_as_child_is_a_duplicate() {
+        let mut m = memcached();
+        m.children.push(m.parent.clone());
+        assert!(matches!(m.validate(), Err(ManifestError::DuplicateKind(_))));
+    }
+
+    #[test]
+    fn broken_related_selector_is_rejected() {
+        let mut m = memcached();
+        m.related[0].label_selector = "app in (".into();
+        assert!(matches!(m.validate(), Err(ManifestError::InvalidSelector { .. })));
+    }
+
+    #[test]
+    fn related_selector_substitutes_parent_name() {
+        let sel = memcached().related[0].selector_for("a").unwrap();
+        assert_eq!(sel.to_string(), "app=memcached,memcached_cr=a");
+    }
+
+    #[test]
+    fn read_and_write_permissions_follow_declarations() {
+        let m = memcached();
+        assert!(m.may_write(&Kind::new("apps", "v1", "Deployment")));
+        assert!(!m.may_write(&Kind::new("", "v1", "Pod")));
+        assert!(m.may_read(&Kind::new("", "v1", "Pod")));
+        assert!(m.may_read(&m.parent));
+        assert!(!m.may_read(&Kind::new("", "v1", "Secret")));
+    }
+}

@@ -1,0 +1,15 @@
+//! The plugin contract as the host sees it: typed, validated forms of what crosses the WIT
+//! boundary (`wit/v0.1.0`). The runtime converts to and from the generated bindings; everything
+//! else in the host works with these types.
+
+mod kind;
+mod manifest;
+mod request;
+mod response;
+
+pub use kind::{Kind, ObjectRef, Scope};
+pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
+pub use request::Request;
+pub use response::{
+    Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError, truncate_utf8,
+};

@@ -1,0 +1,135 @@
+//! What a plugin is given: [`Request`], gathered from an [`ObjectCache`].
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::kind::Scope;
+use super::manifest::Manifest;
+use crate::objects::{ObjectCache, SelectorError, name_of, namespace_of};
+
+/// Everything a plugin is given about one parent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The parent object.
+    pub parent: Arc<Value>,
+    /// Observed children of the declared child kinds.
+    pub children: Vec<Arc<Value>>,
+    /// Related objects selected by the manifest.
+    pub related: Vec<Arc<Value>>,
+    /// The parent is being deleted and the plugin's finalizer is on it.
+    pub finalizing: bool,
+    /// The plugin's configuration, a JSON object.
+    pub config: Value,
+}
+
+impl Request {
+    /// A request with only a parent: no children, no related objects, empty config.
+    pub fn new(parent: impl Into<Arc<Value>>) -> Self {
+        Self {
+            parent: parent.into(),
+            children: Vec::new(),
+            related: Vec::new(),
+            finalizing: false,
+            config: Value::Object(Default::default()),
+        }
+    }
+
+    /// Gather a request for `parent` from `cache`, as the manifest declares:
+    /// children are the objects of the child kinds in the parent's namespace for which
+    /// `is_child` holds (the controller checks the controller ownerReference); related objects
+    /// are those matching each related kind's selector for this parent.
+    ///
+    /// # Errors
+    /// [`SelectorError`] if a related selector does not parse once the parent's name is
+    /// substituted (a parent name that is not a valid label value).
+    pub fn gather(
+        parent: Arc<Value>,
+        manifest: &Manifest,
+        cache: &dyn ObjectCache,
+        is_child: impl Fn(&Value) -> bool,
+    ) -> Result<Self, SelectorError> {
+        let namespace = match manifest.scope {
+            Scope::Namespaced => namespace_of(&parent).map(str::to_owned),
+            Scope::Cluster => None,
+        };
+        let ns = namespace.as_deref();
+        let children = manifest
+            .children
+            .iter()
+            .flat_map(|kind| cache.list(kind, ns))
+            .filter(|c| is_child(c))
+            .collect();
+        let parent_name = name_of(&parent).unwrap_or_default().to_owned();
+        let mut related = Vec::new();
+        for r in &manifest.related {
+            let selector = r.selector_for(&parent_name)?;
+            related.extend(cache.list(&r.kind, ns).into_iter().filter(|o| selector.matches_object(o)));
+        }
+        Ok(Self { parent, children, related, ..Self::new(Value::Null) })
+    }
+
+    /// Whether `child` names `parent` as its controller in `metadata.ownerReferences` (by uid).
+    pub fn is_controlled_by(child: &Value, parent: &Value) -> bool {
+        let Some(uid) = parent.pointer("/metadata/uid").and_then(Value::as_str) else { return false };
+        child
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| {
+                refs.iter().any(|r| r["uid"].as_str() == Some(uid) && r["controller"].as_bool() == Some(true))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{Kind, RelatedKind};
+    use crate::objects::MemoryCache;
+    use serde_json::json;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            name: "memcached".into(),
+            version: "0.1.0".into(),
+            description: String::new(),
+            parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
+            scope: Scope::Namespaced,
+            children: vec![Kind::new("apps", "v1", "Deployment")],
+            related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: "app=m,cr=$(parent.name)".into() }],
+            finalizer: false,
+            prune: true,
+            config_schema: None,
+        }
+    }
+
+    fn obj(api: &str, kind: &str, ns: &str, name: &str, labels: Value, owner_uid: Option<&str>) -> Value {
+        let owners = owner_uid.map(|u| json!([{"uid": u, "controller": true}])).unwrap_or(json!([]));
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owners}})
+    }
+
+    #[test]
+    fn gather_takes_owned_children_and_selected_related_in_parent_namespace() {
+        let parent = Arc::new(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1"}}));
+        let mut cache = MemoryCache::default();
+        cache.insert(obj("apps/v1", "Deployment", "ns", "a", json!({}), Some("u1"))).unwrap();
+        cache.insert(obj("apps/v1", "Deployment", "ns", "b", json!({}), Some("u2"))).unwrap();
+        cache.insert(obj("apps/v1", "Deployment", "other", "a", json!({}), Some("u1"))).unwrap();
+        cache.insert(obj("v1", "Pod", "ns", "a-1", json!({"app": "m", "cr": "a"}), None)).unwrap();
+        cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
+        cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
+        let p = Arc::clone(&parent);
+        let req = Request::gather(parent, &manifest(), &cache, |c| Request::is_controlled_by(c, &p)).unwrap();
+        let names = |v: &[Arc<Value>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
+        assert_eq!(names(&req.children), ["a"]);
+        assert_eq!(names(&req.related), ["a-1"]);
+    }
+
+    #[test]
+    fn controller_reference_needs_controller_flag() {
+        let parent = json!({"metadata": {"uid": "u"}});
+        assert!(Request::is_controlled_by(&json!({"metadata": {"ownerReferences": [{"uid": "u", "controller": true}]}}), &parent));
+        assert!(!Request::is_controlled_by(&json!({"metadata": {"ownerReferences": [{"uid": "u"}]}}), &parent));
+    }
+}

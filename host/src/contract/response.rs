@@ -1,0 +1,351 @@
+//! What a plugin asks for: [`Response`], validated from the plugin's raw output.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::kind::ObjectRef;
+
+/// Bounds on a plugin's output, checked before anything is parsed further.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Total bytes of JSON in the response (children + status).
+    pub max_bytes: usize,
+    /// Total entries in the response (children + deletes + conditions + events).
+    pub max_actions: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        Self { max_bytes: 16 << 20, max_actions: 10_000 }
+    }
+}
+
+/// Status of a condition, as in `metav1.Condition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// Unknown.
+    Unknown,
+}
+
+/// A condition the plugin sets on its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    /// Condition type, CamelCase.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// Machine-readable reason, CamelCase.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// Normal or Warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something needs attention.
+    Warning,
+}
+
+/// An event the plugin records about its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Normal or Warning.
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// Why, CamelCase.
+    pub reason: String,
+    /// What was done, CamelCase.
+    pub action: String,
+    /// Human-readable description (at most 1 KiB; longer notes are truncated).
+    pub note: String,
+}
+
+/// A plugin's output as it crossed the boundary: JSON still unparsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawResponse {
+    /// Desired children, JSON each.
+    pub children: Vec<String>,
+    /// Children to delete.
+    pub delete: Vec<ObjectRef>,
+    /// Status fields, JSON object.
+    pub status: Option<String>,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// Events.
+    pub events: Vec<Event>,
+    /// Requeue delay.
+    pub requeue_after_ms: Option<u64>,
+    /// Cleanup done.
+    pub finalized: bool,
+}
+
+/// A validated response: every child is a JSON object with `apiVersion`, `kind` and
+/// `metadata.name`, the status is an object, and conditions and events are well-formed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Response {
+    /// Desired children, in the order returned.
+    pub children: Vec<Value>,
+    /// Children to delete.
+    pub delete: Vec<ObjectRef>,
+    /// Status fields to apply.
+    pub status: Option<Value>,
+    /// Conditions to set, at most one per type.
+    pub conditions: Vec<Condition>,
+    /// Events to record.
+    pub events: Vec<Event>,
+    /// Reconcile again after this delay.
+    #[serde(rename = "requeueAfterMs", serialize_with = "millis")]
+    pub requeue_after: Option<Duration>,
+    /// Cleanup done, the finalizer may go.
+    pub finalized: bool,
+}
+
+fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Why a plugin's output was refused. Nothing of a refused response is applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    /// The response holds more JSON than [`OutputLimits::max_bytes`].
+    #[error("response has {bytes} bytes of JSON, more than the limit of {limit}")]
+    TooLarge {
+        /// Bytes returned.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The response holds more entries than [`OutputLimits::max_actions`].
+    #[error("response has {count} actions, more than the limit of {limit}")]
+    TooManyActions {
+        /// Entries returned.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A child or the status is not valid JSON.
+    #[error("{what} is not valid JSON: {error}")]
+    InvalidJson {
+        /// Which part, e.g. `child #2`.
+        what: String,
+        /// The parser's message.
+        error: String,
+    },
+    /// A child or the status is JSON but not an object.
+    #[error("{what} is not a JSON object")]
+    NotAnObject {
+        /// Which part.
+        what: String,
+    },
+    /// A child lacks `apiVersion`, `kind` or `metadata.name`.
+    #[error("{what} has no {field}")]
+    MissingField {
+        /// Which child.
+        what: String,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// The same child is listed twice.
+    #[error("child {0} is listed more than once")]
+    DuplicateChild(String),
+    /// A condition has an empty or malformed type or reason, or a type is set twice.
+    #[error("invalid condition: {0}")]
+    InvalidCondition(String),
+    /// An event has an empty or over-long reason or action.
+    #[error("invalid event: {0}")]
+    InvalidEvent(String),
+}
+
+const MAX_EVENT_NOTE: usize = 1024;
+
+impl RawResponse {
+    /// Parse and check everything the host will act on.
+    ///
+    /// # Errors
+    /// The first [`ResponseError`] found; nothing of the response should be applied then.
+    pub fn validate(self, limits: &OutputLimits) -> Result<Response, ResponseError> {
+        let bytes = self.children.iter().map(String::len).sum::<usize>() + self.status.as_ref().map_or(0, String::len);
+        if bytes > limits.max_bytes {
+            return Err(ResponseError::TooLarge { bytes, limit: limits.max_bytes });
+        }
+        let count = self.children.len() + self.delete.len() + self.conditions.len() + self.events.len();
+        if count > limits.max_actions {
+            return Err(ResponseError::TooManyActions { count, limit: limits.max_actions });
+        }
+        let mut seen = HashSet::new();
+        let children = self
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let what = format!("child #{i}");
+                let child = parse_object(&what, text)?;
+                let field = |pointer: &str| child.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+                for (pointer, name) in [("/apiVersion", "apiVersion"), ("/kind", "kind"), ("/metadata/name", "metadata.name")] {
+                    if field(pointer).is_none() {
+                        return Err(ResponseError::MissingField { what, field: name });
+                    }
+                }
+                let id = ObjectRef::of_object(&child).expect("fields checked above");
+                if !seen.insert(id.clone()) {
+                    return Err(ResponseError::DuplicateChild(id.to_string()));
+                }
+                Ok(child)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let status = self.status.as_deref().map(|s| parse_object("status", s)).transpose()?;
+        let mut types = HashSet::new();
+        for c in &self.conditions {
+            if !is_camel_identifier(&c.type_) || !types.insert(c.type_.as_str()) {
+                return Err(ResponseError::InvalidCondition(format!("type {:?} is empty, malformed or set twice", c.type_)));
+            }
+            if !is_camel_identifier(&c.reason) {
+                return Err(ResponseError::InvalidCondition(format!(
+                    "condition {} has reason {:?}; a reason is a non-empty CamelCase word",
+                    c.type_, c.reason
+                )));
+            }
+        }
+        let events = self
+            .events
+            .into_iter()
+            .map(|mut e| {
+                if e.reason.is_empty() || e.reason.len() > 128 || e.action.is_empty() || e.action.len() > 128 {
+                    return Err(ResponseError::InvalidEvent(format!(
+                        "reason {:?} and action {:?} must each be 1 to 128 characters",
+                        e.reason, e.action
+                    )));
+                }
+                truncate_utf8(&mut e.note, MAX_EVENT_NOTE);
+                Ok(e)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Response {
+            children,
+            delete: self.delete,
+            status,
+            conditions: self.conditions,
+            events,
+            requeue_after: self.requeue_after_ms.map(Duration::from_millis),
+            finalized: self.finalized,
+        })
+    }
+}
+
+fn parse_object(what: &str, text: &str) -> Result<Value, ResponseError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| ResponseError::InvalidJson { what: what.to_owned(), error: e.to_string() })?;
+    if value.is_object() { Ok(value) } else { Err(ResponseError::NotAnObject { what: what.to_owned() }) }
+}
+
+/// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 316 characters (metav1.Condition).
+fn is_camel_identifier(s: &str) -> bool {
+    s.len() <= 316
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'))
+        && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Cut `s` to at most `max` bytes on a character boundary.
+pub fn truncate_utf8(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(name: &str) -> String {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}}).to_string()
+    }
+
+    fn condition(t: &str, reason: &str) -> Condition {
+        Condition { type_: t.into(), status: ConditionStatus::True, reason: reason.into(), message: String::new() }
+    }
+
+    #[test]
+    fn well_formed_output_validates() {
+        let raw = RawResponse {
+            children: vec![deployment("a")],
+            status: Some(r#"{"nodes":[]}"#.into()),
+            conditions: vec![condition("Available", "MinimumReplicasAvailable")],
+            requeue_after_ms: Some(1500),
+            ..Default::default()
+        };
+        let r = raw.validate(&OutputLimits::default()).unwrap();
+        assert_eq!(r.children[0]["kind"], "Deployment");
+        assert_eq!(r.requeue_after, Some(Duration::from_millis(1500)));
+        assert_eq!(serde_json::to_value(&r).unwrap()["requeueAfterMs"], 1500);
+    }
+
+    #[test]
+    fn child_that_is_not_json_is_refused() {
+        let raw = RawResponse { children: vec!["{nope".into()], ..Default::default() };
+        assert!(matches!(raw.validate(&OutputLimits::default()), Err(ResponseError::InvalidJson { .. })));
+    }
+
+    #[test]
+    fn child_without_kind_is_refused() {
+        let raw = RawResponse { children: vec![r#"{"apiVersion":"v1","metadata":{"name":"x"}}"#.into()], ..Default::default() };
+        let err = raw.validate(&OutputLimits::default()).unwrap_err();
+        assert_eq!(err.to_string(), "child #0 has no kind");
+    }
+
+    #[test]
+    fn duplicate_children_are_refused() {
+        let raw = RawResponse { children: vec![deployment("a"), deployment("a")], ..Default::default() };
+        assert!(matches!(raw.validate(&OutputLimits::default()), Err(ResponseError::DuplicateChild(_))));
+    }
+
+    #[test]
+    fn status_must_be_an_object() {
+        let raw = RawResponse { status: Some("[1]".into()), ..Default::default() };
+        assert!(matches!(raw.validate(&OutputLimits::default()), Err(ResponseError::NotAnObject { .. })));
+    }
+
+    #[test]
+    fn oversized_output_is_refused_before_parsing() {
+        let limits = OutputLimits { max_bytes: 10, max_actions: 2 };
+        let raw = RawResponse { children: vec!["x".repeat(11)], ..Default::default() };
+        assert!(matches!(raw.validate(&limits), Err(ResponseError::TooLarge { bytes: 11, limit: 10 })));
+        let raw = RawResponse { children: vec!["{}".into(); 3], ..Default::default() };
+        assert!(matches!(raw.validate(&limits), Err(ResponseError::TooManyActions { count: 3, limit: 2 })));
+    }
+
+    #[test]
+    fn conditions_need_camel_case_reasons_and_unique_types() {
+        let bad_reason = RawResponse { conditions: vec![condition("Ready", "not ok")], ..Default::default() };
+        assert!(matches!(bad_reason.validate(&OutputLimits::default()), Err(ResponseError::InvalidCondition(_))));
+        let twice = RawResponse { conditions: vec![condition("Ready", "A"), condition("Ready", "B")], ..Default::default() };
+        assert!(matches!(twice.validate(&OutputLimits::default()), Err(ResponseError::InvalidCondition(_))));
+    }
+
+    #[test]
+    fn long_event_notes_are_truncated_not_refused() {
+        let e = Event { type_: EventType::Normal, reason: "R".into(), action: "A".into(), note: "é".repeat(1000) };
+        let r = RawResponse { events: vec![e], ..Default::default() }.validate(&OutputLimits::default()).unwrap();
+        assert!(r.events[0].note.len() <= MAX_EVENT_NOTE);
+    }
+}

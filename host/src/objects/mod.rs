@@ -1,0 +1,39 @@
+//! Objects the host has observed: the cache plugins read from, and label selectors.
+//!
+//! Plugins never trigger API calls: everything they are given or look up comes from an
+//! [`ObjectCache`]. The controller backs it with its watches; the offline `reconcile` command
+//! backs it with a [`MemoryCache`] filled from fixture files.
+
+mod memory;
+pub mod selector;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use memory::MemoryCache;
+pub use selector::{LabelSelector, SelectorError};
+
+use crate::contract::Kind;
+
+/// Read access to observed objects, by kind.
+///
+/// Implementations return objects in a stable order (namespace, then name) so that plugin
+/// input is deterministic.
+pub trait ObjectCache: Send + Sync {
+    /// Objects of `kind`, restricted to `namespace` when given.
+    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Value>>;
+
+    /// One object of `kind` by namespace (`None` for cluster-scoped) and name.
+    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>>;
+}
+
+/// The `metadata.namespace` of a JSON object.
+pub fn namespace_of(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/namespace").and_then(Value::as_str)
+}
+
+/// The `metadata.name` of a JSON object.
+pub fn name_of(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/name").and_then(Value::as_str)
+}

@@ -1,0 +1,94 @@
+//! Conversions between the generated bindings and [`crate::contract`] types.
+
+use super::bindings::{guest, types};
+use crate::contract::{
+    Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawResponse, RelatedKind,
+    Request, Scope,
+};
+
+fn kind(k: types::KindRef) -> Kind {
+    Kind::new(k.group, k.version, k.kind)
+}
+
+/// A manifest as the plugin returned it, validated.
+pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestError> {
+    let config_schema = m
+        .config_schema
+        .map(|s| serde_json::from_str(&s).map_err(|e| ManifestError::InvalidConfigSchema(format!("{e}"))))
+        .transpose()?;
+    let manifest = Manifest {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        parent: kind(m.parent.kind),
+        scope: match m.parent.scope {
+            types::Scope::Namespaced => Scope::Namespaced,
+            types::Scope::Cluster => Scope::Cluster,
+        },
+        children: m.children.into_iter().map(kind).collect(),
+        related: m
+            .related
+            .into_iter()
+            .map(|r| RelatedKind { kind: kind(r.kind), label_selector: r.label_selector })
+            .collect(),
+        finalizer: m.finalizer,
+        prune: m.prune,
+        config_schema,
+    };
+    manifest.validate()?;
+    Ok(manifest)
+}
+
+/// The request record handed to the guest: every object serialized to JSON once.
+pub(super) fn request(r: &Request) -> guest::Request {
+    let json = |objects: &[std::sync::Arc<serde_json::Value>]| objects.iter().map(|o| o.to_string()).collect();
+    guest::Request {
+        parent: r.parent.to_string(),
+        children: json(&r.children),
+        related: json(&r.related),
+        finalizing: r.finalizing,
+        config: r.config.to_string(),
+    }
+}
+
+/// The guest's response, not yet validated.
+pub(super) fn response(r: guest::Response) -> RawResponse {
+    RawResponse {
+        children: r.children,
+        delete: r
+            .delete
+            .into_iter()
+            .map(|d| ObjectRef { api_version: d.api_version, kind: d.kind, namespace: d.namespace, name: d.name })
+            .collect(),
+        status: r.status,
+        conditions: r
+            .conditions
+            .into_iter()
+            .map(|c| Condition {
+                type_: c.type_,
+                status: match c.status {
+                    guest::ConditionStatus::True => ConditionStatus::True,
+                    guest::ConditionStatus::False => ConditionStatus::False,
+                    guest::ConditionStatus::Unknown => ConditionStatus::Unknown,
+                },
+                reason: c.reason,
+                message: c.message,
+            })
+            .collect(),
+        events: r
+            .events
+            .into_iter()
+            .map(|e| Event {
+                type_: match e.type_ {
+                    guest::EventType::Normal => EventType::Normal,
+                    guest::EventType::Warning => EventType::Warning,
+                },
+                reason: e.reason,
+                action: e.action,
+                note: e.note,
+            })
+            .collect(),
+        requeue_after_ms: r.requeue_after_ms,
+        finalized: r.finalized,
+    }
+}

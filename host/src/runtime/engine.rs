@@ -1,0 +1,77 @@
+//! The wasmtime [`Engine`] configuration and the epoch ticker that drives call deadlines.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the ticker advances the engine's epoch: the granularity of call deadlines.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Plugins instantiated at once at most, per engine (pooling allocator slots).
+const POOL_INSTANCES: u32 = 256;
+
+/// Build the engine every plugin is compiled for.
+///
+/// Epoch interruption is on (deadlines), component-model async machinery is off (plugins are
+/// synchronous WASIp2 components; this halves the cost of a call), and instances come from a
+/// pooling allocator sized for `POOL_INSTANCES` concurrent calls, each slot bounded by
+/// `memory_bytes`.
+///
+/// # Errors
+/// If wasmtime rejects the configuration (for example when virtual memory for the pool
+/// cannot be reserved).
+pub fn new_engine(memory_bytes: u64, pooling: bool) -> wasmtime::Result<Engine> {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.concurrency_support(false);
+    config.max_wasm_stack(1 << 20);
+    config.async_stack_size(2 << 20);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_core_instances(POOL_INSTANCES * 4)
+            .total_memories(POOL_INSTANCES * 2)
+            .total_tables(POOL_INSTANCES * 4)
+            .total_stacks(POOL_INSTANCES)
+            .max_memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX).max(1 << 20));
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&config)
+}
+
+/// A thread advancing an engine's epoch every [`EPOCH_TICK`]; stopped when dropped.
+#[derive(Debug)]
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    /// Start ticking `engine`.
+    pub fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (engine, flag) = (engine.clone(), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("wasmop-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch ticker thread");
+        Self { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

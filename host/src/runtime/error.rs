@@ -1,0 +1,100 @@
+//! Typed errors of loading and calling plugins.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::contract::{ManifestError, ResponseError};
+
+/// Why a plugin could not be loaded. The previous version of a plugin (if any) keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly file (expected the `\\0asm` magic, found {found})")]
+    NotWasm {
+        /// A short hex dump of the first bytes.
+        found: String,
+    },
+    /// The bytes are WebAssembly but do not validate or compile (truncated, corrupt, or using
+    /// features the host does not enable).
+    #[error("invalid WebAssembly: {0}")]
+    Invalid(String),
+    /// A core module (wasm32-wasip1) could not be turned into a component; typically it was not
+    /// built with the wasmop SDK, so it carries no component type.
+    #[error("cannot turn this core module into a component (was it built with wasmop-sdk?): {0}")]
+    Componentize(String),
+    /// The component does not implement the `wasmop:plugin/operator@0.1.0` world: an export is
+    /// missing or has the wrong type, or it imports something the host does not provide.
+    #[error("not a wasmop plugin (world wasmop:plugin/operator@0.1.0): {0}")]
+    WrongWorld(String),
+    /// Calling `manifest()` failed.
+    #[error("describing the plugin failed: {0}")]
+    Describe(#[source] CallError),
+    /// The manifest the plugin returned is invalid.
+    #[error("invalid manifest: {0}")]
+    Manifest(#[from] ManifestError),
+}
+
+/// Why a call into a plugin failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The plugin returned a retryable error.
+    #[error("plugin error (retryable): {0}")]
+    Retryable(String),
+    /// The plugin returned a terminal error.
+    #[error("plugin error (terminal): {0}")]
+    Terminal(String),
+    /// The call ran past its deadline and was interrupted.
+    #[error("plugin call exceeded its deadline of {deadline:?} and was interrupted")]
+    Timeout {
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The plugin tried to grow its memory past the cap and was stopped.
+    #[error("plugin exceeded its memory limit of {limit} bytes and was stopped")]
+    OutOfMemory {
+        /// The cap.
+        limit: u64,
+    },
+    /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access, a stack overflow).
+    #[error("plugin trapped: {message}")]
+    Trap {
+        /// The trap, and the guest's last stderr line when it left one (a panic message).
+        message: String,
+    },
+    /// The plugin returned output the host refuses; nothing of it is applied.
+    #[error("plugin returned malformed output: {0}")]
+    MalformedOutput(#[from] ResponseError),
+    /// The request could not be built or the instance could not be created.
+    #[error("cannot call plugin: {0}")]
+    Host(String),
+}
+
+impl CallError {
+    /// Whether retrying (with backoff) can help. Only a terminal plugin error says no: traps,
+    /// timeouts and malformed output are retried with backoff because a fixed plugin version
+    /// or a changed object may resolve them.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, CallError::Terminal(_))
+    }
+
+    /// A CamelCase reason for events and conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CallError::Retryable(_) => "ReconcileError",
+            CallError::Terminal(_) => "ReconcileFailed",
+            CallError::Timeout { .. } => "PluginTimeout",
+            CallError::OutOfMemory { .. } => "PluginOutOfMemory",
+            CallError::Trap { .. } => "PluginTrapped",
+            CallError::MalformedOutput(_) => "MalformedOutput",
+            CallError::Host(_) => "HostError",
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Per-call sandbox limits: [`Limits`], and the [`MemoryLimiter`] that enforces the memory cap.
+
+use std::time::Duration;
+
+use crate::contract::OutputLimits;
+
+/// Limits applied to every call into a plugin.
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop::runtime::Limits;
+/// let limits = Limits::default().deadline(Duration::from_millis(100)).memory_bytes(16 << 20);
+/// assert_eq!(limits.memory_bytes, 16 << 20);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock budget of one call, instantiation included. Default 1 s.
+    pub deadline: Duration,
+    /// Total linear memory of one instance, all memories together. Default 64 MiB.
+    pub memory_bytes: u64,
+    /// Bounds on what a call may return.
+    pub output: OutputLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, output: OutputLimits::default() }
+    }
+}
+
+impl Limits {
+    /// Set the call deadline.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Set the memory cap in bytes.
+    #[must_use]
+    pub fn memory_bytes(mut self, bytes: u64) -> Self {
+        self.memory_bytes = bytes;
+        self
+    }
+
+    /// Set the output bounds.
+    #[must_use]
+    pub fn output(mut self, output: OutputLimits) -> Self {
+        self.output = output;
+        self
+    }
+}
+
+/// The error a guest traps with when it grows past its memory cap.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes in total)")]
+pub struct MemoryLimitExceeded {
+    /// The cap.
+    pub limit: u64,
+    /// What the instance would have had after the growth.
+    pub requested: u64,
+}
+
+/// Caps the sum of all linear memories of one store and records its high-water mark.
+///
+/// `StoreLimits` caps each memory separately; a component holds several core instances, so
+/// the total is what must be bounded.
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    limit: u64,
+    total: u64,
+    high_water: u64,
+}
+
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+const MAX_INSTANCES: usize = 64;
+
+impl MemoryLimiter {
+    /// A limiter allowing `limit` bytes of linear memory in total.
+    pub fn new(limit: u64) -> Self {
+        Self { limit, total: 0, high_water: 0 }
+    }
+
+    /// The largest total the instance reached.
+    pub fn high_water(&self) -> u64 {
+        self.high_water
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let requested = self.total + (desired - current) as u64;
+        if requested > self.limit {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded { limit: self.limit, requested }));
+        }
+        self.total = requested;
+        self.high_water = self.high_water.max(requested);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_INSTANCES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ResourceLimiter;
+
+    #[test]
+    fn limiter_caps_the_sum_of_memories() {
+        let mut l = MemoryLimiter::new(100);
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        let err = l.memory_growing(0, 50, None).unwrap_err();
+        assert!(err.downcast_ref::<MemoryLimitExceeded>().is_some());
+        assert!(l.memory_growing(0, 40, None).unwrap());
+        assert!(l.memory_growing(40, 41, None).is_err());
+        assert_eq!(l.high_water(), 100);
+    }
+}

@@ -1,0 +1,163 @@
+//! The sandboxed plugin runtime: one wasmtime engine, one linker, plugins loaded from bytes.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use wasmop::contract::Request;
+//! use wasmop::objects::MemoryCache;
+//! use wasmop::runtime::{Limits, Runtime};
+//!
+//! let runtime = Runtime::builder().limits(Limits::default()).build()?;
+//! let plugin = runtime.load_file("memcached.wasm").await?;
+//! let parent = serde_json::json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+//!     "metadata": {"name": "a", "namespace": "default"}, "spec": {"size": 3}});
+//! let (response, _stats) = plugin.reconcile(&Request::new(parent), Arc::new(MemoryCache::default())).await?;
+//! println!("{}", serde_json::to_string_pretty(&response)?);
+//! # Ok(()) }
+//! ```
+
+mod artifact_cache;
+mod bindings;
+mod cache;
+mod convert;
+mod engine;
+mod error;
+mod limits;
+mod loader;
+mod log;
+mod plugin;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+pub use artifact_cache::ArtifactCache;
+pub use engine::EPOCH_TICK;
+pub use error::{CallError, LoadError};
+pub use limits::{Limits, MemoryLimitExceeded};
+pub use loader::{WasmFormat, componentize, detect, digest};
+pub use plugin::{CallStats, Plugin};
+
+use bindings::Operator;
+use engine::EpochTicker;
+use state::HostState;
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// wasmtime rejected the engine configuration or the host imports.
+    #[error("cannot start the wasm runtime: {0}")]
+    Engine(String),
+}
+
+/// Builder for [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeBuilder {
+    limits: Limits,
+    artifact_dir: Option<PathBuf>,
+    pooling: bool,
+}
+
+impl RuntimeBuilder {
+    /// Limits for every call (default: [`Limits::default`]).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Where precompiled plugins are kept; `None` disables the artifact cache.
+    /// Default: [`ArtifactCache::default_dir`].
+    #[must_use]
+    pub fn artifact_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.artifact_dir = dir;
+        self
+    }
+
+    /// Use wasmtime's pooling allocator (default on): faster instantiation, virtual memory
+    /// reserved up front.
+    #[must_use]
+    pub fn pooling(mut self, pooling: bool) -> Self {
+        self.pooling = pooling;
+        self
+    }
+
+    /// Start the engine, its epoch ticker and the linker.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] if wasmtime cannot be configured.
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
+        let err = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
+        let engine = engine::new_engine(self.limits.memory_bytes, self.pooling).map_err(err)?;
+        let mut linker = Linker::<HostState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
+        Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
+        let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
+        let ticker = EpochTicker::start(&engine);
+        Ok(Runtime {
+            inner: Arc::new(Inner { engine, linker, limits: self.limits, artifacts, _ticker: ticker }),
+        })
+    }
+}
+
+/// The plugin runtime. Cheap to clone; all clones share one engine.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    limits: Limits,
+    artifacts: Option<ArtifactCache>,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("limits", &self.limits).field("artifacts", &self.artifacts).finish()
+    }
+}
+
+impl Runtime {
+    /// A builder with default limits, the default artifact directory and pooling on.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder { limits: Limits::default(), artifact_dir: ArtifactCache::default_dir(), pooling: true }
+    }
+
+    /// The limits calls run under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Load a plugin from its bytes: detect the format, componentize a core module, compile
+    /// (or fetch the precompiled artifact), link, type-check against the world, and read and
+    /// validate the manifest. Nothing is swapped or started: a failed load changes nothing.
+    ///
+    /// # Errors
+    /// [`LoadError`] saying what is wrong with the bytes.
+    pub async fn load(&self, bytes: Vec<u8>) -> Result<Plugin, LoadError> {
+        let digest = loader::digest(&bytes);
+        let inner = Arc::clone(&self.inner);
+        let d = digest.clone();
+        let component =
+            tokio::task::spawn_blocking(move || loader::compile(&inner.engine, &bytes, &d, inner.artifacts.as_ref()))
+                .await
+                .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
+        Plugin::new(&self.inner.engine, &self.inner.linker, &component, digest, self.inner.limits).await
+    }
+
+    /// [`Runtime::load`] of a file's contents.
+    ///
+    /// # Errors
+    /// [`LoadError::Io`] if the file cannot be read, else as [`Runtime::load`].
+    pub async fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
+        let path = path.as_ref();
+        let bytes = tokio::fs::read(path).await.map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
+        self.load(bytes).await
+    }
+}

@@ -1,0 +1,175 @@
+//! [`Plugin`]: one loaded, type-checked version of a plugin, callable any number of times.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::Component;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+use super::bindings::{Operator, OperatorPre, guest};
+use super::convert;
+use super::engine::EPOCH_TICK;
+use super::error::{CallError, LoadError};
+use super::limits::{Limits, MemoryLimitExceeded};
+use super::state::{HostState, LookupScope};
+use crate::contract::{Manifest, Request, Response, Scope};
+use crate::objects::{ObjectCache, name_of, namespace_of};
+
+/// One version of a plugin: compiled, linked against the host's imports and type-checked
+/// against the world once; every call then gets a fresh instance in a fresh store.
+///
+/// Cheap to clone; a clone keeps the version alive, so calls that started on it finish on it
+/// even after a newer version replaced it.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pre: OperatorPre<HostState>,
+    engine: Engine,
+    manifest: Arc<Manifest>,
+    name: Arc<str>,
+    digest: String,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin").field("name", &self.inner.name).field("digest", &self.inner.digest).finish()
+    }
+}
+
+/// What one call cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallStats {
+    /// Wall time, instantiation included.
+    pub elapsed: Duration,
+    /// Largest total linear memory the instance had.
+    pub memory_high_water: u64,
+}
+
+impl Plugin {
+    /// Link `component`, check it implements the world, and ask it for its manifest.
+    pub(super) async fn new(
+        engine: &Engine,
+        linker: &wasmtime::component::Linker<HostState>,
+        component: &Component,
+        digest: String,
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
+        let pre = OperatorPre::new(linker.instantiate_pre(component).map_err(wrong_world)?).map_err(wrong_world)?;
+        let name: Arc<str> = Arc::from("(loading)");
+        let (raw, _) = call(engine, &pre, &name, &limits, None, async |op: Operator, store: &mut Store<HostState>| {
+            op.wasmop_plugin_reconciler().call_manifest(store).await
+        })
+        .await
+        .map_err(LoadError::Describe)?;
+        let manifest = convert::manifest(raw)?;
+        let name = Arc::from(manifest.name.as_str());
+        Ok(Self { inner: Arc::new(Inner { pre, engine: engine.clone(), manifest: Arc::new(manifest), name, digest, limits }) })
+    }
+
+    /// The plugin's validated manifest.
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.inner.manifest
+    }
+
+    /// The plugin name (from its manifest).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// sha256 of the plugin file, hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Reconcile one parent: a fresh instance, the request in, the validated response out.
+    /// Lookups the plugin makes are answered from `cache`, scoped by the manifest.
+    ///
+    /// # Errors
+    /// [`CallError`]: the plugin's own error, or a timeout, memory exhaustion, a trap, or
+    /// malformed output, each typed. The host is never affected.
+    pub async fn reconcile(&self, request: &Request, cache: Arc<dyn ObjectCache>) -> Result<(Response, CallStats), CallError> {
+        let manifest = Arc::clone(&self.inner.manifest);
+        let namespace = match manifest.scope {
+            Scope::Namespaced => namespace_of(&request.parent).map(str::to_owned),
+            Scope::Cluster => None,
+        };
+        let parent_name = name_of(&request.parent).unwrap_or_default().to_owned();
+        let lookup = LookupScope { manifest, namespace, parent_name, cache };
+        let raw_request = convert::request(request);
+        let (result, stats) = call(
+            &self.inner.engine,
+            &self.inner.pre,
+            &self.inner.name,
+            &self.inner.limits,
+            Some(lookup),
+            async |op: Operator, store: &mut Store<HostState>| op.wasmop_plugin_reconciler().call_reconcile(store, &raw_request).await,
+        )
+        .await?;
+        match result {
+            Ok(raw) => Ok((convert::response(raw).validate(&self.inner.limits.output)?, stats)),
+            Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(m)),
+            Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(m)),
+        }
+    }
+}
+
+/// Run `f` on a fresh instance in a fresh store, under the deadline and memory cap.
+async fn call<R>(
+    engine: &Engine,
+    pre: &OperatorPre<HostState>,
+    plugin: &Arc<str>,
+    limits: &Limits,
+    lookup: Option<LookupScope>,
+    f: impl AsyncFnOnce(Operator, &mut Store<HostState>) -> wasmtime::Result<R>,
+) -> Result<(R, CallStats), CallError> {
+    let started = Instant::now();
+    let mut store = Store::new(engine, HostState::new(Arc::clone(plugin), limits.memory_bytes, lookup));
+    store.limiter(|s| &mut s.limiter);
+    let deadline = started + limits.deadline;
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+    });
+    store.set_epoch_deadline(1);
+    let run = async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        f(instance, &mut store).await
+    };
+    // The epoch callback interrupts the guest; the timer also covers time spent in the host.
+    let outcome = tokio::time::timeout(limits.deadline + 4 * EPOCH_TICK, run).await;
+    let state = store.data();
+    state.flush_guest_output();
+    let stats = CallStats { elapsed: started.elapsed(), memory_high_water: state.limiter.high_water() };
+    match outcome {
+        Ok(Ok(value)) => Ok((value, stats)),
+        Ok(Err(error)) => Err(classify(&error, limits, state.last_stderr_line())),
+        Err(_elapsed) => Err(CallError::Timeout { deadline: limits.deadline }),
+    }
+}
+
+/// Turn a wasmtime error from instantiate or call into a typed [`CallError`].
+fn classify(error: &wasmtime::Error, limits: &Limits, stderr: Option<String>) -> CallError {
+    if let Some(oom) = error.downcast_ref::<MemoryLimitExceeded>() {
+        return CallError::OutOfMemory { limit: oom.limit };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => CallError::Timeout { deadline: limits.deadline },
+        Some(trap) => {
+            let message = match stderr {
+                Some(line) => format!("{trap} (guest stderr: {line})"),
+                None => trap.to_string(),
+            };
+            CallError::Trap { message }
+        }
+        None => CallError::Host(format!("{error:#}").lines().next().unwrap_or_default().to_owned()),
+    }
+}

@@ -1,0 +1,153 @@
+//! The data of one call's `Store`: WASI context, limits, and what the plugin may look up.
+
+use std::sync::{Arc, Mutex};
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::limits::MemoryLimiter;
+use crate::contract::Manifest;
+use crate::objects::ObjectCache;
+
+/// Bytes of guest stdout/stderr kept per call; the rest is dropped.
+const MAX_GUEST_OUTPUT: usize = 64 << 10;
+
+/// What one call may read through the `cache` import.
+#[derive(Clone)]
+pub struct LookupScope {
+    /// The plugin's manifest: the kinds it may read.
+    pub manifest: Arc<Manifest>,
+    /// The parent's namespace (for namespaced parents).
+    pub namespace: Option<String>,
+    /// The parent's name, substituted in related selectors.
+    pub parent_name: String,
+    /// The objects.
+    pub cache: Arc<dyn ObjectCache>,
+}
+
+impl std::fmt::Debug for LookupScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LookupScope").field("namespace", &self.namespace).field("parent", &self.parent_name).finish()
+    }
+}
+
+/// Store data for one call.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(super) limiter: MemoryLimiter,
+    /// Plugin name, for log lines.
+    pub(super) plugin: Arc<str>,
+    /// Lookups allowed during this call; `None` while describing the plugin.
+    pub(super) lookup: Option<LookupScope>,
+    pub(super) stdout: GuestOutput,
+    pub(super) stderr: GuestOutput,
+}
+
+impl HostState {
+    /// A sandbox with no filesystem, network, environment, arguments or stdin; stdout and
+    /// stderr are captured (bounded) for the log.
+    pub fn new(plugin: Arc<str>, memory_bytes: u64, lookup: Option<LookupScope>) -> Self {
+        let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
+        let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_bytes), plugin, lookup, stdout, stderr }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A bounded in-memory sink for guest stdout or stderr. Writes past the bound are dropped,
+/// never failed, so a chatty guest cannot trap on output.
+#[derive(Debug, Clone, Default)]
+pub struct GuestOutput(Arc<Mutex<Vec<u8>>>);
+
+impl GuestOutput {
+    /// Everything written so far, lossily decoded.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("guest output lock")).into_owned()
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut buf = self.0.lock().expect("guest output lock");
+        let room = MAX_GUEST_OUTPUT.saturating_sub(buf.len());
+        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+}
+
+impl IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for GuestOutput {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for GuestOutput {
+    fn write(&mut self, bytes: bytes::Bytes) -> Result<(), StreamError> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        Ok(MAX_GUEST_OUTPUT)
+    }
+}
+
+impl tokio::io::AsyncWrite for GuestOutput {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.push(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_output_is_bounded_and_never_fails() {
+        let mut out = GuestOutput::default();
+        for _ in 0..3 {
+            out.write(bytes::Bytes::from(vec![b'x'; MAX_GUEST_OUTPUT / 2 + 1])).unwrap();
+        }
+        assert_eq!(out.text().len(), MAX_GUEST_OUTPUT);
+    }
+}

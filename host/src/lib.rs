@@ -4,9 +4,13 @@
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
 //! - [`objects`]: the object cache plugins read from, and label selectors.
 //! - [`runtime`]: the wasmtime engine, plugin loading and sandboxed calls.
+//! - [`controller`]: watches, queues and reconciles against a cluster.
+//! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
 //! - [`cli`]: the `wasmop` command line.
 
+pub mod actions;
 pub mod cli;
+pub mod controller;
 pub mod contract;
 pub mod objects;
 pub mod runtime;

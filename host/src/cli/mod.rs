@@ -3,6 +3,7 @@
 mod fixtures;
 mod inspect;
 mod reconcile;
+pub mod run;
 mod units;
 
 use std::path::PathBuf;
@@ -83,6 +84,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Run a plugin once, offline, on an object and fixtures; print its response.
     Reconcile(reconcile::ReconcileArgs),
+    /// Run the operator host: reconcile every plugin in a directory against a cluster.
+    Run(run::RunArgs),
 }
 
 /// Run a parsed command line.
@@ -93,5 +96,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args, &cli.runtime).await,
         Command::Reconcile(args) => reconcile::run(args, &cli.runtime).await,
+        Command::Run(args) => run::run(args, &cli.runtime).await,
     }
 }

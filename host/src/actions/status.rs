@@ -1,0 +1,111 @@
+//! The parent's status: plugin fields plus `metav1.Condition`s with observedGeneration and
+//! lastTransitionTime kept stable.
+
+use serde_json::{Map, Value, json};
+
+use super::diff::contains;
+use crate::contract::{Condition, ConditionStatus};
+
+/// The condition type the host itself maintains: whether the last reconcile succeeded.
+pub const RECONCILED: &str = "Reconciled";
+
+/// `status.conditions` after setting `updates`: a condition whose status did not change keeps
+/// its `lastTransitionTime`; every updated condition gets `observedGeneration`; conditions not
+/// mentioned are kept as they are.
+pub fn merge_conditions(existing: &[Value], updates: &[Condition], generation: Option<i64>, now: &str) -> Vec<Value> {
+    let mut merged: Vec<Value> = existing.to_vec();
+    for c in updates {
+        let status = match c.status {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        };
+        let position = merged.iter().position(|e| e["type"] == c.type_.as_str());
+        let transition = position
+            .map(|i| &merged[i])
+            .filter(|e| e["status"] == status)
+            .and_then(|e| e["lastTransitionTime"].as_str())
+            .unwrap_or(now)
+            .to_owned();
+        let mut value = json!({
+            "type": c.type_,
+            "status": status,
+            "reason": c.reason,
+            "message": c.message,
+            "lastTransitionTime": transition,
+        });
+        if let Some(g) = generation {
+            value["observedGeneration"] = json!(g);
+        }
+        match position {
+            Some(i) => merged[i] = value,
+            None => merged.push(value),
+        }
+    }
+    merged
+}
+
+/// The merge patch of the parent's status (`{"status": {...}}`) that sets the plugin's fields
+/// and conditions, or `None` when the parent already has them all.
+pub fn status_patch(parent: &Value, fields: Option<&Value>, conditions: &[Condition], now: &str) -> Option<Value> {
+    let observed = parent.get("status").cloned().unwrap_or_else(|| Value::Object(Map::new()));
+    let mut status = fields.cloned().unwrap_or_else(|| Value::Object(Map::new()));
+    if !conditions.is_empty() {
+        let existing = observed.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64);
+        status["conditions"] = Value::Array(merge_conditions(&existing, conditions, generation, now));
+    }
+    if status.as_object().is_some_and(Map::is_empty) || contains(&observed, &status) {
+        return None;
+    }
+    Some(json!({ "status": status }))
+}
+
+/// The current time as a Kubernetes timestamp (RFC 3339, seconds, UTC).
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(status: ConditionStatus, reason: &str) -> Condition {
+        Condition { type_: "Available".into(), status, reason: reason.into(), message: String::new() }
+    }
+
+    #[test]
+    fn unchanged_status_keeps_transition_time() {
+        let existing = vec![json!({"type": "Available", "status": "True", "reason": "A", "message": "", "lastTransitionTime": "t0"})];
+        let merged = merge_conditions(&existing, &[cond(ConditionStatus::True, "B")], Some(2), "t1");
+        assert_eq!(merged[0]["lastTransitionTime"], "t0");
+        assert_eq!(merged[0]["reason"], "B");
+        assert_eq!(merged[0]["observedGeneration"], 2);
+        let flipped = merge_conditions(&existing, &[cond(ConditionStatus::False, "B")], Some(2), "t1");
+        assert_eq!(flipped[0]["lastTransitionTime"], "t1");
+    }
+
+    #[test]
+    fn other_conditions_are_kept() {
+        let existing = vec![json!({"type": "Other", "status": "True"})];
+        let merged = merge_conditions(&existing, &[cond(ConditionStatus::True, "A")], None, "t");
+        assert_eq!(merged.len(), 2);
+        assert!(merged[1].get("observedGeneration").is_none());
+    }
+
+    #[test]
+    fn patch_is_skipped_when_nothing_changes() {
+        let parent = json!({"metadata": {"generation": 1}, "status": {"nodes": ["a"], "conditions": [
+            {"type": "Available", "status": "True", "reason": "A", "message": "", "lastTransitionTime": "t0", "observedGeneration": 1}]}});
+        assert_eq!(status_patch(&parent, Some(&json!({"nodes": ["a"]})), &[cond(ConditionStatus::True, "A")], "t1"), None);
+        let patch = status_patch(&parent, Some(&json!({"nodes": ["a", "b"]})), &[], "t1").unwrap();
+        assert_eq!(patch, json!({"status": {"nodes": ["a", "b"]}}));
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        let t = now();
+        assert_eq!(t.len(), 20);
+        assert!(t.ends_with('Z'));
+    }
+}

@@ -1,0 +1,78 @@
+//! `wasmop run`: the operator host.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{RuntimeArgs, units};
+use crate::controller::{ControllerConfig, Manager};
+
+/// Arguments of `wasmop run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Directory of plugins (`*.wasm`).
+    #[arg(long, env = "WASMOP_PLUGINS")]
+    pub plugins: PathBuf,
+    /// Kubeconfig file (default: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Reconciles of one plugin running at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Re-queue every parent this often (`0s` disables).
+    #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
+    pub resync: Duration,
+}
+
+/// A client from an explicit kubeconfig, or kube's default inference.
+///
+/// # Errors
+/// When no usable configuration is found.
+pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await.context("no Kubernetes configuration found (use --kubeconfig)")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+impl RunArgs {
+    /// The controller configuration these flags describe.
+    pub fn controller_config(&self) -> ControllerConfig {
+        ControllerConfig {
+            concurrency: self.concurrency,
+            resync: (!self.resync.is_zero()).then_some(self.resync),
+            ..ControllerConfig::default()
+        }
+    }
+}
+
+pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_deref()).await?;
+    let manager = Manager::new(client, runtime.runtime()?, args.controller_config());
+    let failed = manager.start_dir(&args.plugins).await.with_context(|| format!("cannot read {}", args.plugins.display()))?;
+    tracing::info!(plugins = ?manager.plugins(), failed = failed.len(), "host running");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    manager.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,128 @@
+//! [`Manager`]: every plugin of a host, sharing one client, one discovery cache and one watch
+//! per kind.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::ControllerConfig;
+use super::discovery::Discovery;
+use super::plugin_controller::{PluginController, Shared, StartError};
+use super::watches::Watches;
+use crate::runtime::{LoadError, Plugin, Runtime};
+
+/// Why a plugin file was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file is not a loadable plugin.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The plugin could not be started against the cluster.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Another file already provides a plugin of this name.
+    #[error("a plugin named {0:?} is already running")]
+    Duplicate(String),
+}
+
+/// The running plugins.
+pub struct Manager {
+    runtime: Runtime,
+    shared: Shared,
+    config: ControllerConfig,
+    controllers: Mutex<BTreeMap<String, Arc<PluginController>>>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.controllers.lock().expect("controllers lock").keys().cloned().collect();
+        f.debug_struct("Manager").field("plugins", &names).finish()
+    }
+}
+
+impl Manager {
+    /// A manager with no plugin yet.
+    pub fn new(client: kube::Client, runtime: Runtime, config: ControllerConfig) -> Self {
+        let shared = Shared {
+            discovery: Arc::new(Discovery::new(client.clone())),
+            watches: Watches::new(client.clone()),
+            client,
+        };
+        Self { runtime, shared, config, controllers: Mutex::default() }
+    }
+
+    /// The runtime plugins are loaded with.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Start a loaded plugin.
+    ///
+    /// # Errors
+    /// [`PluginError::Duplicate`] or [`PluginError::Start`].
+    pub async fn start(&self, plugin: Plugin) -> Result<Arc<PluginController>, PluginError> {
+        let name = plugin.name().to_owned();
+        if self.controllers.lock().expect("controllers lock").contains_key(&name) {
+            return Err(PluginError::Duplicate(name));
+        }
+        let controller = PluginController::start(plugin, self.shared.clone(), &self.config).await?;
+        self.controllers.lock().expect("controllers lock").insert(name, Arc::clone(&controller));
+        Ok(controller)
+    }
+
+    /// Load and start every `*.wasm` file in `dir`. A file that fails is logged with its
+    /// reason and skipped; the others run.
+    ///
+    /// # Errors
+    /// Only when the directory cannot be read.
+    pub async fn start_dir(&self, dir: &Path) -> std::io::Result<Vec<(std::path::PathBuf, PluginError)>> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+            .collect();
+        files.sort();
+        let mut failed = Vec::new();
+        for file in files {
+            let result = match self.runtime.load_file(&file).await {
+                Ok(plugin) => self.start(plugin).await.map(|_| ()),
+                Err(e) => Err(e.into()),
+            };
+            if let Err(e) = result {
+                tracing::error!(file = %file.display(), error = %e, "plugin not started");
+                failed.push((file, e));
+            }
+        }
+        Ok(failed)
+    }
+
+    /// The controller of a plugin by name.
+    pub fn controller(&self, name: &str) -> Option<Arc<PluginController>> {
+        self.controllers.lock().expect("controllers lock").get(name).cloned()
+    }
+
+    /// Names of the running plugins.
+    pub fn plugins(&self) -> Vec<String> {
+        self.controllers.lock().expect("controllers lock").keys().cloned().collect()
+    }
+
+    /// Stop one plugin: drain its queue within the grace period and release its watches.
+    pub async fn stop(&self, name: &str) -> bool {
+        let controller = self.controllers.lock().expect("controllers lock").remove(name);
+        match controller {
+            Some(c) => {
+                c.stop(self.config.shutdown_grace).await;
+                tracing::info!(plugin = name, "plugin stopped");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stop every plugin.
+    pub async fn shutdown(&self) {
+        for name in self.plugins() {
+            self.stop(&name).await;
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Which parents a change concerns: the event → queue-key mapping of one plugin.
+
+use serde_json::Value;
+
+use crate::contract::{Kind, Manifest};
+use crate::objects::{ObjectCache, name_of, namespace_of};
+
+/// Identifies a parent in its plugin's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace, `None` for cluster-scoped parents.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+impl ObjectKey {
+    /// The key of an object.
+    pub fn of(object: &Value) -> Option<Self> {
+        Some(Self { namespace: namespace_of(object).map(str::to_owned), name: name_of(object)?.to_owned() })
+    }
+}
+
+/// Whether an update changed only what a reconcile does not read as input: the status
+/// (usually our own write) and bookkeeping metadata. Such updates do not re-trigger the parent,
+/// which keeps a plugin's status write from looping.
+pub fn only_status_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("status");
+            if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+                meta.remove("managedFields");
+            }
+        }
+        v
+    };
+    strip(old) == strip(new)
+}
+
+/// The parents of `manifest` that a change of an object of `kind` concerns.
+///
+/// - the parent kind: the object itself (unless only its status changed);
+/// - a child kind: the parent named by its controller ownerReference;
+/// - a related kind: every parent in the object's namespace whose related selector matches it
+///   (before or after the change).
+pub fn parents_of_change(
+    manifest: &Manifest,
+    cache: &dyn ObjectCache,
+    kind: &Kind,
+    old: Option<&Value>,
+    new: Option<&Value>,
+) -> Vec<ObjectKey> {
+    let mut keys = Vec::new();
+    let versions = || old.into_iter().chain(new);
+    if kind == &manifest.parent {
+        if let (Some(o), Some(n)) = (old, new)
+            && only_status_changed(o, n)
+        {
+            return keys;
+        }
+        keys.extend(versions().filter_map(ObjectKey::of));
+    }
+    if manifest.children.contains(kind) {
+        for object in versions() {
+            if let Some(owner) = controller_owner(object, manifest) {
+                keys.push(ObjectKey { namespace: namespace_of(object).map(str::to_owned), name: owner });
+            }
+        }
+    }
+    for related in manifest.related.iter().filter(|r| &r.kind == kind) {
+        let Some(ns) = versions().find_map(namespace_of) else { continue };
+        for parent in cache.list(&manifest.parent, Some(ns)) {
+            let Some(parent_name) = name_of(&parent) else { continue };
+            let Ok(selector) = related.selector_for(parent_name) else { continue };
+            if versions().any(|o| selector.matches_object(o)) {
+                keys.extend(ObjectKey::of(&parent));
+            }
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The name of the object's controller owner when that owner is of the plugin's parent kind.
+fn controller_owner(object: &Value, manifest: &Manifest) -> Option<String> {
+    let api_version = manifest.parent.api_version();
+    object.pointer("/metadata/ownerReferences")?.as_array()?.iter().find_map(|r| {
+        (r["controller"].as_bool() == Some(true)
+            && r["kind"].as_str() == Some(manifest.parent.kind.as_str())
+            && r["apiVersion"].as_str() == Some(api_version.as_str()))
+        .then(|| r["name"].as_str().map(str::to_owned))
+        .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{RelatedKind, Scope};
+    use crate::objects::MemoryCache;
+    use serde_json::json;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            name: "memcached".into(),
+            version: "0.1.0".into(),
+            description: String::new(),
+            parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
+            scope: Scope::Namespaced,
+            children: vec![Kind::new("apps", "v1", "Deployment")],
+            related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: "cr=$(parent.name)".into() }],
+            finalizer: false,
+            prune: true,
+            config_schema: None,
+        }
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey { namespace: Some("ns".into()), name: name.into() }
+    }
+
+    #[test]
+    fn parent_changes_map_to_themselves_unless_only_status_changed() {
+        let m = manifest();
+        let old = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}, "spec": {"size": 1}});
+        let status_only = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "2"}, "spec": {"size": 1}, "status": {"x": 1}});
+        let spec = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "3"}, "spec": {"size": 2}});
+        let cache = MemoryCache::default();
+        assert!(parents_of_change(&m, &cache, &m.parent, Some(&old), Some(&status_only)).is_empty());
+        assert_eq!(parents_of_change(&m, &cache, &m.parent, Some(&old), Some(&spec)), [key("a")]);
+        assert_eq!(parents_of_change(&m, &cache, &m.parent, Some(&old), None), [key("a")]);
+    }
+
+    #[test]
+    fn children_map_to_their_controller_owner_of_the_parent_kind() {
+        let m = manifest();
+        let child = json!({"metadata": {"name": "d", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "a", "uid": "u", "controller": true},
+            {"apiVersion": "v1", "kind": "Other", "name": "b", "uid": "v", "controller": false}]}});
+        let cache = MemoryCache::default();
+        assert_eq!(parents_of_change(&m, &cache, &Kind::new("apps", "v1", "Deployment"), None, Some(&child)), [key("a")]);
+    }
+
+    #[test]
+    fn related_objects_map_to_parents_whose_selector_matches() {
+        let m = manifest();
+        let mut cache = MemoryCache::default();
+        for name in ["a", "b"] {
+            cache
+                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
+                .unwrap();
+        }
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
+        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("b")]);
+    }
+}

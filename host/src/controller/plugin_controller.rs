@@ -1,0 +1,198 @@
+//! [`PluginController`]: the queue, workers and watches of one plugin.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio::task::JoinSet;
+
+use super::ControllerConfig;
+use super::discovery::{Discovery, DiscoveryError, Resolved};
+use super::mapping::{ObjectKey, parents_of_change};
+use super::queue::WorkQueue;
+use super::reconcile::{Outcome, reconcile};
+use super::watches::{Subscriber, Subscription, Watches};
+use crate::actions::EventSink;
+use crate::contract::{Kind, Scope};
+use crate::objects::ObjectCache;
+use crate::runtime::Plugin;
+
+/// Why a plugin could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A declared kind is not served by the API server.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The manifest's scope for the parent differs from the server's.
+    #[error("plugin declares {kind} as {declared:?}, but the API server serves it as {served:?}")]
+    ScopeMismatch {
+        /// The parent kind.
+        kind: Kind,
+        /// What the manifest says.
+        declared: Scope,
+        /// What discovery says.
+        served: Scope,
+    },
+}
+
+/// The shared parts every plugin controller uses.
+#[derive(Clone)]
+pub struct Shared {
+    /// The client.
+    pub client: kube::Client,
+    /// Kind resolution.
+    pub discovery: Arc<Discovery>,
+    /// The shared watches and cache.
+    pub watches: Arc<Watches>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("watches", &self.watches).finish_non_exhaustive()
+    }
+}
+
+/// One running plugin: its current version, queue, workers and watch subscriptions.
+pub struct PluginController {
+    pub(super) plugin: ArcSwap<Plugin>,
+    pub(super) shared: Shared,
+    pub(super) parent: Resolved,
+    pub(super) queue: WorkQueue<ObjectKey>,
+    pub(super) events: EventSink,
+    subscriptions: Mutex<Vec<Subscription>>,
+    workers: Mutex<JoinSet<()>>,
+}
+
+impl std::fmt::Debug for PluginController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginController").field("plugin", &self.plugin.load().name()).field("queue", &self.queue).finish()
+    }
+}
+
+/// Forwards watch events to the controller without keeping it alive.
+struct Forward(std::sync::Weak<PluginController>);
+
+impl Subscriber for Forward {
+    fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>) {
+        if let Some(controller) = self.0.upgrade() {
+            let plugin = controller.plugin.load();
+            for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
+                controller.queue.add(key);
+            }
+        }
+    }
+}
+
+impl PluginController {
+    /// Resolve the plugin's kinds, subscribe to their watches, wait for the caches to sync,
+    /// queue every existing parent, and start `config.concurrency` workers.
+    ///
+    /// # Errors
+    /// [`StartError`] when a kind is not served or the parent's scope is wrong.
+    pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
+        let manifest = Arc::clone(plugin.manifest());
+        let patience = config.discovery_patience;
+        let parent = shared.discovery.resolve(&manifest.parent, patience).await?;
+        if parent.scope != manifest.scope {
+            return Err(StartError::ScopeMismatch {
+                kind: manifest.parent.clone(),
+                declared: manifest.scope,
+                served: parent.scope,
+            });
+        }
+        let mut kinds = vec![(manifest.parent.clone(), parent.clone())];
+        for kind in manifest.children.iter().chain(manifest.related.iter().map(|r| &r.kind)) {
+            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?));
+        }
+        let controller = Arc::new(Self {
+            events: EventSink::new(shared.client.clone(), plugin.name()),
+            plugin: ArcSwap::from_pointee(plugin),
+            parent,
+            queue: WorkQueue::new(config.queue.clone()),
+            subscriptions: Mutex::default(),
+            workers: Mutex::default(),
+            shared,
+        });
+        let forward: Arc<dyn Subscriber> = Arc::new(Forward(Arc::downgrade(&controller)));
+        for (kind, resolved) in &kinds {
+            let sub = controller.shared.watches.subscribe(kind, &resolved.resource, Arc::clone(&forward));
+            controller.subscriptions.lock().expect("subscriptions lock").push(sub);
+        }
+        for (kind, _) in &kinds {
+            controller.shared.watches.wait_synced(kind).await;
+        }
+        controller.enqueue_all();
+        let mut workers = controller.workers.lock().expect("workers lock");
+        for _ in 0..config.concurrency.max(1) {
+            workers.spawn(Arc::clone(&controller).work());
+        }
+        if let Some(period) = config.resync {
+            workers.spawn(Arc::clone(&controller).resync(period));
+        }
+        drop(workers);
+        tracing::info!(plugin = %manifest.name, version = %manifest.version, parent = %manifest.parent, "plugin started");
+        Ok(controller)
+    }
+
+    /// The plugin version currently serving.
+    pub fn plugin(&self) -> Arc<Plugin> {
+        self.plugin.load_full()
+    }
+
+    /// Queue every parent in the cache.
+    pub fn enqueue_all(&self) {
+        let plugin = self.plugin.load();
+        for parent in self.shared.watches.list(&plugin.manifest().parent, None) {
+            if let Some(key) = ObjectKey::of(&parent) {
+                self.queue.add(key);
+            }
+        }
+    }
+
+    /// Parents waiting in the queue.
+    pub fn queue_depth(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Stop taking work, wait up to `grace` for reconciles in flight, drop the watches.
+    pub async fn stop(&self, grace: Duration) {
+        self.queue.shutdown();
+        let mut workers = std::mem::take(&mut *self.workers.lock().expect("workers lock"));
+        let drained = tokio::time::timeout(grace, async { while workers.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(plugin = %self.plugin.load().name(), "reconciles still running after the grace period; aborting them");
+            workers.abort_all();
+        }
+        self.subscriptions.lock().expect("subscriptions lock").clear();
+    }
+
+    async fn work(self: Arc<Self>) {
+        while let Some(lease) = self.queue.next().await {
+            let key = lease.key().clone();
+            match reconcile(&self, &key).await {
+                Outcome::Done { requeue_after } => {
+                    self.queue.forget(&key);
+                    if let Some(delay) = requeue_after {
+                        self.queue.add_after(key, delay);
+                    }
+                }
+                Outcome::Retry => self.queue.add_rate_limited(key),
+                Outcome::GiveUp => self.queue.forget(&key),
+            }
+            lease.done();
+        }
+    }
+
+    async fn resync(self: Arc<Self>, period: Duration) {
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if self.queue.is_shutting_down() {
+                return;
+            }
+            self.enqueue_all();
+        }
+    }
+}

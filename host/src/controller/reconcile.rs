@@ -1,0 +1,143 @@
+//! One reconcile of one parent: cache → request → plugin → checks → writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::mapping::ObjectKey;
+use super::plugin_controller::PluginController;
+use crate::actions::{
+    ActionError, RECONCILED, Writer, Written, add_finalizer, check_scope, has_finalizer, now, remove_finalizer, status_patch,
+};
+use crate::contract::{Condition, ConditionStatus, Event, EventType, Request};
+use crate::objects::ObjectCache;
+
+/// What the worker does with the key next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Success: reset backoff; requeue after the delay the plugin asked for, if any.
+    Done {
+        /// The plugin's requeue-after.
+        requeue_after: Option<Duration>,
+    },
+    /// A retryable failure: requeue with per-object exponential backoff.
+    Retry,
+    /// A terminal failure: wait for the object to change.
+    GiveUp,
+}
+
+/// Reconcile the parent `key` with the controller's current plugin version.
+pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
+    let plugin = controller.plugin();
+    let manifest = Arc::clone(plugin.manifest());
+    let watches = Arc::clone(&controller.shared.watches);
+    let Some(parent) = watches.get(&manifest.parent, key.namespace.as_deref(), &key.name) else {
+        return Outcome::Done { requeue_after: None };
+    };
+    let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
+    let span = tracing::info_span!("reconcile", plugin = %manifest.name, kind = %manifest.parent.kind,
+        namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);
+    async move {
+        let writer = Writer {
+            client: &controller.shared.client,
+            discovery: &controller.shared.discovery,
+            manifest: &manifest,
+            parent: &parent,
+            parent_resource: &controller.parent.resource,
+            cache: &*watches,
+        };
+        let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let finalizer = manifest.finalizer_name();
+        if manifest.finalizer {
+            let held = has_finalizer(&parent, &finalizer);
+            if deleting && !held {
+                return Outcome::Done { requeue_after: None };
+            }
+            if !deleting && !held {
+                if let Err(e) = add_finalizer(&writer.parent_api(), &parent, &finalizer).await {
+                    tracing::warn!(error = %e, "cannot add finalizer; retrying");
+                    return Outcome::Retry;
+                }
+                // The update event re-queues the parent with the finalizer in place.
+                return Outcome::Done { requeue_after: None };
+            }
+        } else if deleting {
+            return Outcome::Done { requeue_after: None };
+        }
+
+        let controlled = Arc::clone(&parent);
+        let mut request = match Request::gather(Arc::clone(&parent), &manifest, &*watches, |c| {
+            Request::is_controlled_by(c, &controlled)
+        }) {
+            Ok(r) => r,
+            Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
+        };
+        request.finalizing = deleting;
+        let cache: Arc<dyn ObjectCache> = watches.clone();
+        let (mut response, stats) = match plugin.reconcile(&request, cache).await {
+            Ok(ok) => ok,
+            Err(e) => return fail(controller, &writer, e.reason(), &e.to_string(), e.is_retryable()).await,
+        };
+        if let Err(e) = check_scope(&manifest, &parent, &mut response) {
+            return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
+        }
+        let mut written = Written::default();
+        let result: Result<(), ActionError> = async {
+            let desired = response.children.clone();
+            writer.apply_children(std::mem::take(&mut response.children), &mut written).await?;
+            if manifest.prune {
+                writer.delete(&Writer::absent_children(&request.children, &desired), &mut written).await?;
+            }
+            writer.delete(&response.delete, &mut written).await?;
+            let mut conditions = response.conditions.clone();
+            conditions.push(Condition {
+                type_: RECONCILED.into(),
+                status: ConditionStatus::True,
+                reason: "ReconcileSucceeded".into(),
+                message: format!("reconciled by {} {}", manifest.name, manifest.version),
+            });
+            if let Some(patch) = status_patch(&parent, response.status.as_ref(), &conditions, &now()) {
+                writer.patch_status(&patch).await?;
+                written.status = true;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
+            return Outcome::Retry;
+        }
+        for event in &response.events {
+            controller.events.publish(&parent, event).await;
+        }
+        if deleting && response.finalized
+            && let Err(e) = remove_finalizer(&writer.parent_api(), &parent, &finalizer).await
+        {
+            tracing::warn!(error = %e, "cannot remove finalizer; retrying");
+            return Outcome::Retry;
+        }
+        tracing::debug!(elapsed = ?stats.elapsed, applied = written.applied, unchanged = written.unchanged,
+            deleted = written.deleted, status = written.status, "reconciled");
+        Outcome::Done { requeue_after: response.requeue_after }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Report a failed reconcile on the parent: a log line, a Warning event and a `Reconciled`
+/// condition saying why. Writes nothing else.
+async fn fail(controller: &PluginController, writer: &Writer<'_>, reason: &str, message: &str, retry: bool) -> Outcome {
+    tracing::warn!(reason, retry, "{message}");
+    let event = Event { type_: EventType::Warning, reason: reason.into(), action: "Reconcile".into(), note: message.into() };
+    controller.events.publish(writer.parent, &event).await;
+    let condition =
+        Condition { type_: RECONCILED.into(), status: ConditionStatus::False, reason: reason.into(), message: message.into() };
+    if let Some(patch) = status_patch(writer.parent, None, &[condition], &now())
+        && let Err(e) = writer.patch_status(&patch).await
+    {
+        tracing::warn!(error = %e, "cannot record the failure in the parent's status");
+    }
+    if retry { Outcome::Retry } else { Outcome::GiveUp }
+}

@@ -1,0 +1,216 @@
+//! One watch per kind, shared by every plugin: the host's object cache and its change feed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use crate::contract::Kind;
+use crate::objects::{ObjectCache, name_of, namespace_of};
+
+type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
+
+/// Told about every change of a watched kind, after the cache is updated.
+///
+/// Called on the watch task: implementations must not block (enqueue and return).
+pub trait Subscriber: Send + Sync {
+    /// `old` is the previous version (`None` for a new object), `new` the current one
+    /// (`None` for a deletion).
+    fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>);
+}
+
+/// The watch of one kind: its objects, whether the first list completed, its subscribers.
+struct KindWatch {
+    objects: RwLock<BTreeMap<Key, Arc<Value>>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The shared watches. An [`ObjectCache`] over every watched kind.
+pub struct Watches {
+    client: kube::Client,
+    kinds: RwLock<HashMap<Kind, Arc<KindWatch>>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<String> = self.kinds.read().expect("watches lock").keys().map(ToString::to_string).collect();
+        f.debug_struct("Watches").field("kinds", &kinds).finish()
+    }
+}
+
+/// A subscription; dropping it unsubscribes (and stops the watch when nobody else needs it).
+#[must_use = "dropping a subscription unsubscribes"]
+#[derive(Debug)]
+pub struct Subscription {
+    watches: Arc<Watches>,
+    kind: Kind,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.watches.unsubscribe(&self.kind, self.id);
+    }
+}
+
+impl Watches {
+    /// No watch yet; watches start on first subscription.
+    pub fn new(client: kube::Client) -> Arc<Self> {
+        Arc::new(Self { client, kinds: RwLock::default(), next_id: Default::default() })
+    }
+
+    /// Subscribe to changes of `kind`, starting its watch if this is the first subscriber.
+    pub fn subscribe(self: &Arc<Self>, kind: &Kind, resource: &ApiResource, subscriber: Arc<dyn Subscriber>) -> Subscription {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut kinds = self.kinds.write().expect("watches lock");
+        let watch = kinds.entry(kind.clone()).or_insert_with(|| {
+            let watch = Arc::new(KindWatch {
+                objects: RwLock::default(),
+                synced: tokio::sync::watch::channel(false).0,
+                subscribers: RwLock::default(),
+                task: Mutex::new(None),
+            });
+            let task = tokio::spawn(run_watch(self.client.clone(), kind.clone(), resource.clone(), Arc::clone(&watch)));
+            *watch.task.lock().expect("task lock") = Some(task);
+            watch
+        });
+        watch.subscribers.write().expect("subscribers lock").push((id, subscriber));
+        Subscription { watches: Arc::clone(self), kind: kind.clone(), id }
+    }
+
+    fn unsubscribe(&self, kind: &Kind, id: u64) {
+        let mut kinds = self.kinds.write().expect("watches lock");
+        let Some(watch) = kinds.get(kind) else { return };
+        let mut subs = watch.subscribers.write().expect("subscribers lock");
+        subs.retain(|(i, _)| *i != id);
+        if subs.is_empty() {
+            drop(subs);
+            if let Some(task) = watch.task.lock().expect("task lock").take() {
+                task.abort();
+            }
+            kinds.remove(kind);
+            tracing::info!(%kind, "watch stopped: no plugin needs it any more");
+        }
+    }
+
+    /// Wait until the first list of `kind` has completed.
+    pub async fn wait_synced(&self, kind: &Kind) {
+        let rx = self.kinds.read().expect("watches lock").get(kind).map(|w| w.synced.subscribe());
+        if let Some(mut rx) = rx {
+            let _ = rx.wait_for(|synced| *synced).await;
+        }
+    }
+
+    /// Whether the first list of every watched kind has completed.
+    pub fn all_synced(&self) -> bool {
+        self.kinds.read().expect("watches lock").values().all(|w| *w.synced.borrow())
+    }
+
+    fn watch(&self, kind: &Kind) -> Option<Arc<KindWatch>> {
+        self.kinds.read().expect("watches lock").get(kind).cloned()
+    }
+}
+
+impl ObjectCache for Watches {
+    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let Some(watch) = self.watch(kind) else { return Vec::new() };
+        let objects = watch.objects.read().expect("objects lock");
+        match namespace {
+            Some(ns) => objects
+                .range((ns.to_owned(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, o)| Arc::clone(o))
+                .collect(),
+            None => objects.values().cloned().collect(),
+        }
+    }
+
+    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>> {
+        let watch = self.watch(kind)?;
+        let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
+        watch.objects.read().expect("objects lock").get(&key).cloned()
+    }
+}
+
+/// Run the watch of one kind until aborted: list, then watch; on errors retry with backoff
+/// (the API server going away is survived here) and relist.
+async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watch: Arc<KindWatch>) {
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut relist: Option<BTreeMap<Key, Arc<Value>>> = None;
+    tracing::info!(%kind, "watch started");
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => relist = Some(BTreeMap::new()),
+            Ok(watcher::Event::InitApply(obj)) => {
+                if let (Some(buffer), Some((key, value))) = (relist.as_mut(), to_value(obj, &resource)) {
+                    buffer.insert(key, value);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                let fresh = relist.take().unwrap_or_default();
+                let old = std::mem::replace(&mut *watch.objects.write().expect("objects lock"), fresh.clone());
+                for (key, before) in &old {
+                    if !fresh.contains_key(key) {
+                        notify(&watch, &kind, Some(before), None);
+                    }
+                }
+                for (key, after) in &fresh {
+                    let before = old.get(key);
+                    if before.is_none_or(|b| b != after) {
+                        notify(&watch, &kind, before, Some(after));
+                    }
+                }
+                if !*watch.synced.borrow() {
+                    tracing::info!(%kind, objects = fresh.len(), "watch synced");
+                }
+                watch.synced.send_replace(true);
+            }
+            Ok(watcher::Event::Apply(obj)) => {
+                if let Some((key, value)) = to_value(obj, &resource) {
+                    let before = watch.objects.write().expect("objects lock").insert(key, Arc::clone(&value));
+                    notify(&watch, &kind, before.as_ref(), Some(&value));
+                }
+            }
+            Ok(watcher::Event::Delete(obj)) => {
+                if let Some((key, _)) = to_value(obj, &resource) {
+                    let before = watch.objects.write().expect("objects lock").remove(&key);
+                    if let Some(before) = before {
+                        notify(&watch, &kind, Some(&before), None);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(%kind, error = %e, "watch error; retrying with backoff"),
+        }
+    }
+}
+
+fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Value>>, new: Option<&Arc<Value>>) {
+    let subscribers: Vec<Arc<dyn Subscriber>> =
+        watch.subscribers.read().expect("subscribers lock").iter().map(|(_, s)| Arc::clone(s)).collect();
+    for s in subscribers {
+        s.on_change(kind, old.map(|v| &**v), new.map(|v| &**v));
+    }
+}
+
+/// The cached form of an object: JSON with `apiVersion` and `kind` set, `managedFields` dropped
+/// (plugins never need them and they dominate the size of small objects).
+fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Value>)> {
+    let mut value = serde_json::to_value(obj).ok()?;
+    let map = value.as_object_mut()?;
+    map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
+    map.insert("kind".into(), Value::String(resource.kind.clone()));
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
+    Some((key, Arc::new(value)))
+}

@@ -1,5 +1,7 @@
 //! The `wasmop` command line. `main.rs` only parses arguments and calls [`run`].
 
+pub mod apply;
+mod dev;
 mod fixtures;
 mod inspect;
 mod reconcile;
@@ -86,6 +88,8 @@ pub enum Command {
     Reconcile(reconcile::ReconcileArgs),
     /// Run the operator host: reconcile every plugin in a directory against a cluster.
     Run(run::RunArgs),
+    /// Local demo: control plane, example plugins, host and samples in one command.
+    Dev(dev::DevArgs),
 }
 
 /// Run a parsed command line.
@@ -97,5 +101,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(args) => inspect::run(args, &cli.runtime).await,
         Command::Reconcile(args) => reconcile::run(args, &cli.runtime).await,
         Command::Run(args) => run::run(args, &cli.runtime).await,
+        Command::Dev(args) => dev::run(args, &cli.runtime).await,
     }
 }

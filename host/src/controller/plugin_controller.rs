@@ -155,6 +155,11 @@ impl PluginController {
         self.queue.len()
     }
 
+    /// Consecutive failed reconciles of a parent (the exponent of its backoff).
+    pub fn failures(&self, key: &ObjectKey) -> u32 {
+        self.queue.failures(key)
+    }
+
     /// Stop taking work, wait up to `grace` for reconciles in flight, drop the watches.
     pub async fn stop(&self, grace: Duration) {
         self.queue.shutdown();

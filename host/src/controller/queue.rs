@@ -2,7 +2,7 @@
 //! (requeue-after), per-key exponential backoff plus a global token bucket (rate-limited adds).
 //!
 //! Modelled on client-go's rate-limited delaying workqueue as controller-runtime configures it
-//! (retry delays: [`RateLimiter`]). Time is `tokio::time::Instant`, so tests can pause the clock.
+//! (retry delays: `rate_limit::RateLimiter`). Time is `tokio::time::Instant`, so tests can pause the clock.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
@@ -450,7 +450,7 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_secs(1)).await;
         lease.done();
-        assert_eq!(waiter.await.unwrap(), Some("a"));
+        assert_eq!(tokio::time::timeout(Duration::from_secs(60), waiter).await.unwrap().unwrap(), Some("a"));
         assert!(next_within(&queue, Duration::from_secs(60)).await.is_none());
     }
 

@@ -1,42 +1,11 @@
 //! Test support: plugins built from the workspace's sources, and fixture builders.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::path::PathBuf;
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_owned()
-}
-
-/// Build a plugin crate of the workspace for a wasm target (release, size-optimized) and
-/// return the artifact. Built once per test process; cargo skips it when up to date.
-///
-/// Plugins build in their own target directory (`target/test-plugins`): the `cargo test`
-/// that runs us holds the lock on the main one.
-pub fn plugin(package: &str, target: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<(String, String), PathBuf>>> = OnceLock::new();
-    let mut built = BUILT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    let key = (package.to_owned(), target.to_owned());
-    if let Some(path) = built.get(&key) {
-        return path.clone();
-    }
-    let target_dir = workspace().join("target").join("test-plugins");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(workspace())
-        .args(["build", "--quiet", "--release", "--target", target, "-p", package])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .status()
-        .expect("running cargo to build a plugin");
-    assert!(status.success(), "building plugin {package} for {target} failed");
-    let path = target_dir.join(target).join("release").join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(path.exists(), "{} was not produced", path.display());
-    built.insert(key, path.clone());
-    path
-}
+#[path = "../../../tests/src/plugins.rs"]
+mod plugins;
+pub use plugins::{plugin, workspace};
 
 /// The memcached example plugin as a wasm32-wasip2 component.
 pub fn memcached() -> PathBuf {

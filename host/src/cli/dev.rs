@@ -1,0 +1,154 @@
+//! `wasmop dev`: a local control plane, the example plugins, the host, the samples — one
+//! command, run from the repository.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use super::RuntimeArgs;
+use super::apply::{api_for, apply_file};
+use super::run::{client, shutdown_signal};
+use crate::controller::{ControllerConfig, Manager};
+
+/// Arguments of `wasmop dev`.
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// Example plugins to build and run (crates under `plugins/`).
+    #[arg(long, default_values_t = ["memcached".to_owned()])]
+    pub plugin: Vec<String>,
+    /// Keep the control plane's state directory after exit.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+fn stage(n: u32, text: &str) {
+    eprintln!("\n==> [{n}/6] {text}");
+}
+
+/// The repository root: the nearest ancestor of the working directory with
+/// `scripts/control-plane.sh`.
+fn repo_root() -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir()?;
+    cwd.ancestors()
+        .find(|p| p.join("scripts/control-plane.sh").is_file())
+        .map(Path::to_path_buf)
+        .context("wasmop dev runs inside the wasmop repository (no scripts/control-plane.sh above the working directory)")
+}
+
+fn script(root: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("bash")
+        .arg(root.join("scripts/control-plane.sh"))
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running scripts/control-plane.sh")?;
+    if !out.status.success() {
+        bail!("scripts/control-plane.sh {} failed", args.join(" "));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Stops the control plane when dropped (also on errors and Ctrl-C).
+struct ControlPlaneGuard {
+    root: PathBuf,
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for ControlPlaneGuard {
+    fn drop(&mut self) {
+        let _ = script(&self.root, &["down", &self.dir.to_string_lossy()]);
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
+    let root = repo_root()?;
+    stage(1, "control plane binaries (built once from Debian's kubernetes source, then cached)");
+    script(&root, &["install"])?;
+    stage(2, "starting etcd + kube-apiserver + kube-controller-manager on loopback");
+    let dir = std::env::temp_dir().join(format!("wasmop-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let guard = ControlPlaneGuard { root: root.clone(), dir: dir.clone(), keep: args.keep };
+    script(&root, &["up", &dir.to_string_lossy()])?;
+    let kubeconfig = dir.join("kubeconfig");
+    eprintln!("    export KUBECONFIG={}   # to look around with kubectl", kubeconfig.display());
+    let client = client(Some(&kubeconfig)).await?;
+
+    stage(3, "installing CRDs from crds/");
+    for entry in std::fs::read_dir(root.join("crds"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            apply_file(&client, &path, "wasmop-dev").await?;
+            eprintln!("    applied {}", path.strip_prefix(&root).unwrap_or(&path).display());
+        }
+    }
+
+    stage(4, "building the example plugins for wasm32-wasip2");
+    let plugins_dir = dir.join("plugins");
+    std::fs::create_dir_all(&plugins_dir)?;
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(&root).args(["build", "--release", "--target", "wasm32-wasip2"]);
+    for p in &args.plugin {
+        cargo.args(["-p", p]);
+    }
+    if !cargo.status().context("running cargo")?.success() {
+        bail!("building the plugins failed");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    for p in &args.plugin {
+        let file = format!("{}.wasm", p.replace('-', "_"));
+        std::fs::copy(target.join("wasm32-wasip2/release").join(&file), plugins_dir.join(&file))?;
+        eprintln!("    {}", plugins_dir.join(&file).display());
+    }
+
+    stage(5, "starting the wasmop host on the plugins directory");
+    let manager = Arc::new(Manager::new(client.clone(), runtime.runtime()?, ControllerConfig::default()));
+    manager.start_dir(&plugins_dir).await?;
+    eprintln!("    plugins running: {:?}", manager.plugins());
+
+    stage(6, "applying the samples from crds/samples/ — watch the host reconcile them (Ctrl-C stops everything)");
+    let mut samples = Vec::new();
+    for entry in std::fs::read_dir(root.join("crds/samples"))? {
+        let path = entry?.path();
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        if args.plugin.contains(&name) {
+            samples.extend(apply_file(&client, &path, "wasmop-dev").await?);
+            eprintln!("    applied {}", path.strip_prefix(&root).unwrap_or(&path).display());
+        }
+    }
+    let report = async {
+        let mut last = String::new();
+        loop {
+            let mut lines = Vec::new();
+            for s in &samples {
+                let (Some(types), Some(name)) = (&s.types, &s.metadata.name) else { continue };
+                let api = api_for(&client, &types.api_version, &types.kind, s.metadata.namespace.as_deref()).await;
+                if let Ok(Some(obj)) = match api { Ok(a) => a.get_opt(name).await.map_err(anyhow::Error::from), Err(e) => Err(e) } {
+                    let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+                    lines.push(format!("    {} {name}: status {status}", types.kind));
+                }
+            }
+            let text = lines.join("\n");
+            if text != last {
+                eprintln!("{text}");
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    };
+    tokio::select! {
+        () = shutdown_signal() => {}
+        () = report => {}
+    }
+    eprintln!("\n==> stopping the host and the control plane");
+    manager.shutdown().await;
+    drop(guard);
+    Ok(())
+}

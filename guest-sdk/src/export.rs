@@ -1,0 +1,326 @@
+//! `export_plugin!` and the conversions between the SDK's types and the raw WIT bindings.
+//!
+//! The wire conversions (JSON text in, JSON text out) are plain Rust and tested natively; the
+//! mapping onto the generated binding types exists only on `wasm32`.
+
+// Natively nothing but the tests calls the wire conversions.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{Condition, Error, Event, ObjectRef, Request, Response};
+
+/// Export a [`Plugin`](crate::Plugin) as the component's `reconciler` interface.
+///
+/// Invoke it once, at the top level of the plugin crate (built with
+/// `crate-type = ["cdylib"]` for `wasm32-wasip2`). On `wasm32` it generates the adapter that
+/// turns the host's raw records into a [`Request`] and the plugin's [`Response`] or [`Error`]
+/// back into records (a parent that is not valid JSON becomes a terminal error without calling
+/// the plugin; a response holding a recorded mistake becomes a terminal error). On other
+/// targets it only checks that the type implements `Plugin`, so the crate still unit-tests
+/// natively.
+///
+/// ```
+/// use wasmop_sdk::prelude::*;
+///
+/// struct Noop;
+///
+/// impl Plugin for Noop {
+///     fn manifest() -> Manifest {
+///         Manifest::new("noop", "0.1.0").parent(Kind::new("example.com", "v1", "Thing"), Scope::Namespaced)
+///     }
+///     fn reconcile(_req: Request, _ctx: &Context) -> Result<Response, Error> {
+///         Ok(Response::new())
+///     }
+/// }
+///
+/// wasmop_sdk::export_plugin!(Noop);
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __WasmopPluginExport;
+
+            impl $crate::__private::Guest for __WasmopPluginExport {
+                fn manifest() -> $crate::__private::RawManifest {
+                    $crate::__private::manifest::<$plugin>()
+                }
+
+                fn reconcile(
+                    request: $crate::__private::RawRequest,
+                ) -> ::core::result::Result<$crate::__private::RawResponse, $crate::__private::RawReconcileError> {
+                    $crate::__private::reconcile::<$plugin>(request)
+                }
+            }
+
+            $crate::bindings::export!(__WasmopPluginExport with_types_in $crate::bindings);
+        };
+
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn() = || {
+            fn assert_plugin<P: $crate::Plugin>() {}
+            assert_plugin::<$plugin>();
+        };
+    };
+}
+
+/// A response flattened to what crosses the boundary: JSON text and typed records.
+#[derive(Debug, PartialEq)]
+pub(crate) struct WireResponse {
+    pub children: Vec<String>,
+    pub delete: Vec<ObjectRef>,
+    pub status: Option<String>,
+    pub conditions: Vec<Condition>,
+    pub events: Vec<Event>,
+    pub requeue_after_ms: Option<u64>,
+    pub finalized: bool,
+}
+
+impl Request {
+    /// Parse the host's JSON texts. Anything that is not JSON is a terminal error: retrying
+    /// the same text cannot help.
+    pub(crate) fn from_wire(
+        parent: &str,
+        children: &[String],
+        related: &[String],
+        finalizing: bool,
+        config: &str,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            parent: parse_json(parent, || "the parent object".into())?,
+            children: parse_all(children, "observed child")?,
+            related: parse_all(related, "related object")?,
+            finalizing,
+            config: match config.trim() {
+                "" => Value::Object(Default::default()),
+                text => parse_json(text, || "the plugin config".into())?,
+            },
+        })
+    }
+}
+
+fn parse_json(text: &str, what: impl FnOnce() -> String) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| Error::terminal(format!("{} sent by the host is not valid JSON: {e}", what())))
+}
+
+fn parse_all(texts: &[String], what: &str) -> Result<Vec<Value>, Error> {
+    texts.iter().enumerate().map(|(i, text)| parse_json(text, || format!("{what} #{i}"))).collect()
+}
+
+impl Response {
+    /// Flatten for the host, or the first mistake recorded while building.
+    pub(crate) fn into_wire(self) -> Result<WireResponse, Error> {
+        let resp = self.validate()?;
+        let mut children: Vec<String> = resp.children.iter().map(Value::to_string).collect();
+        children.extend(resp.raw_children);
+        Ok(WireResponse {
+            children,
+            delete: resp.delete,
+            status: resp.status.as_ref().map(Value::to_string),
+            conditions: resp.conditions,
+            events: resp.events,
+            requeue_after_ms: resp.requeue_after.map(duration_to_ms),
+            finalized: resp.finalized,
+        })
+    }
+}
+
+fn duration_to_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) use raw::{kind_to_raw, level_to_raw};
+
+/// The mapping onto the generated bindings (wasm32 only).
+#[cfg(target_arch = "wasm32")]
+mod raw {
+    use crate::bindings::exports::wasmop::plugin::reconciler as r;
+    use crate::bindings::wasmop::plugin::types as t;
+    use crate::log::Level;
+    use crate::{ConditionStatus, Error, EventType, Kind, Manifest, ObjectRef, Plugin, Request, Scope};
+
+    pub(crate) fn kind_to_raw(kind: &Kind) -> t::KindRef {
+        t::KindRef { group: kind.group.clone(), version: kind.version.clone(), kind: kind.kind.clone() }
+    }
+
+    pub(crate) fn level_to_raw(level: Level) -> t::Level {
+        match level {
+            Level::Trace => t::Level::Trace,
+            Level::Debug => t::Level::Debug,
+            Level::Info => t::Level::Info,
+            Level::Warn => t::Level::Warn,
+            Level::Error => t::Level::Error,
+        }
+    }
+
+    fn object_ref_to_raw(o: ObjectRef) -> t::ObjectRef {
+        t::ObjectRef { api_version: o.api_version, kind: o.kind, namespace: o.namespace, name: o.name }
+    }
+
+    fn error_to_raw(e: Error) -> r::ReconcileError {
+        match e {
+            Error::Retryable(m) => r::ReconcileError::Retryable(m),
+            Error::Terminal(m) => r::ReconcileError::Terminal(m),
+        }
+    }
+
+    pub(crate) fn manifest_to_raw(m: Manifest) -> r::PluginManifest {
+        let (parent, scope) = m.parent.unwrap_or_else(|| (Kind::new("", "", ""), Scope::Namespaced));
+        r::PluginManifest {
+            name: m.name,
+            version: m.version,
+            description: m.description,
+            parent: r::ParentKind {
+                kind: kind_to_raw(&parent),
+                scope: match scope {
+                    Scope::Namespaced => t::Scope::Namespaced,
+                    Scope::Cluster => t::Scope::Cluster,
+                },
+            },
+            children: m.children.iter().map(kind_to_raw).collect(),
+            related: m
+                .related
+                .into_iter()
+                .map(|rk| r::RelatedKind { kind: kind_to_raw(&rk.kind), label_selector: rk.label_selector })
+                .collect(),
+            finalizer: m.finalizer,
+            prune: m.prune,
+            config_schema: m.config_schema.map(|s| s.to_string()),
+        }
+    }
+
+    pub(crate) fn reconcile<P: Plugin>(request: r::Request) -> Result<r::Response, r::ReconcileError> {
+        let request = Request::from_wire(
+            &request.parent,
+            &request.children,
+            &request.related,
+            request.finalizing,
+            &request.config,
+        )
+        .map_err(error_to_raw)?;
+        let ctx = crate::Context::host();
+        let wire = P::reconcile(request, &ctx).and_then(crate::Response::into_wire).map_err(error_to_raw)?;
+        Ok(r::Response {
+            children: wire.children,
+            delete: wire.delete.into_iter().map(object_ref_to_raw).collect(),
+            status: wire.status,
+            conditions: wire
+                .conditions
+                .into_iter()
+                .map(|c| r::Condition {
+                    type_: c.type_,
+                    status: match c.status {
+                        ConditionStatus::True => r::ConditionStatus::True,
+                        ConditionStatus::False => r::ConditionStatus::False,
+                        ConditionStatus::Unknown => r::ConditionStatus::Unknown,
+                    },
+                    reason: c.reason,
+                    message: c.message,
+                })
+                .collect(),
+            events: wire
+                .events
+                .into_iter()
+                .map(|e| r::Event {
+                    type_: match e.type_ {
+                        EventType::Normal => r::EventType::Normal,
+                        EventType::Warning => r::EventType::Warning,
+                    },
+                    reason: e.reason,
+                    action: e.action,
+                    note: e.note,
+                })
+                .collect(),
+            requeue_after_ms: wire.requeue_after_ms,
+            finalized: wire.finalized,
+        })
+    }
+}
+
+/// What `export_plugin!` expands to refers to these; not part of the public API.
+#[doc(hidden)]
+#[cfg(target_arch = "wasm32")]
+pub mod __private {
+    pub use crate::bindings::exports::wasmop::plugin::reconciler::{
+        Guest, PluginManifest as RawManifest, ReconcileError as RawReconcileError, Request as RawRequest,
+        Response as RawResponse,
+    };
+
+    /// The plugin's manifest as a raw record.
+    pub fn manifest<P: crate::Plugin>() -> RawManifest {
+        super::raw::manifest_to_raw(P::manifest())
+    }
+
+    /// Run the plugin on a raw request.
+    pub fn reconcile<P: crate::Plugin>(request: RawRequest) -> Result<RawResponse, RawReconcileError> {
+        super::raw::reconcile::<P>(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Condition, Kind};
+
+    #[test]
+    fn parent_that_is_not_json_is_a_terminal_error() {
+        let e = Request::from_wire("{oops", &[], &[], false, "{}").unwrap_err();
+        assert!(!e.is_retryable());
+        assert!(e.message().starts_with("the parent object sent by the host is not valid JSON:"), "{e}");
+    }
+
+    #[test]
+    fn bad_child_or_related_text_names_its_index() {
+        let ok = r#"{"kind":"X"}"#.to_string();
+        let e = Request::from_wire("{}", &[ok.clone(), "nope".into()], &[], false, "{}").unwrap_err();
+        assert!(e.message().starts_with("observed child #1 sent by the host"), "{e}");
+        let e = Request::from_wire("{}", &[], &["[".into()], false, "{}").unwrap_err();
+        assert!(e.message().starts_with("related object #0"), "{e}");
+    }
+
+    #[test]
+    fn empty_config_text_means_empty_object() {
+        let req = Request::from_wire(r#"{"metadata":{"name":"p"}}"#, &[], &[], true, "").unwrap();
+        assert_eq!(req.config, json!({}));
+        assert!(req.finalizing);
+        assert_eq!(req.name(), "p");
+    }
+
+    #[test]
+    fn response_flattens_to_json_text() {
+        let wire = Response::new()
+            .apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}))
+            .apply_raw_json("not json")
+            .status(json!({"phase": "Ready"}))
+            .condition(Condition::true_("Ready", "Ok", ""))
+            .delete(ObjectRef::cluster(&Kind::new("", "v1", "Namespace"), "n"))
+            .requeue_after(Duration::from_micros(2_500_000))
+            .finalized()
+            .into_wire()
+            .unwrap();
+        assert_eq!(wire.children, [r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#, "not json"]);
+        assert_eq!(wire.status.as_deref(), Some(r#"{"phase":"Ready"}"#));
+        assert_eq!((wire.conditions.len(), wire.delete.len()), (1, 1));
+        assert_eq!(wire.requeue_after_ms, Some(2500));
+        assert!(wire.finalized && wire.events.is_empty());
+    }
+
+    #[test]
+    fn response_with_a_recorded_mistake_flattens_to_that_error() {
+        let e = Response::new().apply(json!({"kind": "X"})).into_wire().unwrap_err();
+        assert_eq!(e.message(), "child #0: has no apiVersion");
+    }
+
+    #[test]
+    fn huge_requeue_delay_saturates() {
+        assert_eq!(duration_to_ms(Duration::MAX), u64::MAX);
+    }
+}

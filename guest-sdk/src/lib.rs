@@ -1,0 +1,76 @@
+//! Write [wasmop](https://github.com/wasmop/wasmop) operator plugins in Rust.
+//!
+//! A plugin is a WebAssembly component that reconciles one kind of Kubernetes custom resource:
+//! the host watches, caches, queues, applies, prunes and records; the plugin only decides.
+//! Implement [`Plugin`], export it with [`export_plugin!`], and build with
+//! `cargo build --target wasm32-wasip2 --release` (`crate-type = ["cdylib"]`).
+//!
+//! ```
+//! use wasmop_sdk::prelude::*;
+//!
+//! struct Hello;
+//!
+//! impl Plugin for Hello {
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("hello", "0.1.0")
+//!             .parent(Kind::new("example.com", "v1", "Hello"), Scope::Namespaced)
+//!             .child(Kind::new("", "v1", "ConfigMap"))
+//!     }
+//!
+//!     fn reconcile(req: Request, _ctx: &Context) -> Result<Response, Error> {
+//!         let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!                                     "metadata": {"name": req.name()}, "data": {"hello": "world"}});
+//!         Ok(Response::new().apply(cm).condition(Condition::true_("Ready", "Applied", "")))
+//!     }
+//! }
+//!
+//! wasmop_sdk::export_plugin!(Hello);
+//! # fn main() {}
+//! ```
+//!
+//! Natively (`cargo test`) the SDK is plain Rust: build a [`Request`] and a
+//! [`Context::fixture`], call `reconcile`, and assert on the [`Response`].
+//!
+//! Contents:
+//! - [`Kind`], [`Scope`], [`ObjectRef`]: naming kinds and objects.
+//! - [`Manifest`]: what the plugin reconciles and may touch.
+//! - [`Request`]: the parent, observed children and related objects, config.
+//! - [`Response`]: children to apply, deletions, status, conditions, events, requeue.
+//! - [`Condition`], [`Event`]: what is recorded about the parent.
+//! - [`Error`]: retryable or terminal.
+//! - [`Context`]: read-only lookups in the host's cache.
+//! - [`log`]: logging into the host's log.
+//! - [`Plugin`], [`export_plugin!`]: the trait and the export.
+
+mod condition;
+mod context;
+mod error;
+mod export;
+mod kind;
+pub mod log;
+mod manifest;
+mod plugin;
+pub mod prelude;
+mod request;
+mod response;
+
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod bindings;
+
+pub use condition::{Condition, ConditionStatus, Event, EventType};
+pub use context::{Context, LookupError};
+pub use error::Error;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub use export::__private;
+pub use kind::{Kind, ObjectRef, Scope};
+pub use manifest::{Manifest, RelatedKind};
+pub use plugin::Plugin;
+pub use request::Request;
+pub use response::Response;
+
+/// The README's example compiles and runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

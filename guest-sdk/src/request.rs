@@ -1,0 +1,258 @@
+//! The request: everything the plugin needs to decide about one parent.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{Error, Kind};
+
+/// Everything the plugin is given about one parent, parsed from the host's cache.
+///
+/// Objects are `serde_json::Value`s, the same documents `kubectl get -o json` prints; the
+/// `*_as` helpers deserialize them into your own types or k8s-openapi structs.
+///
+/// In tests, build one with [`Request::new`] and the `with_*` methods:
+///
+/// ```
+/// use serde_json::json;
+/// use wasmop_sdk::{Kind, Request};
+///
+/// let req = Request::new(json!({
+///         "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+///         "metadata": {"name": "sample", "namespace": "default", "generation": 2},
+///         "spec": {"size": 3},
+///     }))
+///     .with_child(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sample"}}))
+///     .with_related(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sample-abc"}}));
+///
+/// assert_eq!(req.name(), "sample");
+/// assert_eq!(req.namespace(), Some("default"));
+/// assert_eq!(req.generation(), Some(2));
+/// assert_eq!(req.parent["spec"]["size"], 3);
+/// assert_eq!(req.children_of(&Kind::new("apps", "v1", "Deployment")).count(), 1);
+/// assert!(!req.finalizing);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The parent object.
+    pub parent: Value,
+    /// The observed children: objects of the declared child kinds that the parent controls.
+    pub children: Vec<Value>,
+    /// The observed related objects selected by the manifest's related kinds.
+    pub related: Vec<Value>,
+    /// The parent is being deleted and the host holds the plugin's finalizer: clean up, then
+    /// answer [`Response::finalized`](crate::Response::finalized).
+    pub finalizing: bool,
+    /// The plugin's configuration, a JSON object (`{}` when none is set).
+    pub config: Value,
+}
+
+impl Request {
+    /// A request for this parent with no children, no related objects, not finalizing, and
+    /// the empty configuration `{}`.
+    pub fn new(parent: Value) -> Self {
+        Self { parent, children: Vec::new(), related: Vec::new(), finalizing: false, config: Value::Object(Default::default()) }
+    }
+
+    /// Add an observed child.
+    #[must_use]
+    pub fn with_child(mut self, child: Value) -> Self {
+        self.children.push(child);
+        self
+    }
+
+    /// Add an observed related object.
+    #[must_use]
+    pub fn with_related(mut self, related: Value) -> Self {
+        self.related.push(related);
+        self
+    }
+
+    /// Set whether the parent is being deleted.
+    ///
+    /// ```
+    /// let req = wasmop_sdk::Request::new(serde_json::json!({})).finalizing(true);
+    /// assert!(req.finalizing);
+    /// ```
+    #[must_use]
+    pub fn finalizing(mut self, finalizing: bool) -> Self {
+        self.finalizing = finalizing;
+        self
+    }
+
+    /// Set the plugin configuration.
+    #[must_use]
+    pub fn with_config(mut self, config: Value) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The parent's `metadata.name` (empty if it has none).
+    pub fn name(&self) -> &str {
+        self.parent.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    /// The parent's `metadata.namespace`; `None` for a cluster-scoped parent.
+    pub fn namespace(&self) -> Option<&str> {
+        self.parent.pointer("/metadata/namespace").and_then(Value::as_str)
+    }
+
+    /// The parent's `metadata.generation`, which the API server bumps on every spec change.
+    pub fn generation(&self) -> Option<i64> {
+        self.parent.pointer("/metadata/generation").and_then(Value::as_i64)
+    }
+
+    /// The parent deserialized into `T` (your CRD type, a k8s-openapi struct, ...). A parent of
+    /// another shape is a terminal error naming the parent.
+    ///
+    /// ```
+    /// #[derive(serde::Deserialize, Debug)]
+    /// struct Memcached { spec: Spec }
+    /// #[derive(serde::Deserialize, Debug)]
+    /// struct Spec { size: i32 }
+    ///
+    /// let req = wasmop_sdk::Request::new(serde_json::json!({"metadata": {"name": "m"}, "spec": {"size": 3}}));
+    /// assert_eq!(req.parent_as::<Memcached>()?.spec.size, 3);
+    ///
+    /// let bad = wasmop_sdk::Request::new(serde_json::json!({"metadata": {"name": "m"}, "spec": {"size": "x"}}));
+    /// assert!(bad.parent_as::<Memcached>().unwrap_err().message().starts_with("parent m:"));
+    /// # Ok::<(), wasmop_sdk::Error>(())
+    /// ```
+    pub fn parent_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        T::deserialize(&self.parent).map_err(|e| Error::from(e).context(format_args!("parent {}", self.name())))
+    }
+
+    /// The plugin configuration deserialized into `T`.
+    ///
+    /// ```
+    /// #[derive(serde::Deserialize, Default)]
+    /// #[serde(default)]
+    /// struct Config { image: Option<String> }
+    ///
+    /// let req = wasmop_sdk::Request::new(serde_json::json!({})).with_config(serde_json::json!({"image": "x:1"}));
+    /// assert_eq!(req.config_as::<Config>()?.image.as_deref(), Some("x:1"));
+    /// # Ok::<(), wasmop_sdk::Error>(())
+    /// ```
+    pub fn config_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        T::deserialize(&self.config).map_err(|e| Error::from(e).context("plugin config"))
+    }
+
+    /// The observed children of one kind.
+    pub fn children_of<'a>(&'a self, kind: &Kind) -> impl Iterator<Item = &'a Value> {
+        self.children.iter().filter(move |o| kind.matches(o))
+    }
+
+    /// The observed child of this kind with this name, if any.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// let cm = wasmop_sdk::Kind::new("", "v1", "ConfigMap");
+    /// let req = wasmop_sdk::Request::new(json!({}))
+    ///     .with_child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+    /// assert!(req.child(&cm, "a").is_some());
+    /// assert!(req.child(&cm, "b").is_none());
+    /// ```
+    pub fn child(&self, kind: &Kind, name: &str) -> Option<&Value> {
+        self.children_of(kind).find(|o| object_name(o) == Some(name))
+    }
+
+    /// The observed related objects of one kind.
+    pub fn related_of<'a>(&'a self, kind: &Kind) -> impl Iterator<Item = &'a Value> {
+        self.related.iter().filter(move |o| kind.matches(o))
+    }
+
+    /// The observed children of one kind, deserialized into `T`.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use serde_json::json;
+    /// use wasmop_sdk::{Kind, Request};
+    ///
+    /// let req = Request::new(json!({}))
+    ///     .with_child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+    /// let maps: Vec<ConfigMap> = req.children_as(&Kind::of::<ConfigMap>())?;
+    /// assert_eq!(maps[0].metadata.name.as_deref(), Some("a"));
+    /// # Ok::<(), wasmop_sdk::Error>(())
+    /// ```
+    pub fn children_as<T: DeserializeOwned>(&self, kind: &Kind) -> Result<Vec<T>, Error> {
+        self.children_of(kind).map(|o| deserialize_object(o, kind)).collect()
+    }
+
+    /// The observed related objects of one kind, deserialized into `T`.
+    pub fn related_as<T: DeserializeOwned>(&self, kind: &Kind) -> Result<Vec<T>, Error> {
+        self.related_of(kind).map(|o| deserialize_object(o, kind)).collect()
+    }
+}
+
+/// `metadata.name` of an object.
+pub(crate) fn object_name(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/name").and_then(Value::as_str)
+}
+
+/// Deserialize one object, naming it in the error.
+pub(crate) fn deserialize_object<T: DeserializeOwned>(object: &Value, kind: &Kind) -> Result<T, Error> {
+    T::deserialize(object).map_err(|e| Error::from(e).context(format_args!("{kind} {}", object_name(object).unwrap_or("?"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}})
+    }
+
+    #[test]
+    fn new_has_empty_object_config_and_no_objects() {
+        let req = Request::new(json!({"metadata": {"name": "p"}}));
+        assert_eq!(req.config, json!({}));
+        assert!(req.children.is_empty() && req.related.is_empty() && !req.finalizing);
+    }
+
+    #[test]
+    fn metadata_helpers_tolerate_missing_fields() {
+        let req = Request::new(json!({"kind": "X"}));
+        assert_eq!((req.name(), req.namespace(), req.generation()), ("", None, None));
+    }
+
+    #[test]
+    fn children_of_filters_by_kind() {
+        let req = Request::new(json!({}))
+            .with_child(cm("a"))
+            .with_child(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}))
+            .with_child(cm("b"));
+        let names: Vec<_> = req.children_of(&Kind::new("", "v1", "ConfigMap")).filter_map(object_name).collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn related_as_deserializes_each_object() {
+        #[derive(serde::Deserialize)]
+        struct Cm {
+            data: std::collections::BTreeMap<String, String>,
+        }
+        let req = Request::new(json!({})).with_related(cm("a")).with_related(cm("b"));
+        let maps: Vec<Cm> = req.related_as(&Kind::new("", "v1", "ConfigMap")).unwrap();
+        assert_eq!(maps.iter().map(|m| m.data["k"].as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    #[test]
+    fn typed_helper_errors_are_terminal_and_name_the_object() {
+        let req = Request::new(json!({})).with_child(cm("a"));
+        let e = req.children_as::<u32>(&Kind::new("", "v1", "ConfigMap")).unwrap_err();
+        assert!(!e.is_retryable());
+        assert!(e.message().starts_with("v1 ConfigMap a: invalid JSON:"), "{e}");
+    }
+
+    #[test]
+    fn config_as_reads_the_config() {
+        let req = Request::new(json!({})).with_config(json!({"replicas": 2}));
+        #[derive(serde::Deserialize)]
+        struct C {
+            replicas: u8,
+        }
+        assert_eq!(req.config_as::<C>().unwrap().replicas, 2);
+        assert!(req.config_as::<String>().unwrap_err().message().starts_with("plugin config:"));
+    }
+}

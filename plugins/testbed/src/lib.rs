@@ -1,0 +1,281 @@
+//! A deliberately hostile, configurable plugin for testing the wasmop host. NOT an example.
+//!
+//! Do not copy anything from here into a real plugin: several modes exist to hang, exhaust
+//! memory, trap, or return garbage, and one uses an SDK escape hatch that real plugins never
+//! need. It reconciles `Testbed` objects (`test.wasmop.dev/v1`, namespaced), may create
+//! ConfigMaps, and reads ConfigMaps labelled `testbed=<parent name>`. What it does is chosen by
+//! the parent's `spec.mode`:
+//!
+//! | mode | behaviour |
+//! |---|---|
+//! | `ok` (default) | apply ConfigMap `<name>-out` with `data: {mode: ok}`, status `{phase: Ready}`, condition `Ready=True` |
+//! | `loop` | spin forever (CPU deadline test) |
+//! | `oom` | allocate and touch 1 MiB chunks forever (memory cap test) |
+//! | `panic` | `panic!("testbed asked to panic")` (a trap) |
+//! | `unreachable` | execute the wasm `unreachable` instruction |
+//! | `retryable` / `terminal` | return that error |
+//! | `bad-json` | return a child whose text is not JSON |
+//! | `no-kind` | return a child object without `kind` |
+//! | `other-namespace` | apply a ConfigMap into `kube-system` |
+//! | `undeclared` | apply a Secret (a kind the manifest does not declare) |
+//! | `lookup` | list related ConfigMaps and get a Secret (refused); report both in status |
+//! | `log` | log at every level, print to stdout and stderr, then like `ok` |
+//! | `big` | return `spec.count` ConfigMaps (default 100000) |
+//! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
+//!
+//! An unknown mode is a terminal error.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wasmop_sdk::prelude::*;
+
+/// The `Testbed` kind.
+pub fn testbed_kind() -> Kind {
+    Kind::new("test.wasmop.dev", "v1", "Testbed")
+}
+
+fn config_map_kind() -> Kind {
+    Kind::new("", "v1", "ConfigMap")
+}
+
+/// The plugin.
+#[derive(Debug)]
+pub struct Testbed;
+
+impl Plugin for Testbed {
+    fn manifest() -> Manifest {
+        Manifest::new("testbed", "0.1.0")
+            .description("Hostile test plugin for the wasmop host (not an example)")
+            .parent(testbed_kind(), Scope::Namespaced)
+            .child(config_map_kind())
+            .related(config_map_kind(), "testbed=$(parent.name)")
+            .prune(true)
+    }
+
+    fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
+        let spec = &req.parent["spec"];
+        let mode = spec["mode"].as_str().unwrap_or("ok");
+        let name = req.name();
+        match mode {
+            "ok" => Ok(ok(name)),
+            "loop" => spin_forever(),
+            "oom" => exhaust_memory(),
+            "panic" => panic!("testbed asked to panic"),
+            "unreachable" => trap(),
+            "retryable" => Err(Error::retryable("testbed asked for a retryable error")),
+            "terminal" => Err(Error::terminal("testbed asked for a terminal error")),
+            "bad-json" => Ok(Response::new().apply_raw_json("{\"apiVersion\": \"v1\", \"kind\": ")),
+            "no-kind" => Ok(Response::new().apply_raw_json(
+                json!({"apiVersion": "v1", "metadata": {"name": format!("{name}-no-kind")}}).to_string(),
+            )),
+            "other-namespace" => Ok(Response::new().apply(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-escaped"), "namespace": "kube-system"},
+                "data": {"mode": mode},
+            }))),
+            "undeclared" => Ok(Response::new().apply(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("{name}-secret")},
+                "stringData": {"mode": mode},
+            }))),
+            "lookup" => Ok(lookup(name, ctx)),
+            "log" => {
+                log::trace!("testbed {name}: trace");
+                log::debug!("testbed {name}: debug");
+                log::info!("testbed {name}: info");
+                log::warn!("testbed {name}: warn");
+                log::error!("testbed {name}: error");
+                println!("testbed {name}: stdout");
+                eprintln!("testbed {name}: stderr");
+                Ok(ok(name))
+            }
+            "big" => Ok(big(name, spec["count"].as_u64().unwrap_or(100_000))),
+            "sleep-ms" => {
+                busy_wait(Duration::from_millis(spec["millis"].as_u64().unwrap_or(100)));
+                Ok(ok(name))
+            }
+            other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
+        }
+    }
+}
+
+/// The well-behaved answer.
+fn ok(name: &str) -> Response {
+    Response::new()
+        .apply(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-out")},
+            "data": {"mode": "ok"},
+        }))
+        .status(json!({"phase": "Ready"}))
+        .condition(Condition::true_("Ready", "Reconciled", "testbed is ok"))
+}
+
+fn spin_forever() -> ! {
+    let mut counter = 0_u64;
+    loop {
+        counter = black_box(counter.wrapping_add(1));
+    }
+}
+
+fn exhaust_memory() -> ! {
+    const MIB: usize = 1 << 20;
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut chunk = vec![0_u8; MIB];
+        for byte in chunk.iter_mut().step_by(4096) {
+            *byte = 1;
+        }
+        chunks.push(black_box(chunk));
+        black_box(&chunks);
+    }
+}
+
+fn trap() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    unreachable!("testbed asked for a trap");
+}
+
+fn lookup(name: &str, ctx: &Context) -> Response {
+    let (config_maps, list_error) = match ctx.list(&config_map_kind(), None, &format!("testbed={name}")) {
+        Ok(found) => {
+            let names: Vec<Value> =
+                found.iter().filter_map(|o| o.pointer("/metadata/name").cloned()).collect();
+            (names, None)
+        }
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let secret_error = match ctx.get(&Kind::new("", "v1", "Secret"), None, "anything") {
+        Ok(found) => format!("unexpectedly allowed (found: {})", found.is_some()),
+        Err(e) => e.to_string(),
+    };
+    Response::new()
+        .status(json!({
+            "phase": "Ready",
+            "lookup": {"configMaps": config_maps, "listError": list_error, "secretError": secret_error},
+        }))
+        .condition(Condition::true_("Ready", "LookedUp", "lookups done"))
+}
+
+/// `count` ConfigMaps, built as text: the point is the size of the answer, and `Value`s would
+/// cost several times the memory.
+fn big(name: &str, count: u64) -> Response {
+    (0..count).fold(Response::new(), |resp, i| {
+        resp.apply_raw_json(format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-big-{i}"}},"data":{{"i":"{i}"}}}}"#
+        ))
+    })
+}
+
+fn busy_wait(duration: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        black_box(());
+    }
+}
+
+wasmop_sdk::export_plugin!(Testbed);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(spec: Value) -> Request {
+        Request::new(json!({
+            "apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+            "metadata": {"name": "tb", "namespace": "default"},
+            "spec": spec,
+        }))
+    }
+
+    fn reconcile(spec: Value) -> Result<Response, Error> {
+        Testbed::reconcile(request(spec), &Context::fixture(vec![]))
+    }
+
+    #[test]
+    fn ok_is_the_default_and_applies_one_config_map() {
+        for spec in [json!({}), json!({"mode": "ok"})] {
+            let resp = reconcile(spec).unwrap();
+            assert_eq!(resp.children().len(), 1);
+            let cm = resp.child(&config_map_kind(), "tb-out").unwrap();
+            assert_eq!(cm["data"], json!({"mode": "ok"}));
+            assert_eq!(resp.status_patch(), Some(&json!({"phase": "Ready"})));
+            assert_eq!(resp.condition_of("Ready").unwrap().status, ConditionStatus::True);
+        }
+    }
+
+    #[test]
+    fn error_modes_return_their_error_kind() {
+        assert!(reconcile(json!({"mode": "retryable"})).unwrap_err().is_retryable());
+        assert!(!reconcile(json!({"mode": "terminal"})).unwrap_err().is_retryable());
+        let e = reconcile(json!({"mode": "nonsense"})).unwrap_err();
+        assert_eq!(e, Error::terminal("unknown spec.mode \"nonsense\""));
+    }
+
+    #[test]
+    fn no_kind_and_bad_json_bypass_the_sdk_checks() {
+        for mode in ["no-kind", "bad-json"] {
+            let resp = reconcile(json!({"mode": mode})).unwrap();
+            assert!(resp.error().is_none(), "{mode}");
+            assert!(resp.children().is_empty(), "{mode}: the raw child is not a checked child");
+        }
+    }
+
+    #[test]
+    fn other_namespace_targets_kube_system() {
+        let resp = reconcile(json!({"mode": "other-namespace"})).unwrap();
+        assert_eq!(resp.children()[0]["metadata"]["namespace"], "kube-system");
+    }
+
+    #[test]
+    fn undeclared_applies_a_secret() {
+        let resp = reconcile(json!({"mode": "undeclared"})).unwrap();
+        assert_eq!(resp.children()[0]["kind"], "Secret");
+    }
+
+    #[test]
+    fn lookup_reports_related_names_and_the_refusal() {
+        let cm = |n: &str, owner: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": n, "namespace": "default", "labels": {"testbed": owner}}})
+        };
+        let ctx = Context::fixture(vec![cm("b", "tb"), cm("a", "tb"), cm("c", "other")])
+            .restrict_to(&Testbed::manifest());
+        let resp = Testbed::reconcile(request(json!({"mode": "lookup"})), &ctx).unwrap();
+        let lookup = &resp.status_patch().unwrap()["lookup"];
+        assert_eq!(lookup["configMaps"], json!(["a", "b"]));
+        assert_eq!(lookup["listError"], Value::Null);
+        assert_eq!(lookup["secretError"], "kind not declared in the manifest: v1 Secret");
+    }
+
+    #[test]
+    fn log_mode_behaves_like_ok() {
+        assert_eq!(reconcile(json!({"mode": "log"})).unwrap(), reconcile(json!({})).unwrap());
+    }
+
+    #[test]
+    fn sleep_ms_waits_then_behaves_like_ok() {
+        let start = Instant::now();
+        let resp = reconcile(json!({"mode": "sleep-ms", "millis": 20})).unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert_eq!(resp, reconcile(json!({})).unwrap());
+    }
+
+    #[test]
+    #[should_panic(expected = "testbed asked to panic")]
+    fn panic_mode_panics() {
+        let _ = reconcile(json!({"mode": "panic"}));
+    }
+
+    #[test]
+    fn manifest_declares_config_maps_only() {
+        let m = Testbed::manifest();
+        assert_eq!(m.children, [config_map_kind()]);
+        assert_eq!(m.related[0].label_selector, "testbed=$(parent.name)");
+        assert!(!m.declares(&Kind::new("", "v1", "Secret")));
+    }
+}

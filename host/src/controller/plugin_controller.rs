@@ -109,7 +109,7 @@ impl PluginController {
             events: EventSink::new(shared.client.clone(), plugin.name()),
             plugin: ArcSwap::from_pointee(plugin),
             parent,
-            queue: WorkQueue::new(config.queue.clone()),
+            queue: WorkQueue::new(config.queue),
             subscriptions: Mutex::default(),
             workers: Mutex::default(),
             shared,

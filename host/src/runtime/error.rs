@@ -36,10 +36,24 @@ pub enum LoadError {
     WrongWorld(String),
     /// Calling `manifest()` failed.
     #[error("describing the plugin failed: {0}")]
-    Describe(#[source] CallError),
+    Describe(CallError),
     /// The manifest the plugin returned is invalid.
     #[error("invalid manifest: {0}")]
-    Manifest(#[from] ManifestError),
+    Manifest(ManifestError),
+}
+
+// Manual `From`s: the detail is in the message, so it is not also reported as a source (an
+// error chain printed with `{:#}` would say it twice).
+impl From<ManifestError> for LoadError {
+    fn from(e: ManifestError) -> Self {
+        LoadError::Manifest(e)
+    }
+}
+
+impl From<ResponseError> for CallError {
+    fn from(e: ResponseError) -> Self {
+        CallError::MalformedOutput(e)
+    }
 }
 
 /// Why a call into a plugin failed.
@@ -71,7 +85,7 @@ pub enum CallError {
     },
     /// The plugin returned output the host refuses; nothing of it is applied.
     #[error("plugin returned malformed output: {0}")]
-    MalformedOutput(#[from] ResponseError),
+    MalformedOutput(ResponseError),
     /// The request could not be built or the instance could not be created.
     #[error("cannot call plugin: {0}")]
     Host(String),

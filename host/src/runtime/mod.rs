@@ -96,9 +96,9 @@ impl RuntimeBuilder {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
         Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
-        let ticker = EpochTicker::start(&engine);
+        let ticker = Arc::new(EpochTicker::start(&engine));
         Ok(Runtime {
-            inner: Arc::new(Inner { engine, linker, limits: self.limits, artifacts, _ticker: ticker }),
+            inner: Arc::new(Inner { engine, linker, limits: self.limits, artifacts, ticker }),
         })
     }
 }
@@ -114,7 +114,9 @@ struct Inner {
     linker: Linker<HostState>,
     limits: Limits,
     artifacts: Option<ArtifactCache>,
-    _ticker: EpochTicker,
+    /// Shared with every plugin: deadlines need the epoch to advance for as long as any
+    /// plugin can be called, even after the runtime handle is dropped.
+    ticker: Arc<EpochTicker>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -148,7 +150,8 @@ impl Runtime {
             tokio::task::spawn_blocking(move || loader::compile(&inner.engine, &bytes, &d, inner.artifacts.as_ref()))
                 .await
                 .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
-        Plugin::new(&self.inner.engine, &self.inner.linker, &component, digest, self.inner.limits).await
+        Plugin::new(&self.inner.engine, &self.inner.linker, &component, digest, self.inner.limits, Arc::clone(&self.inner.ticker))
+            .await
     }
 
     /// [`Runtime::load`] of a file's contents.

@@ -8,7 +8,7 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::{Operator, OperatorPre, guest};
 use super::convert;
-use super::engine::EPOCH_TICK;
+use super::engine::{EPOCH_TICK, EpochTicker};
 use super::error::{CallError, LoadError};
 use super::limits::{Limits, MemoryLimitExceeded};
 use super::state::{HostState, LookupScope};
@@ -32,6 +32,7 @@ struct Inner {
     name: Arc<str>,
     digest: String,
     limits: Limits,
+    _ticker: Arc<EpochTicker>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -57,6 +58,7 @@ impl Plugin {
         component: &Component,
         digest: String,
         limits: Limits,
+        ticker: Arc<EpochTicker>,
     ) -> Result<Self, LoadError> {
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
         let pre = OperatorPre::new(linker.instantiate_pre(component).map_err(wrong_world)?).map_err(wrong_world)?;
@@ -68,7 +70,15 @@ impl Plugin {
         .map_err(LoadError::Describe)?;
         let manifest = convert::manifest(raw)?;
         let name = Arc::from(manifest.name.as_str());
-        Ok(Self { inner: Arc::new(Inner { pre, engine: engine.clone(), manifest: Arc::new(manifest), name, digest, limits }) })
+        Ok(Self { inner: Arc::new(Inner {
+            pre,
+            engine: engine.clone(),
+            manifest: Arc::new(manifest),
+            name,
+            digest,
+            limits,
+            _ticker: ticker,
+        }) })
     }
 
     /// The plugin's validated manifest.

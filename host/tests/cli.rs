@@ -1,0 +1,128 @@
+//! The `wasmop` binary: offline `reconcile` golden output, `inspect`, and one-line errors.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use support::workspace;
+
+fn wasmop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(args)
+        .env("WASMOP_CACHE_DIR", std::env::temp_dir().join("wasmop-cli-test-artifacts"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running wasmop")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn stderr_line(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "exactly one error line expected in:\n{text}");
+    errors[0].to_owned()
+}
+
+/// Compare with a golden file; `UPDATE_GOLDEN=1` rewrites it.
+fn assert_golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(actual, expected, "golden file {} differs (UPDATE_GOLDEN=1 rewrites it)", path.display());
+}
+
+#[test]
+fn memcached_reconcile_matches_golden_output() {
+    let plugin = support::memcached();
+    let sample = workspace().join("crds/samples/memcached.yaml");
+    let out = wasmop(&[
+        "reconcile", "--plugin", plugin.to_str().unwrap(), "--object", sample.to_str().unwrap(),
+        "--related", fixture("memcached-pods.yaml").to_str().unwrap(),
+        "--children", fixture("memcached-deployment.yaml").to_str().unwrap(), "--output", "json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let response: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let deployment = &response["children"][0];
+    assert_eq!(deployment["apiVersion"], "apps/v1");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], "memcached:1.6.17-alpine");
+    assert_eq!(
+        response["status"]["nodes"],
+        serde_json::json!(["memcached-sample-6d4b9c7f8d-a81zq", "memcached-sample-6d4b9c7f8d-m3c4d", "memcached-sample-6d4b9c7f8d-x2k9p"])
+    );
+    assert_eq!(response["conditions"][0]["status"], "True");
+    assert_golden("memcached-reconcile.json", &text);
+}
+
+#[test]
+fn memcached_without_fixtures_applies_a_deployment_and_reports_not_available() {
+    let plugin = support::memcached();
+    let sample = workspace().join("crds/samples/memcached.yaml");
+    let out = wasmop(&["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", sample.to_str().unwrap(), "-o", "yaml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let response: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!(response["children"][0]["spec"]["replicas"], 3);
+    assert_eq!(response["status"]["nodes"], serde_json::json!([]));
+    assert_eq!(response["conditions"][0]["status"], "False");
+}
+
+#[test]
+fn inspect_prints_the_manifest() {
+    let out = wasmop(&["inspect", support::memcached().to_str().unwrap(), "--output", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["manifest"]["name"], "memcached");
+    assert_eq!(v["manifest"]["related"][0]["labelSelector"], "app=memcached,memcached_cr=$(parent.name)");
+    assert_eq!(v["digest"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn a_looping_plugin_is_stopped_by_the_deadline_from_the_cli() {
+    let plugin = support::testbed();
+    let dir = tempfile::tempdir().unwrap();
+    let cr = dir.path().join("loop.yaml");
+    std::fs::write(&cr, "apiVersion: test.wasmop.dev/v1\nkind: Testbed\nmetadata: {name: t}\nspec: {mode: loop}\n").unwrap();
+    let started = Instant::now();
+    let out = wasmop(&["reconcile", "--deadline", "100ms", "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert_eq!(stderr_line(&out), "error: plugin call exceeded its deadline of 100ms and was interrupted");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn bad_inputs_exit_non_zero_with_one_clear_line() {
+    let memcached = support::memcached();
+    let m = memcached.to_str().unwrap();
+    let sample = workspace().join("crds/samples/memcached.yaml");
+    let s = sample.to_str().unwrap();
+    let not_wasm = fixture("memcached-pods.yaml");
+    let wrong_world = support::plugin("wrong-world", "wasm32-wasip2");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["inspect", "/nonexistent.wasm"], "error: cannot read /nonexistent.wasm"),
+        (vec!["inspect", not_wasm.to_str().unwrap()], "error: not a WebAssembly file"),
+        (vec!["inspect", wrong_world.to_str().unwrap()], "error: not a wasmop plugin (world wasmop:plugin/operator@0.1.0)"),
+        (vec!["reconcile", "--plugin", m, "--object", fixture("not-yaml.yaml").to_str().unwrap()], "error: "),
+        (vec!["reconcile", "--plugin", m, "--object", fixture("memcached-pods.yaml").to_str().unwrap()], "error: "),
+        (vec!["reconcile", "--plugin", m, "--object", s, "--children", fixture("memcached-pods.yaml").to_str().unwrap()], "error: "),
+    ];
+    for (args, prefix) in cases {
+        let out = wasmop(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let line = stderr_line(&out);
+        assert!(line.starts_with(prefix), "{args:?}: {line}");
+    }
+    let out = wasmop(&["reconcile", "--plugin", m, "--object", fixture("not-yaml.yaml").to_str().unwrap()]);
+    assert!(stderr_line(&out).contains("not-yaml.yaml: document 1 is not valid YAML"));
+    let out = wasmop(&["reconcile", "--plugin", m, "--object", fixture("memcached-pods.yaml").to_str().unwrap()]);
+    assert!(stderr_line(&out).contains("expected one object, found 4"));
+    let out = wasmop(&["reconcile", "--plugin", m, "--object", s, "--children", fixture("memcached-pods.yaml").to_str().unwrap()]);
+    assert!(stderr_line(&out).contains("v1/Pod is not a child kind of plugin memcached"));
+}

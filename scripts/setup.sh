@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# setup.sh — install what wasmop's build, demo and tests need on a fresh Debian machine.
+# Idempotent: each step is skipped when already done.
+#
+#   - the wasm32-wasip2 and wasm32-wasip1 Rust targets (plugins);
+#   - etcd, kube-apiserver and kube-controller-manager (scripts/control-plane.sh install).
+#
+# Prints `export KUBEBUILDER_ASSETS=<bin dir>` as its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+command -v cargo >/dev/null || { log "error: cargo not found; install Rust with rustup first"; exit 1; }
+for target in wasm32-wasip2 wasm32-wasip1; do
+    if ! rustup target list --installed | grep -qx "$target"; then
+        log "adding Rust target $target"
+        rustup target add "$target" >&2
+    fi
+done
+
+bin=$(bash scripts/control-plane.sh install | tail -n 1)
+log "control-plane binaries in $bin"
+echo "export KUBEBUILDER_ASSETS=$bin"

@@ -1,0 +1,108 @@
+//! Cluster helpers for end-to-end tests: applying YAML, waiting, running the host in-process.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kube::api::{Api, DynamicObject};
+use serde_json::Value;
+use wasmop::controller::{ControllerConfig, Manager};
+use wasmop::runtime::Runtime;
+
+/// Field manager of objects the tests write.
+pub const TEST_MANAGER: &str = "wasmop-e2e";
+
+/// Poll `f` every 100 ms until it yields `Some`; fail after `timeout` saying `what`.
+///
+/// # Errors
+/// On timeout, with the last error `f` returned.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last_err = None;
+    loop {
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_err = Some(e),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("timed out after {timeout:?} waiting for {what} (last error: {last_err:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The API of a kind, in `namespace` when given.
+///
+/// # Errors
+/// When the kind is not served.
+pub async fn api_for(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<Api<DynamicObject>> {
+    wasmop::cli::apply::api_for(client, api_version, kind, namespace).await
+}
+
+/// Server-side apply one object as [`TEST_MANAGER`].
+///
+/// # Errors
+/// The API error.
+pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObject> {
+    wasmop::cli::apply::apply(client, object, TEST_MANAGER).await
+}
+
+/// Apply every object of a YAML file (CRDs waited for until served).
+///
+/// # Errors
+/// Parse or API errors.
+pub async fn apply_file(client: &kube::Client, path: &Path) -> Result<()> {
+    wasmop::cli::apply::apply_file(client, path, TEST_MANAGER)
+        .await
+        .map(|_| ())
+}
+
+/// The wasmop host running in this process against the test cluster.
+#[derive(Debug)]
+pub struct Host {
+    /// The plugins' manager.
+    pub manager: Arc<Manager>,
+}
+
+impl Host {
+    /// Start a host with the given plugin files and a short resync-free configuration.
+    ///
+    /// # Errors
+    /// When a plugin does not load or start.
+    pub async fn start(
+        client: kube::Client,
+        plugins: &[&Path],
+        config: ControllerConfig,
+    ) -> Result<Self> {
+        let runtime = Runtime::builder().artifact_dir(None).build()?;
+        let manager = Arc::new(Manager::new(client, runtime.clone(), config));
+        for path in plugins {
+            let plugin = runtime
+                .load_file(path)
+                .await
+                .with_context(|| format!("loading {}", path.display()))?;
+            manager.start(plugin).await?;
+        }
+        Ok(Self { manager })
+    }
+
+    /// A configuration for tests: no periodic resync, fast backoff.
+    pub fn test_config() -> ControllerConfig {
+        ControllerConfig {
+            resync: None,
+            ..ControllerConfig::default()
+        }
+    }
+}

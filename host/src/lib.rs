@@ -5,6 +5,7 @@
 //! - [`objects`]: the object cache plugins read from, and label selectors.
 //! - [`runtime`]: the wasmtime engine, plugin loading and sandboxed calls.
 //! - [`controller`]: watches, queues and reconciles against a cluster.
+//! - [`plugins`]: following the plugins directory (hot reload).
 //! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
 //! - [`cli`]: the `wasmop` command line.
 
@@ -13,4 +14,5 @@ pub mod cli;
 pub mod controller;
 pub mod contract;
 pub mod objects;
+pub mod plugins;
 pub mod runtime;

@@ -13,6 +13,7 @@ use super::RuntimeArgs;
 use super::apply::{api_for, apply_file};
 use super::run::{client, shutdown_signal};
 use crate::controller::{ControllerConfig, Manager};
+use crate::plugins::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop dev`.
 #[derive(Debug, clap::Args)]
@@ -110,8 +111,10 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
 
     stage(5, "starting the wasmop host on the plugins directory");
     let manager = Arc::new(Manager::new(client.clone(), runtime.runtime()?, ControllerConfig::default()));
-    manager.start_dir(&plugins_dir).await?;
-    eprintln!("    plugins running: {:?}", manager.plugins());
+    let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, ReloadConfig::default());
+    reloader.sync().await;
+    let _watch = tokio::spawn(Arc::clone(&reloader).run());
+    eprintln!("    plugins running: {:?} (drop or replace .wasm files in {} to hot-reload)", manager.plugins(), plugins_dir.display());
 
     stage(6, "applying the samples from crds/samples/ — watch the host reconcile them (Ctrl-C stops everything)");
     let mut samples = Vec::new();

@@ -6,7 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{RuntimeArgs, units};
+use std::sync::Arc;
+
 use crate::controller::{ControllerConfig, Manager};
+use crate::plugins::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]
@@ -53,10 +56,21 @@ impl RunArgs {
 
 pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_deref()).await?;
-    let manager = Manager::new(client, runtime.runtime()?, args.controller_config());
-    let failed = manager.start_dir(&args.plugins).await.with_context(|| format!("cannot read {}", args.plugins.display()))?;
-    tracing::info!(plugins = ?manager.plugins(), failed = failed.len(), "host running");
-    shutdown_signal().await;
+    if !args.plugins.is_dir() {
+        anyhow::bail!("plugins directory {} does not exist", args.plugins.display());
+    }
+    let manager = Arc::new(Manager::new(client, runtime.runtime()?, args.controller_config()));
+    let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
+    reloader.sync().await;
+    tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");
+    let watch = tokio::spawn(Arc::clone(&reloader).run());
+    tokio::select! {
+        () = shutdown_signal() => {}
+        result = watch => match result {
+            Ok(Err(e)) => tracing::error!(error = %e, "cannot watch the plugins directory"),
+            _ => tracing::error!("the plugins directory watch ended"),
+        },
+    }
     tracing::info!("shutting down");
     manager.shutdown().await;
     Ok(())

@@ -70,6 +70,38 @@ impl Manager {
         Ok(controller)
     }
 
+    /// Put a new version of a running plugin in service, or start it if it is not running.
+    ///
+    /// When the new manifest declares the same kinds, scope, finalizer and pruning, the
+    /// version is swapped atomically: reconciles in flight finish on the old version, new ones
+    /// use the new one, and every parent is queued again. Otherwise the old controller is
+    /// stopped (its watches released if nobody else needs them) and a new one started.
+    ///
+    /// # Errors
+    /// [`PluginError::Start`] when the new version cannot be started; the old one is then
+    /// already stopped only if its kinds changed.
+    pub async fn replace(&self, plugin: Plugin) -> Result<Arc<PluginController>, PluginError> {
+        let name = plugin.name().to_owned();
+        let Some(current) = self.controller(&name) else { return self.start(plugin).await };
+        let (old, new) = (current.plugin(), plugin.manifest());
+        let same_shape = {
+            let o = old.manifest();
+            o.parent == new.parent
+                && o.scope == new.scope
+                && o.children == new.children
+                && o.related == new.related
+                && o.finalizer == new.finalizer
+                && o.prune == new.prune
+        };
+        if same_shape {
+            current.swap(plugin);
+            return Ok(current);
+        }
+        tracing::info!(plugin = %name, "new version declares other kinds; restarting its controller");
+        self.stop(&name).await;
+        self.start(plugin).await
+    }
+
     /// Load and start every `*.wasm` file in `dir`. A file that fails is logged with its
     /// reason and skipped; the others run.
     ///

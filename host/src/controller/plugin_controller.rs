@@ -140,6 +140,16 @@ impl PluginController {
         self.plugin.load_full()
     }
 
+    /// Serve `plugin` from now on: calls in flight finish on the version they started with;
+    /// every parent is queued again so it is reconciled by the new version.
+    pub fn swap(&self, plugin: Plugin) {
+        let old = self.plugin.swap(Arc::new(plugin));
+        let new = self.plugin.load();
+        tracing::info!(plugin = %new.name(), from = %old.manifest().version, to = %new.manifest().version,
+            digest = %new.digest(), "plugin version swapped");
+        self.enqueue_all();
+    }
+
     /// Queue every parent in the cache.
     pub fn enqueue_all(&self) {
         let plugin = self.plugin.load();

@@ -1,0 +1,15 @@
+//! Plugin files: keeping the running plugins in step with a directory.
+//!
+//! [`Reloader`] maps each `*.wasm` file of the plugins directory to a running plugin. It
+//! watches the directory (never the files: editors and ConfigMap volumes replace them),
+//! debounces, re-reads every file through its visible path, and acts on content digests:
+//! a new file starts a plugin, a changed one is loaded and type-checked *before* it replaces
+//! the running version, a removed one stops its plugin. A file that fails to load changes
+//! nothing: the previous version keeps serving, and the failure is logged and kept in the
+//! file's status until the file changes again. A periodic rescan catches missed events.
+
+mod directory;
+mod reloader;
+
+pub use directory::{DirectoryEvents, scan};
+pub use reloader::{FileStatus, ReloadConfig, Reloader};

@@ -1,0 +1,191 @@
+//! [`Reloader`]: the running plugins follow the files of the plugins directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::directory::{DirectoryEvents, scan};
+use crate::controller::{Manager, PluginError};
+use crate::runtime::digest;
+
+/// How the directory is followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReloadConfig {
+    /// Quiet time after the last change before files are re-read. Default 200 ms.
+    pub debounce: Duration,
+    /// Full rescan period, a safety net for missed events. Default 30 s.
+    pub rescan: Duration,
+}
+
+impl Default for ReloadConfig {
+    fn default() -> Self {
+        Self { debounce: Duration::from_millis(200), rescan: Duration::from_secs(30) }
+    }
+}
+
+/// What the host knows about one plugin file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileStatus {
+    /// The file.
+    pub file: PathBuf,
+    /// sha256 of the content last read.
+    pub digest: String,
+    /// The plugin it provides, when one is running from it.
+    pub plugin: Option<String>,
+    /// That plugin's version.
+    pub version: Option<String>,
+    /// Digest of the version running (differs from `digest` after a rejected update).
+    pub running_digest: Option<String>,
+    /// When the running version was loaded (RFC 3339).
+    pub loaded_at: Option<String>,
+    /// Successful loads of this file.
+    pub loads: u64,
+    /// Why the last content read was rejected, if it was.
+    pub last_error: Option<String>,
+}
+
+/// Keeps a [`Manager`]'s plugins in step with a directory.
+#[derive(Debug)]
+pub struct Reloader {
+    manager: Arc<Manager>,
+    dir: PathBuf,
+    config: ReloadConfig,
+    files: Mutex<BTreeMap<PathBuf, FileStatus>>,
+    sync_lock: tokio::sync::Mutex<()>,
+}
+
+impl Reloader {
+    /// A reloader for `dir`; nothing happens until [`Reloader::sync`] or [`Reloader::run`].
+    pub fn new(manager: Arc<Manager>, dir: impl Into<PathBuf>, config: ReloadConfig) -> Arc<Self> {
+        Arc::new(Self { manager, dir: dir.into(), config, files: Mutex::default(), sync_lock: Default::default() })
+    }
+
+    /// The directory followed.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The status of every plugin file seen.
+    pub fn statuses(&self) -> Vec<FileStatus> {
+        self.files.lock().expect("files lock").values().cloned().collect()
+    }
+
+    /// Follow the directory until the task is dropped: an initial sync, then a sync after
+    /// every debounced change and every rescan period.
+    ///
+    /// # Errors
+    /// When the directory cannot be watched at all.
+    pub async fn run(self: Arc<Self>) -> notify::Result<()> {
+        let mut events = DirectoryEvents::watch(&self.dir, self.config.debounce)?;
+        self.sync().await;
+        let mut rescan = tokio::time::interval(self.config.rescan);
+        rescan.tick().await;
+        loop {
+            tokio::select! {
+                changed = events.changed() => if changed.is_none() { return Ok(()) },
+                _ = rescan.tick() => {}
+            }
+            self.sync().await;
+        }
+    }
+
+    /// One pass: read every plugin file, act on the ones whose content changed, stop the
+    /// plugins whose file is gone.
+    pub async fn sync(&self) {
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let present = match scan(&self.dir) {
+            Ok(files) => files,
+            Err(e) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the plugins directory; keeping every plugin as is");
+                return;
+            }
+        };
+        for path in &present {
+            self.sync_file(path).await;
+        }
+        let gone: Vec<FileStatus> = {
+            let mut files = self.files.lock().expect("files lock");
+            let gone: Vec<PathBuf> = files.keys().filter(|p| !present.contains(p)).cloned().collect();
+            gone.iter().filter_map(|p| files.remove(p)).collect()
+        };
+        for status in gone {
+            if let Some(name) = status.plugin {
+                tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
+                self.manager.stop(&name).await;
+            }
+        }
+    }
+
+    async fn sync_file(&self, path: &Path) {
+        // Read through the visible path (it follows a ConfigMap volume's symlinks); a writer
+        // may be mid-write: a truncated read fails to load and the next event retries.
+        let bytes = match tokio::fs::read(path).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot read plugin file");
+                return;
+            }
+        };
+        let new_digest = digest(&bytes);
+        let known = self.files.lock().expect("files lock").get(path).cloned().unwrap_or_else(|| FileStatus {
+            file: path.to_owned(),
+            ..FileStatus::default()
+        });
+        if known.digest == new_digest {
+            return;
+        }
+        let mut status = FileStatus { digest: new_digest.clone(), ..known.clone() };
+        let result = match self.manager.runtime().load(bytes).await {
+            Err(e) => Err(PluginError::Load(e)),
+            Ok(plugin) => {
+                let name = plugin.name().to_owned();
+                let claimed_elsewhere = self
+                    .files
+                    .lock()
+                    .expect("files lock")
+                    .values()
+                    .any(|s| s.file != path && s.plugin.as_deref() == Some(&name));
+                if claimed_elsewhere {
+                    Err(PluginError::Duplicate(name))
+                } else {
+                    if let Some(old) = known.plugin.as_deref().filter(|old| *old != name) {
+                        tracing::info!(file = %path.display(), from = old, to = %name, "plugin file now provides another plugin");
+                        self.manager.stop(old).await;
+                        status.plugin = None;
+                    }
+                    let version = plugin.manifest().version.clone();
+                    self.manager.replace(plugin).await.map(|_| (name, version))
+                }
+            }
+        };
+        match result {
+            Ok((name, version)) => {
+                tracing::info!(file = %path.display(), plugin = %name, %version, digest = %new_digest, "plugin loaded");
+                status.plugin = Some(name);
+                status.version = Some(version);
+                status.running_digest = Some(new_digest);
+                status.loaded_at = Some(crate::actions::now());
+                status.loads += 1;
+                status.last_error = None;
+            }
+            Err(e) => {
+                let keeps = status.plugin.as_deref().map_or_else(
+                    || "no plugin runs from it".to_owned(),
+                    |p| format!("plugin {p} keeps running its previous version"),
+                );
+                tracing::error!(file = %path.display(), error = %e, "plugin file rejected; {keeps}");
+                status.last_error = Some(e.to_string());
+                if matches!(e, PluginError::Start(_)) {
+                    // Starting can fail for reasons outside the file (a CRD not installed
+                    // yet): forget the digest so the next pass tries again.
+                    status.digest.clear();
+                }
+            }
+        }
+        self.files.lock().expect("files lock").insert(path.to_owned(), status);
+    }
+}

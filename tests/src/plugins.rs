@@ -27,18 +27,27 @@ pub fn workspace() -> PathBuf {
 /// # Panics
 /// When cargo fails: a test cannot run without its plugin.
 pub fn plugin(package: &str, target: &str) -> PathBuf {
+    plugin_with_features(package, target, &[])
+}
+
+/// [`plugin`] built with cargo features, in a target directory of its own per feature set so
+/// builds of different feature sets do not invalidate each other.
+///
+/// # Panics
+/// When cargo fails.
+pub fn plugin_with_features(package: &str, target: &str, features: &[&str]) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<(String, String), PathBuf>>> = OnceLock::new();
     let mut built = BUILT
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let key = (package.to_owned(), target.to_owned());
+    let key = (package.to_owned(), format!("{target}+{}", features.join(",")));
     if let Some(path) = built.get(&key) {
         return path.clone();
     }
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace().join("target"), PathBuf::from)
-        .join("test-plugins");
+        .join(if features.is_empty() { "test-plugins".to_owned() } else { format!("test-plugins-{}", features.join("-")) });
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(workspace())
@@ -51,6 +60,7 @@ pub fn plugin(package: &str, target: &str) -> PathBuf {
             "-p",
             package,
         ])
+        .args(if features.is_empty() { vec![] } else { vec!["--features".to_owned(), features.join(",")] })
         .env("CARGO_TARGET_DIR", &target_dir)
         .status()
         .expect("running cargo to build a plugin");

@@ -160,9 +160,9 @@ async fn writes_outside_the_parent_namespace_or_declared_kinds_are_refused() -> 
         assert!(message.contains("nothing written"), "{message}");
     }
     let cms = api_for(&client, "v1", "ConfigMap", Some("kube-system")).await?;
-    assert!(cms.get_opt("escape-out").await?.is_none(), "nothing written into kube-system");
+    assert!(cms.get_opt("escape-escaped").await?.is_none(), "nothing written into kube-system");
     let secrets = api_for(&client, "v1", "Secret", Some("default")).await?;
-    assert!(secrets.get_opt("secret-out").await?.is_none(), "no Secret written");
+    assert!(secrets.get_opt("secret-secret").await?.is_none(), "no Secret written");
     Ok(())
 }
 

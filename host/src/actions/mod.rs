@@ -7,13 +7,16 @@ mod finalizer;
 mod scope;
 mod status;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 pub use diff::contains;
+
 pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
 pub use scope::{ScopeError, check as check_scope};
@@ -70,6 +73,36 @@ pub struct Writer<'a> {
     pub parent_resource: &'a ApiResource,
     /// The object cache (to skip unchanged applies).
     pub cache: &'a dyn ObjectCache,
+    /// What was last applied to each child, so an apply is skipped only when both the
+    /// desired content is unchanged and the observed object still contains it.
+    pub applied: &'a AppliedChildren,
+}
+
+/// Fingerprints of the last content applied per child, kept per plugin.
+///
+/// Skipping an apply because the observed object contains the desired fields is not enough:
+/// a field the plugin stopped returning must be removed, which only a new apply does.
+#[derive(Debug, Default)]
+pub struct AppliedChildren(Mutex<HashMap<ObjectRef, u64>>);
+
+impl AppliedChildren {
+    fn fingerprint(object: &Value) -> u64 {
+        let mut hasher = std::hash::DefaultHasher::new();
+        object.to_string().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn unchanged(&self, r: &ObjectRef, desired: &Value) -> bool {
+        self.0.lock().expect("applied lock").get(r) == Some(&Self::fingerprint(desired))
+    }
+
+    fn record(&self, r: ObjectRef, desired: &Value) {
+        self.0.lock().expect("applied lock").insert(r, Self::fingerprint(desired));
+    }
+
+    fn forget(&self, r: &ObjectRef) {
+        self.0.lock().expect("applied lock").remove(r);
+    }
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -114,7 +147,8 @@ impl Writer<'_> {
             child["metadata"]["ownerReferences"] = json!([owner]);
             let r = ObjectRef::of_object(&child).expect("validated children have identity");
             let kind = r.kind();
-            if let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)
+            if self.applied.unchanged(&r, &child)
+                && let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)
                 && contains(&observed, &child)
             {
                 written.unchanged += 1;
@@ -124,6 +158,7 @@ impl Writer<'_> {
             api.patch(&r.name, &self.params(), &Patch::Apply(&child))
                 .await
                 .map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
+            self.applied.record(r, &child);
             written.applied += 1;
         }
         Ok(())
@@ -136,6 +171,7 @@ impl Writer<'_> {
     pub async fn delete(&self, refs: &[ObjectRef], written: &mut Written) -> Result<(), ActionError> {
         for r in refs {
             let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
+            self.applied.forget(r);
             match api.delete(&r.name, &DeleteParams::background()).await {
                 Ok(_) => written.deleted += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

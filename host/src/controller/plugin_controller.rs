@@ -13,7 +13,7 @@ use super::mapping::{ObjectKey, parents_of_change};
 use super::queue::WorkQueue;
 use super::reconcile::{Outcome, reconcile};
 use super::watches::{Subscriber, Subscription, Watches};
-use crate::actions::EventSink;
+use crate::actions::{AppliedChildren, EventSink};
 use crate::contract::{Kind, Scope};
 use crate::objects::ObjectCache;
 use crate::runtime::Plugin;
@@ -60,6 +60,7 @@ pub struct PluginController {
     pub(super) parent: Resolved,
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) events: EventSink,
+    pub(super) applied: AppliedChildren,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
 }
@@ -110,6 +111,7 @@ impl PluginController {
             plugin: ArcSwap::from_pointee(plugin),
             parent,
             queue: WorkQueue::new(config.queue),
+            applied: AppliedChildren::default(),
             subscriptions: Mutex::default(),
             workers: Mutex::default(),
             shared,

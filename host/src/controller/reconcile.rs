@@ -47,6 +47,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
             parent: &parent,
             parent_resource: &controller.parent.resource,
             cache: &*watches,
+            applied: &controller.applied,
         };
         let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();

@@ -19,6 +19,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
 use wasmop_sdk::prelude::*;
 
+/// The plugin version (0.2.0 in the `test-v2` build used by the hot-reload tests).
+pub const VERSION: &str = if cfg!(feature = "test-v2") { "0.2.0" } else { "0.1.0" };
+
+/// The Deployment's own labels: the pod labels, plus a version marker in the `test-v2` build.
+fn deployment_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut labels = labels.clone();
+    if cfg!(feature = "test-v2") {
+        labels.insert("wasmop.dev/test-version".to_owned(), "v2".to_owned());
+    }
+    labels
+}
+
 /// The memcached image every pod runs.
 pub const IMAGE: &str = "memcached:1.6.17-alpine";
 
@@ -79,7 +91,7 @@ pub fn deployment(name: &str, namespace: Option<&str>, size: i32) -> Deployment 
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: namespace.map(str::to_owned),
-            labels: Some(labels.clone()),
+            labels: Some(deployment_labels(&labels)),
             ..ObjectMeta::default()
         },
         spec: Some(DeploymentSpec {
@@ -132,7 +144,7 @@ pub struct MemcachedOperator;
 
 impl Plugin for MemcachedOperator {
     fn manifest() -> Manifest {
-        Manifest::new("memcached", "0.1.0")
+        Manifest::new("memcached", VERSION)
             .description("Runs a memcached Deployment of spec.size pods for each Memcached")
             .parent(memcached_kind(), Scope::Namespaced)
             .child(Kind::of::<Deployment>())

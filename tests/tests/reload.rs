@@ -29,10 +29,15 @@ struct Setup {
 }
 
 async fn setup() -> Result<Setup> {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .try_init();
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
+    apply_file(&client, &workspace().join("crds/wasmplugin.yaml")).await?;
     let dir = tempfile::tempdir()?;
     let runtime = Runtime::builder().artifact_dir(Some(dir.path().join(".artifacts"))).build()?;
     let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, ..Default::default() }));
@@ -150,6 +155,17 @@ async fn memcached_versions_swap_while_serving_and_bad_files_change_nothing() ->
         })
         .await?;
     }
+    // The rejection is visible in the cluster: `kubectl get wasmplugin memcached`.
+    let wasmplugins = api_for(&s.client, "wasmop.dev/v1alpha1", "WasmPlugin", None).await?;
+    let wp = eventually("WasmPlugin memcached reports the rejection", WAIT, || async {
+        let wp = wasmplugins.get_opt("memcached").await?;
+        Ok(wp.filter(|wp| wp.data.pointer("/status/lastError").is_some_and(Value::is_string)))
+    })
+    .await?;
+    assert_eq!(wp.data.pointer("/status/version"), Some(&json!("0.1.0")));
+    assert_eq!(wp.data.pointer("/status/parent"), Some(&json!("cache.example.com/v1alpha1/Memcached")));
+    assert_eq!(wp.data.pointer("/status/conditions/0/status"), Some(&json!("False")));
+
     // A garbage file of its own starts nothing and stops nothing.
     std::fs::write(s.dir.path().join("junk.wasm"), b"\0asm garbage")?;
     eventually("junk.wasm rejected", WAIT, || async {
@@ -170,8 +186,17 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
         "metadata": {"name": "one", "namespace": "default"}, "spec": {"mode": "ok"}})).await?;
     eventually("testbed reconciles its kind", WAIT, || async { Ok(cms.get_opt("one-out").await?.map(|_| ())) }).await?;
 
+    let wasmplugins = api_for(&s.client, "wasmop.dev/v1alpha1", "WasmPlugin", None).await?;
+    let wp = eventually("WasmPlugin testbed with a status", WAIT, || async {
+        Ok(wasmplugins.get_opt("testbed").await?.filter(|wp| wp.data.pointer("/status/conditions/0").is_some()))
+    })
+    .await?;
+    assert_eq!(wp.data.pointer("/status/conditions/0/status"), Some(&json!("True")));
+    assert_eq!(wp.data.pointer("/status/conditions/0/reason"), Some(&json!("Loaded")));
+
     std::fs::remove_file(&testbed_file)?;
     eventually("testbed stopped", WAIT, || async { Ok(s.manager.controller("testbed").is_none().then_some(())) }).await?;
+    eventually("WasmPlugin testbed deleted", WAIT, || async { Ok(wasmplugins.get_opt("testbed").await?.is_none().then_some(())) }).await?;
     apply(&s.client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
         "metadata": {"name": "two", "namespace": "default"}, "spec": {"mode": "ok"}})).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;

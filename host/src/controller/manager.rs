@@ -51,6 +51,11 @@ impl Manager {
         Self { runtime, shared, config, controllers: Mutex::default() }
     }
 
+    /// The client every plugin uses.
+    pub fn client(&self) -> &kube::Client {
+        &self.shared.client
+    }
+
     /// The runtime plugins are loaded with.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime

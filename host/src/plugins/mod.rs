@@ -8,8 +8,10 @@
 //! nothing: the previous version keeps serving, and the failure is logged and kept in the
 //! file's status until the file changes again. A periodic rescan catches missed events.
 
+mod cluster_status;
 mod directory;
 mod reloader;
 
+pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
 pub use reloader::{FileStatus, ReloadConfig, Reloader};

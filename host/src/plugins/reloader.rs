@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::cluster_status::ClusterStatus;
 use super::directory::{DirectoryEvents, scan};
 use crate::controller::{Manager, PluginError};
 use crate::runtime::digest;
@@ -56,12 +57,14 @@ pub struct Reloader {
     config: ReloadConfig,
     files: Mutex<BTreeMap<PathBuf, FileStatus>>,
     sync_lock: tokio::sync::Mutex<()>,
+    cluster: ClusterStatus,
 }
 
 impl Reloader {
     /// A reloader for `dir`; nothing happens until [`Reloader::sync`] or [`Reloader::run`].
     pub fn new(manager: Arc<Manager>, dir: impl Into<PathBuf>, config: ReloadConfig) -> Arc<Self> {
-        Arc::new(Self { manager, dir: dir.into(), config, files: Mutex::default(), sync_lock: Default::default() })
+        let cluster = ClusterStatus::new(manager.client().clone());
+        Arc::new(Self { manager, dir: dir.into(), config, files: Mutex::default(), sync_lock: Default::default(), cluster })
     }
 
     /// The directory followed.
@@ -116,6 +119,7 @@ impl Reloader {
             if let Some(name) = status.plugin {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
                 self.manager.stop(&name).await;
+                self.cluster.remove(&name).await;
             }
         }
     }
@@ -186,6 +190,8 @@ impl Reloader {
                 }
             }
         }
-        self.files.lock().expect("files lock").insert(path.to_owned(), status);
+        self.files.lock().expect("files lock").insert(path.to_owned(), status.clone());
+        let manifest = status.plugin.as_deref().and_then(|p| self.manager.controller(p)).map(|c| Arc::clone(c.plugin().manifest()));
+        self.cluster.publish(&status, manifest.as_deref()).await;
     }
 }

@@ -104,14 +104,16 @@ fn bad_inputs_exit_non_zero_with_one_clear_line() {
     let sample = workspace().join("crds/samples/memcached.yaml");
     let s = sample.to_str().unwrap();
     let not_wasm = fixture("memcached-pods.yaml");
+    let (not_yaml, pods) = (fixture("not-yaml.yaml"), fixture("memcached-pods.yaml"));
+    let (not_yaml, pods) = (not_yaml.to_str().unwrap(), pods.to_str().unwrap());
     let wrong_world = support::plugin("wrong-world", "wasm32-wasip2");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["inspect", "/nonexistent.wasm"], "error: cannot read /nonexistent.wasm"),
         (vec!["inspect", not_wasm.to_str().unwrap()], "error: not a WebAssembly file"),
         (vec!["inspect", wrong_world.to_str().unwrap()], "error: not a wasmop plugin (world wasmop:plugin/operator@0.1.0)"),
-        (vec!["reconcile", "--plugin", m, "--object", fixture("not-yaml.yaml").to_str().unwrap()], "error: "),
-        (vec!["reconcile", "--plugin", m, "--object", fixture("memcached-pods.yaml").to_str().unwrap()], "error: "),
-        (vec!["reconcile", "--plugin", m, "--object", s, "--children", fixture("memcached-pods.yaml").to_str().unwrap()], "error: "),
+        (vec!["reconcile", "--plugin", m, "--object", not_yaml], "error: "),
+        (vec!["reconcile", "--plugin", m, "--object", pods], "error: "),
+        (vec!["reconcile", "--plugin", m, "--object", s, "--children", pods], "error: "),
     ];
     for (args, prefix) in cases {
         let out = wasmop(&args);
@@ -119,10 +121,10 @@ fn bad_inputs_exit_non_zero_with_one_clear_line() {
         let line = stderr_line(&out);
         assert!(line.starts_with(prefix), "{args:?}: {line}");
     }
-    let out = wasmop(&["reconcile", "--plugin", m, "--object", fixture("not-yaml.yaml").to_str().unwrap()]);
+    let out = wasmop(&["reconcile", "--plugin", m, "--object", not_yaml]);
     assert!(stderr_line(&out).contains("not-yaml.yaml: document 1 is not valid YAML"));
-    let out = wasmop(&["reconcile", "--plugin", m, "--object", fixture("memcached-pods.yaml").to_str().unwrap()]);
+    let out = wasmop(&["reconcile", "--plugin", m, "--object", pods]);
     assert!(stderr_line(&out).contains("expected one object, found 4"));
-    let out = wasmop(&["reconcile", "--plugin", m, "--object", s, "--children", fixture("memcached-pods.yaml").to_str().unwrap()]);
+    let out = wasmop(&["reconcile", "--plugin", m, "--object", s, "--children", pods]);
     assert!(stderr_line(&out).contains("v1/Pod is not a child kind of plugin memcached"));
 }

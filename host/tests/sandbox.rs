@@ -96,7 +96,7 @@ async fn lookups_are_scoped_to_declared_kinds_and_selectors() {
     let status = response.status.expect("lookup mode reports in status");
     let text = status.to_string();
     assert!(text.contains("mine") && !text.contains("theirs"), "{text}");
-    assert!(text.to_lowercase().contains("undeclared"), "{text}");
+    assert!(text.contains("kind not declared in the manifest: v1/Secret"), "{text}");
 }
 
 #[tokio::test]

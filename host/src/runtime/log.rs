@@ -36,8 +36,19 @@ impl HostState {
         }
     }
 
-    /// The last non-empty line the guest wrote to stderr: a Rust panic message, typically.
+    /// What the guest last said on stderr before failing: for a Rust panic, the `panicked at`
+    /// line joined with the message under it; otherwise the last non-empty line. Rust's
+    /// `note: run with RUST_BACKTRACE=1` hint is skipped.
     pub(super) fn last_stderr_line(&self) -> Option<String> {
-        self.stderr.text().lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned)
+        let text = self.stderr.text();
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
+        if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
+            let at = lines[i].split_once("panicked at").map_or(lines[i], |(_, at)| at.trim());
+            return Some(match lines.get(i + 1) {
+                Some(message) => format!("panicked at {at} {message}"),
+                None => format!("panicked at {at}"),
+            });
+        }
+        lines.last().map(|l| (*l).to_owned())
     }
 }

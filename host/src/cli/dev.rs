@@ -134,8 +134,7 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
                 let (Some(types), Some(name)) = (&s.types, &s.metadata.name) else { continue };
                 let api = api_for(&client, &types.api_version, &types.kind, s.metadata.namespace.as_deref()).await;
                 if let Ok(Some(obj)) = match api { Ok(a) => a.get_opt(name).await.map_err(anyhow::Error::from), Err(e) => Err(e) } {
-                    let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-                    lines.push(format!("    {} {name}: status {status}", types.kind));
+                    lines.push(format!("    {} {name}: {}", types.kind, summarize(obj.data.get("status"))));
                 }
             }
             let text = lines.join("\n");
@@ -154,4 +153,18 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     manager.shutdown().await;
     drop(guard);
     Ok(())
+}
+
+/// One line for a status: its conditions as `Type=Status (message)`, then its other fields.
+fn summarize(status: Option<&Value>) -> String {
+    let Some(Value::Object(status)) = status else { return "no status yet".into() };
+    let mut parts: Vec<String> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{}={} ({})", c["type"].as_str().unwrap_or("?"), c["status"].as_str().unwrap_or("?"), c["message"].as_str().unwrap_or("")))
+        .collect();
+    parts.extend(status.iter().filter(|(k, _)| *k != "conditions").map(|(k, v)| format!("{k}: {v}")));
+    parts.join("; ")
 }

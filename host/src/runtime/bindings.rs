@@ -10,5 +10,5 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::wasmop::plugin::reconciler as guest;
-pub use wasmop::plugin::{cache, log, types};
+pub use self::exports::wasmop::plugin::reconciler as guest;
+pub use self::wasmop::plugin::{cache, log, types};

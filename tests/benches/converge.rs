@@ -1,0 +1,884 @@
+//! Convergence on a real control plane: the wasmop host (memcached plugin) against a native
+//! kube-rs controller running the same logic.
+//!
+//! `cargo bench -p wasmop-e2e --bench converge` (a plain binary, `harness = false`).
+//!
+//! Environment:
+//! - `N` (default 1000): Memcached CRs created at once in the bulk phase;
+//! - `LAT` (default 50): CRs created one at a time afterwards, for latency;
+//! - `RUNS` (default `AB`): which runs, in order — `A` the wasmop host, `B` the native
+//!   kube-rs controller; e.g. `RUNS=BA`, `RUNS=A`;
+//! - `INFLIGHT` (default 32): concurrent create calls in the bulk phase;
+//! - `RUST_LOG` (default `warn`): e.g. `wasmop=debug` for the host's reconcile spans.
+//!
+//! Every run gets a fresh `ControlPlane` (etcd + kube-apiserver + kube-controller-manager
+//! 1.20.2 on loopback), installs `crds/memcached.yaml`, starts its controller on a dedicated
+//! 2-worker tokio runtime (threads named `ctrl`), then measures:
+//!
+//! 1. bulk: `N` CRs with `size: 0` (so kube-controller-manager starts no Pods: the comparison is
+//!    about the controllers) created with `INFLIGHT` calls in flight; the clock starts when the
+//!    creates begin and stops when every CR has a Deployment with `replicas: 0` and an
+//!    `Available` condition whose `observedGeneration` equals the CR's generation (seen by a
+//!    watch of the bench; the instant of the event completing the last CR is the stop time);
+//! 2. settle: until kube-controller-manager has processed every Deployment
+//!    (`status.observedGeneration == metadata.generation`), so the next phase is idle;
+//! 3. latency: `LAT` CRs, one at a time: create call returned → the bench's Deployment watch
+//!    sees the Deployment, and → converged.
+//!
+//! It also reports the API requests of each phase (deltas of kube-apiserver's
+//! `apiserver_request_total`) and the CPU time of each process / thread group.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::ResourceExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wasmop::controller::ControllerConfig;
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::{Host, apply_file};
+use wasmop_e2e::plugins::{plugin, workspace};
+
+const NAMESPACE: &str = "default";
+/// `spec.size` of every CR: no Pods, so kube-controller-manager only adds a ReplicaSet.
+const SIZE: i32 = 0;
+const BULK_TIMEOUT: Duration = Duration::from_secs(900);
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(600);
+const ONE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause after each latency sample converges, so the trailing work (the controller's
+/// second reconcile, kube-controller-manager's ReplicaSet) is done before the next create.
+const LAT_GAP: Duration = Duration::from_millis(300);
+/// Field manager of the native controller.
+const NATIVE_MANAGER: &str = "native/memcached";
+
+fn memcached_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
+}
+
+fn env_usize(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Host,
+    Native,
+}
+
+impl Which {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Host => "A wasmop host",
+            Self::Native => "B native kube-rs",
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // The bench's own work (creates, watches) runs on this runtime; each controller under test
+    // gets its own (threads `ctrl`), so their CPU time can be told apart.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("bench")
+        .enable_all()
+        .build()?;
+    rt.block_on(bench())
+}
+
+async fn bench() -> Result<()> {
+    let n = env_usize("N", 1000)?;
+    let lat = env_usize("LAT", 50)?;
+    let inflight = env_usize("INFLIGHT", 32)?.max(1);
+    let runs: Vec<Which> = std::env::var("RUNS")
+        .unwrap_or_else(|_| "AB".into())
+        .chars()
+        .filter_map(|c| match c.to_ascii_uppercase() {
+            'A' => Some(Which::Host),
+            'B' => Some(Which::Native),
+            _ => None,
+        })
+        .collect();
+    if runs.is_empty() {
+        bail!("RUNS must name A and/or B");
+    }
+    eprintln!("[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?}; building the memcached plugin…");
+    let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
+
+    let mut results = Vec::new();
+    for which in runs {
+        eprintln!("\n[converge] ===== run {} =====", which.label());
+        let r = run(which, &wasm, n, lat, inflight).await.with_context(|| format!("run {}", which.label()))?;
+        r.print();
+        results.push(r);
+    }
+    print_summary(&results, n, lat, inflight);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// One run
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct RunResult {
+    which: Which,
+    n: usize,
+    /// Creates began → last CR converged.
+    converge: Duration,
+    /// Creates began → last create call returned.
+    creates: Duration,
+    /// Converged → kube-controller-manager done with every Deployment.
+    settle: Duration,
+    /// Per latency sample: create call duration, returned → Deployment seen, returned → converged.
+    create_call: Vec<Duration>,
+    to_deployment: Vec<Duration>,
+    to_converged: Vec<Duration>,
+    requests_bulk: BTreeMap<String, f64>,
+    requests_settle: BTreeMap<String, f64>,
+    requests_lat: BTreeMap<String, f64>,
+    cpu_bulk: BTreeMap<String, f64>,
+    native: Option<NativeCounts>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct NativeCounts {
+    reconciles: u64,
+    applies: u64,
+    status_patches: u64,
+    errors: u64,
+}
+
+enum Running {
+    Host(Host),
+    Native(tokio::task::JoinHandle<()>, Arc<NativeCtx>),
+}
+
+async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, inflight: usize) -> Result<RunResult> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
+    let ar = memcached_resource();
+
+    // The controller under test, on its own runtime with its own client.
+    let ctrl_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ctrl")
+        .enable_all()
+        .build()?;
+    let started = Instant::now();
+    let running = {
+        let kubeconfig = cp.kubeconfig_path();
+        let wasm: PathBuf = wasm.to_owned();
+        let ar = ar.clone();
+        ctrl_rt
+            .spawn(async move {
+                // Built on the controller's runtime: the client's buffer task runs there.
+                let ctrl_client = client_from(&kubeconfig).await?;
+                match which {
+                    Which::Host => {
+                        let config = ControllerConfig { concurrency: 16, resync: None, ..ControllerConfig::default() };
+                        Ok::<_, anyhow::Error>(Running::Host(Host::start(ctrl_client, &[&wasm], config).await?))
+                    }
+                    Which::Native => {
+                        let (task, ctx) = start_native(ctrl_client, ar).await?;
+                        Ok(Running::Native(task, ctx))
+                    }
+                }
+            })
+            .await??
+    };
+    eprintln!("[converge] controller started in {:.2?}", started.elapsed());
+
+    let tracker = Tracker::start(client.clone(), ar.clone()).await?;
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+
+    // ---- bulk ----
+    let names: Vec<String> = (0..n).map(|i| format!("bulk-{i:05}")).collect();
+    let metrics0 = request_counts(&client).await?;
+    let cpu0 = cpu_snapshot();
+    let t0 = Instant::now();
+    let creates = futures::stream::iter(names.iter().cloned())
+        .map(|name| {
+            let crs = crs.clone();
+            let ar = ar.clone();
+            async move { crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await.with_context(|| format!("creating {name}")) }
+        })
+        .buffer_unordered(inflight)
+        .try_for_each(|_| async { Ok(()) });
+    let mut progress = tokio::time::interval(Duration::from_secs(5));
+    progress.tick().await;
+    tokio::pin!(creates);
+    let mut creates_done: Option<Duration> = None;
+    loop {
+        tokio::select! {
+            r = &mut creates, if creates_done.is_none() => { r?; creates_done = Some(t0.elapsed()); }
+            _ = progress.tick() => {
+                eprintln!("[converge]   {:>5.1} s: {} / {n} converged", t0.elapsed().as_secs_f64(), tracker.converged_count(&names));
+            }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        if creates_done.is_some() && tracker.converged_count(&names) == n {
+            break;
+        }
+        if t0.elapsed() > BULK_TIMEOUT {
+            bail!("not converged after {BULK_TIMEOUT:?}: {} / {n}", tracker.converged_count(&names));
+        }
+    }
+    let last = tracker.last_converged(&names).expect("all converged");
+    let converge = last.saturating_duration_since(t0);
+    let cpu1 = cpu_snapshot();
+    let metrics1 = request_counts(&client).await?;
+    eprintln!("[converge]   all {n} converged in {:.3} s", converge.as_secs_f64());
+    verify_by_listing(&client, &ar, &names).await?;
+
+    // ---- settle: kube-controller-manager catches up (ReplicaSets, Deployment status) ----
+    let s0 = Instant::now();
+    loop {
+        if tracker.deployments_observed(&names) == n {
+            break;
+        }
+        if s0.elapsed() > SETTLE_TIMEOUT {
+            bail!("kube-controller-manager did not catch up within {SETTLE_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let settle = s0.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await; // trailing reconciles of the controller
+    let metrics2 = request_counts(&client).await?;
+    eprintln!("[converge]   kube-controller-manager caught up {:.1} s after convergence", settle.as_secs_f64());
+
+    // ---- latency, one at a time on the idle system ----
+    let mut create_call = Vec::new();
+    let mut to_deployment = Vec::new();
+    let mut to_converged = Vec::new();
+    for i in 0..lat {
+        let name = format!("lat-{i:03}");
+        let before = Instant::now();
+        crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await?;
+        let returned = Instant::now();
+        let converged_at = tracker.wait_converged(&name, ONE_TIMEOUT).await?;
+        let seen = tracker.deployment_seen(&name).expect("a converged CR has a Deployment");
+        create_call.push(returned - before);
+        to_deployment.push(seen.saturating_duration_since(returned));
+        to_converged.push(converged_at.saturating_duration_since(returned));
+        tokio::time::sleep(LAT_GAP).await;
+    }
+    let metrics3 = request_counts(&client).await?;
+
+    let native = match running {
+        Running::Host(host) => {
+            let _ = ctrl_rt.spawn(async move { host.manager.shutdown().await }).await;
+            None
+        }
+        Running::Native(task, ctx) => {
+            task.abort();
+            Some(ctx.counts())
+        }
+    };
+    tracker.stop();
+    ctrl_rt.shutdown_background();
+    drop(cp);
+
+    Ok(RunResult {
+        which,
+        n,
+        converge,
+        creates: creates_done.unwrap_or_default(),
+        settle,
+        create_call,
+        to_deployment,
+        to_converged,
+        requests_bulk: diff(&metrics0, &metrics1),
+        requests_settle: diff(&metrics1, &metrics2),
+        requests_lat: diff(&metrics2, &metrics3),
+        cpu_bulk: diff(&cpu0, &cpu1),
+        native,
+    })
+}
+
+async fn client_from(kubeconfig: &std::path::Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn memcached_cr(name: &str, ar: &ApiResource) -> DynamicObject {
+    DynamicObject::new(name, ar).within(NAMESPACE).data(json!({"spec": {"size": SIZE}}))
+}
+
+/// Check the watch's verdict with plain lists: every CR converged, every Deployment right.
+async fn verify_by_listing(client: &kube::Client, ar: &ApiResource, names: &[String]) -> Result<()> {
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, ar);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let crs: HashMap<String, DynamicObject> =
+        crs.list(&ListParams::default()).await?.items.into_iter().map(|o| (o.name_any(), o)).collect();
+    let deployments: HashMap<String, Deployment> =
+        deployments.list(&ListParams::default()).await?.items.into_iter().map(|o| (o.name_any(), o)).collect();
+    let mut bad = 0;
+    for name in names {
+        let cr_ok = crs.get(name).is_some_and(|cr| available_observed_generation(cr) == cr.metadata.generation);
+        let d_ok = deployments.get(name).is_some_and(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(SIZE));
+        if !(cr_ok && d_ok) {
+            bad += 1;
+        }
+    }
+    if bad > 0 {
+        bail!("the watch said converged, but listing finds {bad} CRs not converged");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bench's view of the cluster: a watch of Memcacheds and one of Deployments
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// name → (generation, Available.observedGeneration)
+    crs: HashMap<String, (Option<i64>, Option<i64>)>,
+    /// name → (spec.replicas, generation, status.observedGeneration)
+    deployments: HashMap<String, (Option<i32>, Option<i64>, Option<i64>)>,
+    deployment_seen: HashMap<String, Instant>,
+    converged_at: HashMap<String, Instant>,
+}
+
+impl Seen {
+    fn check(&mut self, name: &str, now: Instant) {
+        if self.converged_at.contains_key(name) {
+            return;
+        }
+        let cr = self.crs.get(name).is_some_and(|(g, o)| g.is_some() && g == o);
+        let d = self.deployments.get(name).is_some_and(|(r, _, _)| *r == Some(SIZE));
+        if cr && d {
+            self.converged_at.insert(name.to_owned(), now);
+        }
+    }
+}
+
+struct Tracker {
+    seen: Arc<Mutex<Seen>>,
+    version: tokio::sync::watch::Receiver<u64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn available_observed_generation(cr: &DynamicObject) -> Option<i64> {
+    cr.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")?
+        .get("observedGeneration")?
+        .as_i64()
+}
+
+impl Tracker {
+    async fn start(client: kube::Client, ar: ApiResource) -> Result<Self> {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (tx, version) = tokio::sync::watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(2);
+
+        let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+        let cr_task = {
+            let (seen, tx, ready) = (Arc::clone(&seen), Arc::clone(&tx), ready_tx.clone());
+            tokio::spawn(async move {
+                let mut stream = watcher(crs, watcher::Config::default()).default_backoff().boxed();
+                while let Some(event) = stream.next().await {
+                    let now = Instant::now();
+                    let obj = match event {
+                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                        Ok(watcher::Event::InitDone) => {
+                            let _ = ready.send(()).await;
+                            continue;
+                        }
+                        Ok(_) => continue,
+                        Err(e) => {
+                            eprintln!("[converge] memcached watch: {e}");
+                            continue;
+                        }
+                    };
+                    let name = obj.name_any();
+                    let mut s = seen.lock().expect("seen lock");
+                    s.crs.insert(name.clone(), (obj.metadata.generation, available_observed_generation(&obj)));
+                    s.check(&name, now);
+                    drop(s);
+                    tx.send_modify(|v| *v += 1);
+                }
+            })
+        };
+        let deployments: Api<Deployment> = Api::namespaced(client, NAMESPACE);
+        let d_task = {
+            let (seen, tx, ready) = (Arc::clone(&seen), Arc::clone(&tx), ready_tx);
+            tokio::spawn(async move {
+                let mut stream = watcher(deployments, watcher::Config::default()).default_backoff().boxed();
+                while let Some(event) = stream.next().await {
+                    let now = Instant::now();
+                    let d = match event {
+                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                        Ok(watcher::Event::InitDone) => {
+                            let _ = ready.send(()).await;
+                            continue;
+                        }
+                        Ok(_) => continue,
+                        Err(e) => {
+                            eprintln!("[converge] deployment watch: {e}");
+                            continue;
+                        }
+                    };
+                    let name = d.name_any();
+                    let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+                    let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+                    let mut s = seen.lock().expect("seen lock");
+                    s.deployment_seen.entry(name.clone()).or_insert(now);
+                    s.deployments.insert(name.clone(), (replicas, d.metadata.generation, observed));
+                    s.check(&name, now);
+                    drop(s);
+                    tx.send_modify(|v| *v += 1);
+                }
+            })
+        };
+        for _ in 0..2 {
+            tokio::time::timeout(Duration::from_secs(30), ready_rx.recv()).await.context("the bench's watches did not sync")?;
+        }
+        Ok(Self { seen, version, tasks: vec![cr_task, d_task] })
+    }
+
+    fn converged_count(&self, names: &[String]) -> usize {
+        let s = self.seen.lock().expect("seen lock");
+        names.iter().filter(|n| s.converged_at.contains_key(*n)).count()
+    }
+
+    fn last_converged(&self, names: &[String]) -> Option<Instant> {
+        let s = self.seen.lock().expect("seen lock");
+        names.iter().map(|n| s.converged_at.get(n).copied()).collect::<Option<Vec<_>>>()?.into_iter().max()
+    }
+
+    fn deployments_observed(&self, names: &[String]) -> usize {
+        let s = self.seen.lock().expect("seen lock");
+        names
+            .iter()
+            .filter(|n| s.deployments.get(*n).is_some_and(|(_, g, o)| g.is_some() && g == o))
+            .count()
+    }
+
+    fn deployment_seen(&self, name: &str) -> Option<Instant> {
+        self.seen.lock().expect("seen lock").deployment_seen.get(name).copied()
+    }
+
+    async fn wait_converged(&self, name: &str, timeout: Duration) -> Result<Instant> {
+        let mut rx = self.version.clone();
+        let wait = async {
+            loop {
+                if let Some(at) = self.seen.lock().expect("seen lock").converged_at.get(name).copied() {
+                    return Ok::<_, anyhow::Error>(at);
+                }
+                rx.changed().await?;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.with_context(|| format!("{name} not converged within {timeout:?}"))?
+    }
+
+    fn stop(self) {
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run B: the native kube-rs controller
+// ---------------------------------------------------------------------------------------------
+
+/// What the native reconciler reads and counts.
+struct NativeCtx {
+    client: kube::Client,
+    memcached: ApiResource,
+    deployments: Store<Deployment>,
+    pods: Store<Pod>,
+    reconciles: AtomicU64,
+    applies: AtomicU64,
+    status_patches: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl NativeCtx {
+    fn counts(&self) -> NativeCounts {
+        NativeCounts {
+            reconciles: self.reconciles.load(Ordering::Relaxed),
+            applies: self.applies.load(Ordering::Relaxed),
+            status_patches: self.status_patches.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct NativeError(String);
+
+impl std::fmt::Display for NativeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NativeError {}
+
+impl From<kube::Error> for NativeError {
+    fn from(e: kube::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// Start the native controller: one watch (reflector) per kind like the host — Memcacheds
+/// (the controller's own), Deployments (owned: triggers + observed state) and Pods (related:
+/// triggers by label + `status.nodes`) — concurrency 16.
+async fn start_native(client: kube::Client, ar: ApiResource) -> Result<(tokio::task::JoinHandle<()>, Arc<NativeCtx>)> {
+    let (deployments, d_writer) = reflector::store::<Deployment>();
+    let d_stream = watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|d| d.managed_fields_mut().clear())
+        .reflect(d_writer)
+        .touched_objects();
+    let (pods, p_writer) = reflector::store::<Pod>();
+    let p_stream = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|p| p.managed_fields_mut().clear())
+        .reflect(p_writer)
+        .touched_objects();
+    let ctx = Arc::new(NativeCtx {
+        client: client.clone(),
+        memcached: ar.clone(),
+        deployments: deployments.clone(),
+        pods: pods.clone(),
+        reconciles: AtomicU64::new(0),
+        applies: AtomicU64::new(0),
+        status_patches: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+    });
+    let pod_owner_ar = ar.clone();
+    let controller = Controller::new_with(Api::<DynamicObject>::all_with(client, &ar), watcher::Config::default(), ar)
+        .owns_stream(d_stream)
+        .watches_stream(p_stream, move |pod: Pod| {
+            let labels = pod.labels();
+            let ns = pod.namespace()?;
+            (labels.get("app").map(String::as_str) == Some("memcached"))
+                .then(|| labels.get("memcached_cr"))
+                .flatten()
+                .map(|cr| ObjectRef::new_with(cr, pod_owner_ar.clone()).within(&ns))
+        })
+        .with_config(controller::Config::default().concurrency(16));
+    let parents = controller.store();
+    let task = tokio::spawn(
+        controller
+            .run(native_reconcile, |_obj, _err: &NativeError, ctx: Arc<NativeCtx>| {
+                ctx.errors.fetch_add(1, Ordering::Relaxed);
+                Action::requeue(Duration::from_secs(1))
+            }, Arc::clone(&ctx))
+            .for_each(|_| std::future::ready(())),
+    );
+    for (what, ready) in [
+        ("memcacheds", parents.wait_until_ready().boxed()),
+        ("deployments", deployments.wait_until_ready().boxed()),
+        ("pods", pods.wait_until_ready().boxed()),
+    ] {
+        let t = Instant::now();
+        tokio::time::timeout(Duration::from_secs(30), ready)
+            .await
+            .with_context(|| format!("native controller: {what} store not ready"))?
+            .with_context(|| format!("native controller: {what} store"))?;
+        tracing::info!("native controller: {what} store ready after {:.2?}", t.elapsed());
+    }
+    Ok((task, ctx))
+}
+
+/// The memcached plugin's logic (the same functions of `plugins/memcached`, natively), with the
+/// host's write avoidance: the Deployment is server-side applied unless the observed one (from
+/// the reflector) already has every desired field, and the status is merge-patched unless it
+/// already holds the same fields and conditions (`lastTransitionTime` kept while the status of
+/// a condition does not change, `observedGeneration` set).
+async fn native_reconcile(cr: Arc<DynamicObject>, ctx: Arc<NativeCtx>) -> Result<Action, NativeError> {
+    ctx.reconciles.fetch_add(1, Ordering::Relaxed);
+    if cr.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let name = cr.name_any();
+    let ns = cr.namespace().unwrap_or_default();
+    let spec = memcached::Memcached::deserialize(&cr.data).map_err(|e| NativeError(format!("{name}: {e}")))?;
+    let size = memcached::desired_size(&spec).map_err(|e| NativeError(format!("{name}: {e}")))?;
+
+    let mut desired = memcached::deployment(&name, Some(&ns), size);
+    desired.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: ctx.memcached.api_version.clone(),
+        kind: ctx.memcached.kind.clone(),
+        name: name.clone(),
+        uid: cr.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    let desired = serde_json::to_value(&desired).map_err(|e| NativeError(e.to_string()))?;
+    let observed = ctx
+        .deployments
+        .get(&ObjectRef::new(&name).within(&ns))
+        .map(|d| serde_json::to_value(&*d))
+        .transpose()
+        .map_err(|e| NativeError(e.to_string()))?;
+    if !observed.as_ref().is_some_and(|o| contains(o, &desired)) {
+        Api::<Deployment>::namespaced(ctx.client.clone(), &ns)
+            .patch(&name, &PatchParams::apply(NATIVE_MANAGER).force(), &Patch::Apply(&desired))
+            .await?;
+        ctx.applies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    let mut nodes: Vec<String> = ctx
+        .pods
+        .state_filter(|p| {
+            let l = p.labels();
+            p.namespace().as_deref() == Some(ns.as_str())
+                && l.get("app").map(String::as_str) == Some("memcached")
+                && l.get("memcached_cr") == Some(&name)
+        })
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    nodes.sort_unstable();
+    let available = memcached::available(observed.as_ref(), size);
+
+    let existing = cr.data.get("status").cloned().unwrap_or_else(|| json!({}));
+    let old_conditions = existing.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let status_str = available.status.as_str();
+    let transition = old_conditions
+        .iter()
+        .find(|c| c["type"] == available.type_.as_str() && c["status"] == status_str)
+        .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_owned))
+        .unwrap_or_else(now);
+    let mut condition = json!({
+        "type": available.type_, "status": status_str, "reason": available.reason,
+        "message": available.message, "lastTransitionTime": transition,
+    });
+    if let Some(g) = cr.metadata.generation {
+        condition["observedGeneration"] = json!(g);
+    }
+    let mut conditions: Vec<Value> =
+        old_conditions.into_iter().filter(|c| c["type"] != available.type_.as_str()).collect();
+    conditions.push(condition);
+    let status = json!({"nodes": nodes, "conditions": conditions});
+    if !contains(&existing, &status) {
+        Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ns, &ctx.memcached)
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+            .await?;
+        ctx.status_patches.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(Action::await_change())
+}
+
+/// Every field of `desired` is in `observed` with the same value (arrays: same length,
+/// elementwise) — the host's `actions::contains`, restated so the native side is self-contained.
+fn contains(observed: &Value, desired: &Value) -> bool {
+    match (observed, desired) {
+        (Value::Object(o), Value::Object(d)) => d.iter().all(|(k, dv)| o.get(k).is_some_and(|ov| contains(ov, dv))),
+        (Value::Array(o), Value::Array(d)) => o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv)),
+        (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
+        (o, d) => o == d,
+    }
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements: API requests (apiserver metrics) and CPU time (/proc)
+// ---------------------------------------------------------------------------------------------
+
+/// `apiserver_request_total` summed by `VERB resource[/subresource]`, for the kinds involved.
+async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> {
+    let text = client.request_text(http::Request::get("/metrics").body(Vec::new())?).await?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else { continue };
+        let Some((labels, value)) = rest.rsplit_once("} ") else { continue };
+        let labels = parse_labels(labels);
+        let resource = labels.get("resource").map(String::as_str).unwrap_or_default();
+        if !["memcacheds", "deployments", "replicasets", "pods", "events"].contains(&resource) {
+            continue;
+        }
+        let sub = labels.get("subresource").map(String::as_str).unwrap_or_default();
+        let verb = labels.get("verb").map(String::as_str).unwrap_or_default();
+        let key = if sub.is_empty() { format!("{verb} {resource}") } else { format!("{verb} {resource}/{sub}") };
+        *out.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(out)
+}
+
+fn parse_labels(s: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+        if key.is_empty() || chars.next() != Some('"') {
+            break;
+        }
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => value.extend(chars.next()),
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        out.insert(key.trim_start_matches(',').to_owned(), value);
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    out
+}
+
+/// CPU seconds (user + system) so far: this process's `ctrl` threads (the controller under
+/// test), its other threads (the bench: creates and watches), and each control-plane child.
+fn cpu_snapshot() -> BTreeMap<String, f64> {
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let tick = if tick > 0.0 { tick } else { 100.0 };
+    let mut out = BTreeMap::new();
+    let parse = |stat: &str| -> Option<(String, i64, f64)> {
+        let open = stat.find('(')?;
+        let close = stat.rfind(')')?;
+        let comm = stat[open + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let ppid = fields.get(1)?.parse().ok()?;
+        let utime: f64 = fields.get(11)?.parse().ok()?;
+        let stime: f64 = fields.get(12)?.parse().ok()?;
+        Some((comm, ppid, (utime + stime) / tick))
+    };
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Some((comm, _, cpu)) = std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(parse) {
+                let group = if comm.starts_with("ctrl") { "controller (ctrl threads)" } else { "bench (creates, watches)" };
+                *out.entry(group.to_owned()).or_insert(0.0) += cpu;
+            }
+        }
+    }
+    let me = i64::from(std::process::id() as i32);
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            if !p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            if let Some((comm, ppid, cpu)) = std::fs::read_to_string(p.path().join("stat")).ok().as_deref().and_then(parse)
+                && ppid == me
+            {
+                *out.entry(comm).or_insert(0.0) += cpu;
+            }
+        }
+    }
+    out
+}
+
+fn diff(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| v.abs() > 1e-9)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+// ---------------------------------------------------------------------------------------------
+
+fn percentile(samples: &[Duration], p: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+impl RunResult {
+    fn throughput(&self) -> f64 {
+        self.n as f64 / self.converge.as_secs_f64()
+    }
+
+    fn print(&self) {
+        println!("\n## run {} (N = {})", self.which.label(), self.n);
+        println!("converged in {:.3} s ({:.1} CR/s); creates returned after {:.3} s; kube-controller-manager caught up {:.1} s later",
+            self.converge.as_secs_f64(), self.throughput(), self.creates.as_secs_f64(), self.settle.as_secs_f64());
+        if let Some(c) = self.native {
+            println!("native controller: {} reconciles, {} applies, {} status patches, {} errors", c.reconciles, c.applies, c.status_patches, c.errors);
+        }
+        println!("API requests (bulk phase | settle | latency phase):");
+        let keys: std::collections::BTreeSet<&String> =
+            self.requests_bulk.keys().chain(self.requests_settle.keys()).chain(self.requests_lat.keys()).collect();
+        for k in keys {
+            let g = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(0.0);
+            println!("  {k:<28} {:>7} | {:>6} | {:>5}", g(&self.requests_bulk), g(&self.requests_settle), g(&self.requests_lat));
+        }
+        println!("CPU seconds during the bulk phase:");
+        for (k, v) in &self.cpu_bulk {
+            println!("  {k:<28} {v:>7.2}");
+        }
+        if !self.to_deployment.is_empty() {
+            println!("latency over {} creates: create call p50 {}; returned → Deployment seen p50 {} p90 {} max {}; → converged p50 {} p90 {}",
+                self.to_deployment.len(), ms(percentile(&self.create_call, 50.0)),
+                ms(percentile(&self.to_deployment, 50.0)), ms(percentile(&self.to_deployment, 90.0)), ms(percentile(&self.to_deployment, 100.0)),
+                ms(percentile(&self.to_converged, 50.0)), ms(percentile(&self.to_converged, 90.0)));
+        }
+    }
+}
+
+fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
+    println!("\n## Summary: N = {n} CRs (size 0), {inflight} creates in flight; latency over {lat} sequential creates\n");
+    let header: Vec<&str> = results.iter().map(|r| r.which.label()).collect();
+    println!("| | {} |", header.join(" | "));
+    println!("|---|{}", "---:|".repeat(results.len()));
+    let row = |name: &str, f: &dyn Fn(&RunResult) -> String| {
+        println!("| {name} | {} |", results.iter().map(f).collect::<Vec<_>>().join(" | "));
+    };
+    row("time to converge", &|r| format!("{:.2} s", r.converge.as_secs_f64()));
+    row("throughput", &|r| format!("{:.1} CR/s", r.throughput()));
+    row("creates returned after", &|r| format!("{:.2} s", r.creates.as_secs_f64()));
+    row("server-side applies, bulk", &|r| format!("{}", r.requests_bulk.get("APPLY deployments").copied().unwrap_or(0.0)));
+    row("status patches, bulk", &|r| format!("{}", r.requests_bulk.get("PATCH memcacheds/status").copied().unwrap_or(0.0)));
+    row("controller CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)));
+    row("kube-apiserver CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("kube-apiserver").copied().unwrap_or(0.0)));
+    row("etcd CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("etcd").copied().unwrap_or(0.0)));
+    row("create → Deployment seen, p50", &|r| ms(percentile(&r.to_deployment, 50.0)));
+    row("create → Deployment seen, p90", &|r| ms(percentile(&r.to_deployment, 90.0)));
+    row("create → converged, p50", &|r| ms(percentile(&r.to_converged, 50.0)));
+    row("create → converged, p90", &|r| ms(percentile(&r.to_converged, 90.0)));
+    let a = results.iter().find(|r| r.which == Which::Host);
+    let b = results.iter().find(|r| r.which == Which::Native);
+    if let (Some(a), Some(b)) = (a, b) {
+        let ratio = b.converge.as_secs_f64() / a.converge.as_secs_f64();
+        println!("\nthroughput(A) / throughput(B) = time(B) / time(A) = {ratio:.3} (goal ≥ 0.9: {})",
+            if ratio >= 0.9 { "met" } else { "NOT met" });
+        let p50 = percentile(&a.to_deployment, 50.0);
+        println!("A: create → Deployment seen p50 = {} (goal ≤ 10 ms: {})", ms(p50),
+            if p50 <= Duration::from_millis(10) { "met" } else { "NOT met" });
+    }
+}

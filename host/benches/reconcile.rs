@@ -703,8 +703,10 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
 
 /// Pieces of (w) timed alone, p50 µs.
 struct Breakdown {
-    /// The host turning the request's objects into JSON text (`convert::request`).
+    /// The host turning the request's objects into JSON text (`convert::request`: `Value::to_string`).
     serialize_request: f64,
+    /// The same with `serde_json::to_string` (writes bytes directly, not through `fmt::Write`).
+    serialize_request_to_string: f64,
     /// The host parsing and checking the guest's answer (`RawResponse::validate`).
     validate_response: f64,
     /// One `eprintln!` of the plugin's debug line to /dev/null (paid by (a) and (b) only).
@@ -720,6 +722,16 @@ fn breakdown(f: &Fixtures) -> anyhow::Result<Breakdown> {
             request.children.iter().map(|o| o.to_string()).collect::<Vec<_>>(),
             request.related.iter().map(|o| o.to_string()).collect::<Vec<_>>(),
             request.config.to_string(),
+        );
+        black_box(&texts);
+    });
+    let to_json = |v: &Value| serde_json::to_string(v).expect("a Value always serializes");
+    let serialize_request_to_string = p50_of(n, || {
+        let texts = (
+            to_json(&request.parent),
+            request.children.iter().map(|o| to_json(o)).collect::<Vec<_>>(),
+            request.related.iter().map(|o| to_json(o)).collect::<Vec<_>>(),
+            to_json(&request.config),
         );
         black_box(&texts);
     });
@@ -751,7 +763,7 @@ fn breakdown(f: &Fixtures) -> anyhow::Result<Breakdown> {
     let native_log_line = p50_of(n, || {
         wasmop_sdk::log::debug!("memcached default/{name}: want 3 replicas");
     });
-    Ok(Breakdown { serialize_request, validate_response, native_log_line })
+    Ok(Breakdown { serialize_request, serialize_request_to_string, validate_response, native_log_line })
 }
 
 fn pass(ok: bool) -> &'static str {
@@ -806,6 +818,7 @@ fn report(
     }
     let _ = writeln!(out, "\nbreakdown (each timed alone, p50 µs):");
     let _ = writeln!(out, "  host serializes the request objects to JSON text      {:>7.1}", bd.serialize_request);
+    let _ = writeln!(out, "    ... with serde_json::to_string instead of to_string  {:>7.1}", bd.serialize_request_to_string);
     let _ = writeln!(out, "  host parses + validates the answer (RawResponse)      {:>7.1}", bd.validate_response);
     let _ = writeln!(out, "  native log line (eprintln! to /dev/null; (a),(b) only) {:>6.1}", bd.native_log_line);
 

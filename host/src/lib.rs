@@ -7,6 +7,7 @@
 //! - [`controller`]: watches, queues and reconciles against a cluster.
 //! - [`plugins`]: following the plugins directory (hot reload).
 //! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
+//! - [`server`]: metrics and health endpoints.
 //! - [`cli`]: the `wasmop` command line.
 
 pub mod actions;
@@ -16,3 +17,4 @@ pub mod contract;
 pub mod objects;
 pub mod plugins;
 pub mod runtime;
+pub mod server;

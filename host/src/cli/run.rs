@@ -23,9 +23,19 @@ pub struct RunArgs {
     /// Reconciles of one plugin running at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Address of `/metrics`, `/healthz` and `/readyz` (`none` disables).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_addr: String,
     /// Re-queue every parent this often (`0s` disables).
     #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
     pub resync: Duration,
+}
+
+fn parse_addr(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    if s == "none" {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|e| format!("invalid address {s:?}: {e}"))
 }
 
 /// A client from an explicit kubeconfig, or kube's default inference.
@@ -61,7 +71,17 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     }
     let manager = Arc::new(Manager::new(client, runtime.runtime()?, args.controller_config()));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _server = match parse_addr(&args.metrics_addr).map_err(anyhow::Error::msg)? {
+        Some(addr) => {
+            let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
+            let ready: crate::server::Readiness = Arc::new(move || s.load(std::sync::atomic::Ordering::Relaxed) && m.synced());
+            Some(crate::server::serve(addr, Arc::clone(manager.metrics()), ready).await.with_context(|| format!("cannot serve metrics on {addr}"))?.1)
+        }
+        None => None,
+    };
     reloader.sync().await;
+    started.store(true, std::sync::atomic::Ordering::Relaxed);
     tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");
     let watch = tokio::spawn(Arc::clone(&reloader).run());
     tokio::select! {

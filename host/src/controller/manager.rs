@@ -10,6 +10,7 @@ use super::discovery::Discovery;
 use super::plugin_controller::{PluginController, Shared, StartError};
 use super::watches::Watches;
 use crate::runtime::{LoadError, Plugin, Runtime};
+use crate::server::Metrics;
 
 /// Why a plugin file was not started.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +47,7 @@ impl Manager {
         let shared = Shared {
             discovery: Arc::new(Discovery::new(client.clone())),
             watches: Watches::new(client.clone()),
+            metrics: Arc::new(Metrics::new()),
             client,
         };
         Self { runtime, shared, config, controllers: Mutex::default() }
@@ -54,6 +56,16 @@ impl Manager {
     /// The client every plugin uses.
     pub fn client(&self) -> &kube::Client {
         &self.shared.client
+    }
+
+    /// The host's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// Whether every watch has completed its first list.
+    pub fn synced(&self) -> bool {
+        self.shared.watches.all_synced()
     }
 
     /// The runtime plugins are loaded with.

@@ -17,6 +17,7 @@ use crate::actions::{AppliedChildren, EventSink};
 use crate::contract::{Kind, Scope};
 use crate::objects::ObjectCache;
 use crate::runtime::Plugin;
+use crate::server::{Metrics, ReconcileResult};
 
 /// Why a plugin could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,8 @@ pub struct Shared {
     pub discovery: Arc<Discovery>,
     /// The shared watches and cache.
     pub watches: Arc<Watches>,
+    /// The host's metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -125,6 +128,7 @@ impl PluginController {
             controller.shared.watches.wait_synced(kind).await;
         }
         controller.enqueue_all();
+        controller.shared.metrics.track(&controller);
         let mut workers = controller.workers.lock().expect("workers lock");
         for _ in 0..config.concurrency.max(1) {
             workers.spawn(Arc::clone(&controller).work());
@@ -167,6 +171,16 @@ impl PluginController {
         self.queue.len()
     }
 
+    /// Keys ever added to the queue.
+    pub fn queue_adds(&self) -> u64 {
+        self.queue.adds_total()
+    }
+
+    /// Rate-limited re-adds (retries) of the queue.
+    pub fn queue_retries(&self) -> u64 {
+        self.queue.retries_total()
+    }
+
     /// Consecutive failed reconciles of a parent (the exponent of its backoff).
     pub fn failures(&self, key: &ObjectKey) -> u32 {
         self.queue.failures(key)
@@ -187,7 +201,15 @@ impl PluginController {
     async fn work(self: Arc<Self>) {
         while let Some(lease) = self.queue.next().await {
             let key = lease.key().clone();
-            match reconcile(&self, &key).await {
+            let started = std::time::Instant::now();
+            let outcome = reconcile(&self, &key).await;
+            let result = match outcome {
+                Outcome::Done { requeue_after: None } => ReconcileResult::Success,
+                Outcome::Done { requeue_after: Some(_) } => ReconcileResult::RequeueAfter,
+                Outcome::Retry | Outcome::GiveUp => ReconcileResult::Error,
+            };
+            self.shared.metrics.reconciled(self.plugin.load().name(), result, started.elapsed().as_secs_f64());
+            match outcome {
                 Outcome::Done { requeue_after } => {
                     self.queue.forget(&key);
                     if let Some(delay) = requeue_after {

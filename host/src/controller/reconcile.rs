@@ -77,11 +77,18 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         };
         request.finalizing = deleting;
         let cache: Arc<dyn ObjectCache> = watches.clone();
+        let metrics = &controller.shared.metrics;
+        let called = std::time::Instant::now();
         let (mut response, stats) = match plugin.reconcile(&request, cache).await {
             Ok(ok) => ok,
-            Err(e) => return fail(controller, &writer, e.reason(), &e.to_string(), e.is_retryable()).await,
+            Err(e) => {
+                metrics.called(&manifest.name, called.elapsed().as_secs_f64(), 0, Some(e.reason()));
+                return fail(controller, &writer, e.reason(), &e.to_string(), e.is_retryable()).await;
+            }
         };
+        metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
         if let Err(e) = check_scope(&manifest, &parent, &mut response) {
+            metrics.refused(&manifest.name);
             return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
         }
         let mut written = Written::default();

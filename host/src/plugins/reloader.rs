@@ -168,6 +168,7 @@ impl Reloader {
         };
         match result {
             Ok((name, version)) => {
+                self.manager.metrics().file_loaded(&path.display().to_string(), true);
                 tracing::info!(file = %path.display(), plugin = %name, %version, digest = %new_digest, "plugin loaded");
                 status.plugin = Some(name);
                 status.version = Some(version);
@@ -177,6 +178,7 @@ impl Reloader {
                 status.last_error = None;
             }
             Err(e) => {
+                self.manager.metrics().file_loaded(&path.display().to_string(), false);
                 let keeps = status.plugin.as_deref().map_or_else(
                     || "no plugin runs from it".to_owned(),
                     |p| format!("plugin {p} keeps running its previous version"),

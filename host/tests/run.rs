@@ -1,0 +1,101 @@
+//! The `wasmop run` binary against a real control plane: plugins from a directory, metrics and
+//! probes on HTTP, graceful exit on SIGTERM.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A plain HTTP/1.0 GET on loopback: (status code, body).
+fn get(port: u16, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let status = text.split_whitespace().nth(1).context("status line")?.parse()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}
+
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    let root = support::workspace();
+    apply_file(&client, &root.join("crds/memcached.yaml")).await?;
+    apply_file(&client, &root.join("crds/wasmplugin.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut host = Host(
+        Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(["run", "--plugins"])
+            .arg(dir.path())
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .env("WASMOP_CACHE_DIR", dir.path().join(".cache"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?,
+    );
+
+    eventually("/readyz ok", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
+    assert_eq!(get(port, "/healthz")?.0, 200);
+
+    apply(&client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "m", "namespace": "default"}, "spec": {"size": 2}}))
+    .await?;
+    let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
+    eventually("deployment m", WAIT, || async { Ok(deployments.get_opt("m").await?.map(|_| ())) }).await?;
+
+    let metrics = eventually("reconcile metrics", WAIT, || async {
+        let (_, body) = get(port, "/metrics")?;
+        Ok(body.contains(r#"controller_runtime_reconcile_total{controller="memcached",result="success"}"#).then_some(body))
+    })
+    .await?;
+    for series in [
+        r#"workqueue_depth{name="memcached"}"#,
+        r#"workqueue_adds_total{name="memcached"}"#,
+        "controller_runtime_reconcile_time_seconds_bucket",
+        r#"wasmop_plugin_call_duration_seconds_count{plugin="memcached"}"#,
+        r#"wasmop_plugin_info{plugin="memcached",version="0.1.0""#,
+        "wasmop_plugin_loads_total",
+    ] {
+        assert!(metrics.contains(series), "missing {series} in:\n{metrics}");
+    }
+
+    // SIGTERM: graceful exit, well within a pod's default 30 s grace period.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(host.0.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let exited = loop {
+        if let Some(status) = host.0.try_wait()? {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "still running 20 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exited.success(), "exit status {exited}");
+    Ok(())
+}

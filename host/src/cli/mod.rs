@@ -4,6 +4,7 @@ pub mod apply;
 mod dev;
 mod fixtures;
 mod inspect;
+pub mod rbac;
 mod reconcile;
 pub mod run;
 mod units;
@@ -90,6 +91,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Local demo: control plane, example plugins, host and samples in one command.
     Dev(dev::DevArgs),
+    /// Print the ClusterRole and ClusterRoleBinding a host needs for a plugins directory.
+    Rbac(rbac::RbacArgs),
 }
 
 /// Run a parsed command line.
@@ -102,5 +105,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reconcile(args) => reconcile::run(args, &cli.runtime).await,
         Command::Run(args) => run::run(args, &cli.runtime).await,
         Command::Dev(args) => dev::run(args, &cli.runtime).await,
+        Command::Rbac(args) => rbac::run(args, &cli.runtime).await,
     }
 }

@@ -6,11 +6,12 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = wasmop::cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .compact()
-        .init();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        wasmop::cli::LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
+        wasmop::cli::LogFormat::Text => logs.compact().init(),
+    }
     match wasmop::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -99,3 +99,66 @@ async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     assert!(exited.success(), "exit status {exited}");
     Ok(())
 }
+
+fn spawn_host(cp: &ControlPlane, plugins: &std::path::Path, port: u16, extra: &[&str]) -> Result<Host> {
+    Ok(Host(
+        Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(["run", "--plugins"])
+            .arg(plugins)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("WASMOP_CACHE_DIR", plugins.join(".cache"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?,
+    ))
+}
+
+/// Reconciles this host has counted, from its `/metrics`.
+fn reconciles(port: u16) -> u64 {
+    let Ok((_, body)) = get(port, "/metrics") else { return 0 };
+    body.lines()
+        .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    let lease = ["--leader-elect", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"];
+    let ports: Vec<u16> = (0..2).map(|_| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port())).collect::<Result<_, _>>()?;
+    let mut first = spawn_host(&cp, dir.path(), ports[0], &lease)?;
+    eventually("first host ready (leader)", WAIT, || async { Ok(get(ports[0], "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
+    let _second = spawn_host(&cp, dir.path(), ports[1], &lease)?;
+    eventually("second host serving", WAIT, || async { Ok(get(ports[1], "/healthz").ok().map(|_| ())) }).await?;
+
+    let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
+    let memcached = |name: &str| json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"size": 1}});
+    apply(&client, &memcached("a")).await?;
+    eventually("deployment a", WAIT, || async { Ok(deployments.get_opt("a").await?.map(|_| ())) }).await?;
+    assert!(reconciles(ports[0]) > 0, "the leader reconciles");
+    assert_eq!(reconciles(ports[1]), 0, "the follower does not reconcile");
+    assert_eq!(get(ports[1], "/readyz")?.0, 503, "the follower is not ready");
+
+    // Kill the leader without letting it release the Lease: the follower takes over once the
+    // Lease expires (4 s) and reconciles what is created meanwhile.
+    first.0.kill()?;
+    first.0.wait()?;
+    let killed = std::time::Instant::now();
+    apply(&client, &memcached("b")).await?;
+    eventually("deployment b from the new leader", WAIT, || async { Ok(deployments.get_opt("b").await?.map(|_| ())) }).await?;
+    let took = killed.elapsed();
+    assert!(reconciles(ports[1]) > 0, "the new leader reconciles");
+    assert!(took < Duration::from_secs(4 + 10), "takeover took {took:?}");
+    eprintln!("takeover after the leader was killed: {took:?}");
+    Ok(())
+}

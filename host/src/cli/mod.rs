@@ -26,6 +26,18 @@ pub struct Cli {
     /// Runtime options shared by every command.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Log format on stderr (filter with `RUST_LOG`, default `info`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, with the span fields (plugin, kind, namespace, name, generation).
+    Json,
 }
 
 /// Options of the plugin runtime.

@@ -7,7 +7,9 @@ use anyhow::Context;
 
 use super::{RuntimeArgs, units};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::{ControllerConfig, Manager};
 use crate::plugins::{ReloadConfig, Reloader};
 
@@ -26,6 +28,24 @@ pub struct RunArgs {
     /// Address of `/metrics`, `/healthz` and `/readyz` (`none` disables).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub metrics_addr: String,
+    /// Only the holder of a Lease reconciles (run several replicas for availability).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (default: `$POD_NAMESPACE`, else `default`).
+    #[arg(long)]
+    pub leader_elect_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "wasmop")]
+    pub leader_elect_name: String,
+    /// How long the Lease stays valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = units::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader tries to renew before giving up.
+    #[arg(long, default_value = "10s", value_parser = units::parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Pause between acquire or renew attempts.
+    #[arg(long, default_value = "2s", value_parser = units::parse_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Re-queue every parent this often (`0s` disables).
     #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
     pub resync: Duration,
@@ -69,31 +89,67 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     if !args.plugins.is_dir() {
         anyhow::bail!("plugins directory {} does not exist", args.plugins.display());
     }
-    let manager = Arc::new(Manager::new(client, runtime.runtime()?, args.controller_config()));
+    let manager = Arc::new(Manager::new(client.clone(), runtime.runtime()?, args.controller_config()));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
-    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
     let _server = match parse_addr(&args.metrics_addr).map_err(anyhow::Error::msg)? {
         Some(addr) => {
             let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
-            let ready: crate::server::Readiness = Arc::new(move || s.load(std::sync::atomic::Ordering::Relaxed) && m.synced());
-            Some(crate::server::serve(addr, Arc::clone(manager.metrics()), ready).await.with_context(|| format!("cannot serve metrics on {addr}"))?.1)
+            let ready: crate::server::Readiness = Arc::new(move || s.load(Ordering::Relaxed) && m.synced());
+            let (_, task) = crate::server::serve(addr, Arc::clone(manager.metrics()), ready)
+                .await
+                .with_context(|| format!("cannot serve metrics on {addr}"))?;
+            Some(AbortOnDrop(task))
         }
         None => None,
     };
-    reloader.sync().await;
-    started.store(true, std::sync::atomic::Ordering::Relaxed);
-    tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");
-    let watch = tokio::spawn(Arc::clone(&reloader).run());
-    tokio::select! {
-        () = shutdown_signal() => {}
-        result = watch => match result {
-            Ok(Err(e)) => tracing::error!(error = %e, "cannot watch the plugins directory"),
-            _ => tracing::error!("the plugins directory watch ended"),
-        },
+    let elector = args.leader_elect.then(|| {
+        let namespace = args.leader_elect_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "default".into());
+        let host = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
+        let config = LeaseConfig {
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
+            retry_period: args.leader_elect_retry_period,
+        };
+        LeaderElector::new(client.clone(), &namespace, &args.leader_elect_name, format!("{host}_{}", std::process::id()), config)
+    });
+    if let Some(elector) = &elector {
+        tracing::info!(identity = elector.identity(), "waiting to become leader");
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = shutdown_signal() => return Ok(()),
+        }
     }
-    tracing::info!("shutting down");
+    reloader.sync().await;
+    started.store(true, Ordering::Relaxed);
+    tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");
+    let watch = AbortOnDrop(tokio::spawn(Arc::clone(&reloader).run()));
+    let lost = async {
+        match &elector {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        () = shutdown_signal() => Ok(()),
+        error = lost => Err(anyhow::Error::from(error).context("stopping: another host may be reconciling now")),
+    };
+    tracing::info!("shutting down: finishing reconciles in flight");
+    drop(watch);
     manager.shutdown().await;
-    Ok(())
+    if let (Some(elector), Ok(())) = (&elector, &result) {
+        elector.release().await;
+    }
+    result
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

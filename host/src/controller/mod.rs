@@ -5,6 +5,7 @@
 //! API server.
 
 pub mod discovery;
+pub mod leader;
 mod manager;
 mod mapping;
 mod plugin_controller;

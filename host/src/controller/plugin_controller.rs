@@ -66,6 +66,7 @@ pub struct PluginController {
     pub(super) applied: AppliedChildren,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
+    resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for PluginController {
@@ -117,6 +118,7 @@ impl PluginController {
             applied: AppliedChildren::default(),
             subscriptions: Mutex::default(),
             workers: Mutex::default(),
+            resync: Mutex::default(),
             shared,
         });
         let forward: Arc<dyn Subscriber> = Arc::new(Forward(Arc::downgrade(&controller)));
@@ -133,10 +135,10 @@ impl PluginController {
         for _ in 0..config.concurrency.max(1) {
             workers.spawn(Arc::clone(&controller).work());
         }
-        if let Some(period) = config.resync {
-            workers.spawn(Arc::clone(&controller).resync(period));
-        }
         drop(workers);
+        if let Some(period) = config.resync {
+            *controller.resync.lock().expect("resync lock") = Some(tokio::spawn(Arc::clone(&controller).resync(period)));
+        }
         tracing::info!(plugin = %manifest.name, version = %manifest.version, parent = %manifest.parent, "plugin started");
         Ok(controller)
     }
@@ -189,6 +191,9 @@ impl PluginController {
     /// Stop taking work, wait up to `grace` for reconciles in flight, drop the watches.
     pub async fn stop(&self, grace: Duration) {
         self.queue.shutdown();
+        if let Some(resync) = self.resync.lock().expect("resync lock").take() {
+            resync.abort();
+        }
         let mut workers = std::mem::take(&mut *self.workers.lock().expect("workers lock"));
         let drained = tokio::time::timeout(grace, async { while workers.join_next().await.is_some() {} }).await;
         if drained.is_err() {

@@ -162,3 +162,57 @@ async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
     eprintln!("takeover after the leader was killed: {took:?}");
     Ok(())
 }
+
+#[tokio::test]
+async fn sigterm_during_a_burst_exits_in_time_and_a_restart_converges_everything() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut host = spawn_host(&cp, dir.path(), port, &[])?;
+    eventually("host ready", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
+
+    let n = 100;
+    let creates = (0..n).map(|i| {
+        let client = client.clone();
+        async move {
+            apply(&client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                "metadata": {"name": format!("burst-{i}"), "namespace": "default"}, "spec": {"size": i % 3}}))
+            .await
+        }
+    });
+    for r in futures::future::join_all(creates).await {
+        r?;
+    }
+    // SIGTERM while the host works through the burst.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(host.0.id() as i32, libc::SIGTERM) };
+    let stopped = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = host.0.try_wait()? {
+            break status;
+        }
+        assert!(stopped.elapsed() < Duration::from_secs(15), "still running 15 s after SIGTERM (grace is 10 s)");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+    eprintln!("exited {:?} after SIGTERM", stopped.elapsed());
+
+    // A new host finishes the work: every CR converges, none half-done.
+    let _restarted = spawn_host(&cp, dir.path(), port, &[])?;
+    let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
+    eventually("all burst CRs converged after restart", Duration::from_secs(90), || async {
+        let list = deployments.list(&Default::default()).await?;
+        let ok = (0..n).all(|i| {
+            list.items.iter().any(|d| {
+                d.metadata.name.as_deref() == Some(&format!("burst-{i}"))
+                    && d.data.pointer("/spec/replicas") == Some(&json!(i % 3))
+            })
+        });
+        Ok(ok.then_some(()))
+    })
+    .await?;
+    Ok(())
+}

@@ -238,3 +238,25 @@ async fn configmap_volume_symlink_swap_reloads() -> Result<()> {
     all_deployments_at(&s.client, 1, true).await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_file_that_switches_plugins_stops_one_and_starts_the_other() -> Result<()> {
+    let s = setup().await?;
+    let file = s.dir.path().join("plugin.wasm");
+    write_then_rename(&plugin("memcached", "wasm32-wasip2"), &file)?;
+    eventually("memcached started", WAIT, || async { Ok(s.manager.controller("memcached").map(|_| ())) }).await?;
+    write_then_rename(&plugin("testbed", "wasm32-wasip2"), &file)?;
+    eventually("testbed replaced memcached", WAIT, || async {
+        Ok((s.manager.plugins() == ["testbed"]).then_some(()))
+    })
+    .await?;
+    // The Memcached watch was released with its last plugin; Testbed objects reconcile.
+    let cms = api_for(&s.client, "v1", "ConfigMap", Some("default")).await?;
+    apply(&s.client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "switched", "namespace": "default"}, "spec": {"mode": "ok"}})).await?;
+    eventually("testbed reconciles", WAIT, || async { Ok(cms.get_opt("switched-out").await?.map(|_| ())) }).await?;
+    apply(&s.client, &memcached("orphan")).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(deployments(&s.client).await?.get_opt("orphan").await?.is_none(), "memcached no longer runs");
+    Ok(())
+}

@@ -40,6 +40,9 @@
 //!   it with the new label state (v2 label present / absent): includes the reconcile, the apply
 //!   round trip and the watch delivery.
 //!
+//! Also timed alone, without a swap (`RELOADS` each): reading + hashing the file as `sync()`
+//! does, and `Runtime::load` with the artifact cached and with an empty artifact directory.
+//!
 //! Between reloads the bench waits until the host is idle (no reconcile running, queue empty,
 //! 300 ms without a reconcile), so each reload starts from a quiet host.
 
@@ -298,6 +301,26 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
         warm.push(b.reload(src, to_v2, Drive::Sync).await.with_context(|| format!("warm reload {i}"))?);
     }
 
+    // The parts of a warm swap, timed alone (no swap): reading + hashing the file as `sync()`
+    // does, and `Runtime::load` with the artifact cached.
+    let mut read_digest = Vec::new();
+    let mut load_warm = Vec::new();
+    for i in 0..reloads {
+        let src = if i % 2 == 0 { &v2 } else { &v1 };
+        let t = Instant::now();
+        let bytes = tokio::fs::read(src).await?;
+        let _ = wasmop::runtime::digest(&bytes);
+        read_digest.push(t.elapsed());
+        let t = Instant::now();
+        let loaded = b.manager.runtime().load(bytes).await?;
+        load_warm.push(t.elapsed());
+        drop(loaded);
+    }
+    let artifact_bytes: Vec<u64> = std::fs::read_dir(&b.artifacts)?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+        .collect();
+
     eprintln!("[reload] phase cold: {reloads} reloads, artifact directory emptied before each");
     let mut cold = Vec::new();
     // Continue the alternation from where the warm phase left off.
@@ -306,6 +329,18 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
         let (src, to_v2) = if (i + offset) % 2 == 0 { (&v2, true) } else { (&v1, false) };
         empty_dir(&b.artifacts)?;
         cold.push(b.reload(src, to_v2, Drive::Sync).await.with_context(|| format!("cold reload {i}"))?);
+    }
+
+    // `Runtime::load` alone with an empty artifact directory (compile + store), no swap.
+    let mut load_cold = Vec::new();
+    for i in 0..reloads {
+        let src = if i % 2 == 0 { &v2 } else { &v1 };
+        let bytes = std::fs::read(src)?;
+        empty_dir(&b.artifacts)?;
+        let t = Instant::now();
+        let loaded = b.manager.runtime().load(bytes).await?;
+        load_cold.push(t.elapsed());
+        drop(loaded);
     }
 
     let mut run = Vec::new();
@@ -331,6 +366,7 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
         run_task.abort();
     }
     watch_task.abort();
+    b.manager.shutdown().await;
     let load_after = loadavg();
 
     // Report.
@@ -345,7 +381,7 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
         size(&v1),
         size(&v2)
     );
-    println!("loads: {loads}, last errors: {errors:?}");
+    println!("loads: {loads}, last errors: {errors:?}; precompiled artifacts {artifact_bytes:?} bytes");
     println!();
     println!("{:<6} {:<28} {:>9} {:>9} {:>9} {:>9}  n", "phase", "point", "p50", "p90", "min", "max");
     for (phase, samples) in [("warm", &warm), ("cold", &cold), ("run()", &run)] {
@@ -373,6 +409,24 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
                 values.len()
             );
         }
+    }
+
+    println!();
+    println!("parts, timed alone without a swap (ms)  p50       p90       min       max  n");
+    for (part, mut values) in [
+        ("read + sha256 of the file", read_digest),
+        ("Runtime::load, artifact cached", load_warm),
+        ("Runtime::load, no artifact (compile)", load_cold),
+    ] {
+        values.sort();
+        println!(
+            "{part:<37} {:>9} {:>9} {:>9} {:>9}  {}",
+            ms(pct(&values, 50.0)),
+            ms(pct(&values, 90.0)),
+            ms(values[0]),
+            ms(values[values.len() - 1]),
+            values.len()
+        );
     }
 
     let p = |samples: &[Sample], f: fn(&Sample) -> Option<Duration>, q: f64| {

@@ -1,9 +1,8 @@
 //! Smoke test of the e2e harness: a real etcd + kube-apiserver + kube-controller-manager.
 
-use std::future::Future;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -14,30 +13,10 @@ use kube::api::{
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::eventually;
 
 const NS: &str = "e2e";
 const MANAGER: &str = "wasmop-e2e";
-
-/// Polls `f` every 250 ms until it yields `Some`, failing after `timeout` with `what`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut last_err = None;
-    loop {
-        match f().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) => last_err = Some(e),
-        }
-        if tokio::time::Instant::now() >= deadline {
-            bail!("timed out after {timeout:?} waiting for {what} (last error: {last_err:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 /// ReplicaSets in `NS` controlled by the Deployment with `uid`.
 async fn owned_replicasets(rs: &Api<ReplicaSet>, uid: &str) -> Result<Vec<ReplicaSet>> {

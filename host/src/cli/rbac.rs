@@ -104,22 +104,10 @@ pub(super) async fn run(args: RbacArgs, runtime: &RuntimeArgs) -> anyhow::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{RelatedKind, Scope};
 
     #[test]
     fn memcached_gets_exactly_what_it_declares() {
-        let m = Manifest {
-            name: "memcached".into(),
-            version: "0.1.0".into(),
-            description: String::new(),
-            parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
-            scope: Scope::Namespaced,
-            children: vec![Kind::new("apps", "v1", "Deployment")],
-            related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: String::new() }],
-            finalizer: false,
-            prune: true,
-            config_schema: None,
-        };
+        let m = crate::contract::manifest::fixtures::memcached("");
         let rules = rules(&[m]);
         let find = |res: &str| rules.iter().find(|r| r["resources"][0] == res).cloned();
         assert_eq!(find("memcacheds").unwrap()["verbs"], json!(["get", "list", "patch", "update", "watch"]));

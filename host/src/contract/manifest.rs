@@ -166,11 +166,13 @@ fn is_semver(s: &str) -> bool {
     parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Manifests for the host's unit tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
 
-    fn memcached() -> Manifest {
+    /// The memcached example plugin's manifest, with a related-Pod selector `related`.
+    pub(crate) fn memcached(related: &str) -> Manifest {
         Manifest {
             name: "memcached".into(),
             version: "0.1.0".into(),
@@ -178,14 +180,20 @@ mod tests {
             parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
             scope: Scope::Namespaced,
             children: vec![Kind::new("apps", "v1", "Deployment")],
-            related: vec![RelatedKind {
-                kind: Kind::new("", "v1", "Pod"),
-                label_selector: "app=memcached,memcached_cr=$(parent.name)".into(),
-            }],
+            related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: related.into() }],
             finalizer: false,
             prune: true,
             config_schema: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memcached() -> Manifest {
+        fixtures::memcached("app=memcached,memcached_cr=$(parent.name)")
     }
 
     #[test]

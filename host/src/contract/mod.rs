@@ -3,7 +3,7 @@
 //! else in the host works with these types.
 
 mod kind;
-mod manifest;
+pub(crate) mod manifest;
 mod request;
 mod response;
 

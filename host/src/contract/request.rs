@@ -84,23 +84,12 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{Kind, RelatedKind};
+
     use crate::objects::MemoryCache;
     use serde_json::json;
 
     fn manifest() -> Manifest {
-        Manifest {
-            name: "memcached".into(),
-            version: "0.1.0".into(),
-            description: String::new(),
-            parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
-            scope: Scope::Namespaced,
-            children: vec![Kind::new("apps", "v1", "Deployment")],
-            related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: "app=m,cr=$(parent.name)".into() }],
-            finalizer: false,
-            prune: true,
-            config_schema: None,
-        }
+        crate::contract::manifest::fixtures::memcached("app=m,cr=$(parent.name)")
     }
 
     fn obj(api: &str, kind: &str, ns: &str, name: &str, labels: Value, owner_uid: Option<&str>) -> Value {

@@ -108,23 +108,12 @@ fn controller_owner(object: &Value, manifest: &Manifest) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{RelatedKind, Scope};
+
     use crate::objects::MemoryCache;
     use serde_json::json;
 
     fn manifest() -> Manifest {
-        Manifest {
-            name: "memcached".into(),
-            version: "0.1.0".into(),
-            description: String::new(),
-            parent: Kind::new("cache.example.com", "v1alpha1", "Memcached"),
-            scope: Scope::Namespaced,
-            children: vec![Kind::new("apps", "v1", "Deployment")],
-            related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: "cr=$(parent.name)".into() }],
-            finalizer: false,
-            prune: true,
-            config_schema: None,
-        }
+        crate::contract::manifest::fixtures::memcached("cr=$(parent.name)")
     }
 
     fn key(name: &str) -> ObjectKey {

@@ -37,7 +37,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         return Outcome::Done { requeue_after: None };
     };
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
-    let span = tracing::info_span!("reconcile", plugin = %manifest.name, kind = %manifest.parent.kind,
+    let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
         namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);
     async move {
         let writer = Writer {

@@ -50,21 +50,44 @@ pub struct FileStatus {
 }
 
 /// Keeps a [`Manager`]'s plugins in step with a directory.
-#[derive(Debug)]
 pub struct Reloader {
     manager: Arc<Manager>,
     dir: PathBuf,
     config: ReloadConfig,
     files: Mutex<BTreeMap<PathBuf, FileStatus>>,
     sync_lock: tokio::sync::Mutex<()>,
-    cluster: ClusterStatus,
+    /// Reports for the `WasmPlugin` objects, written in order by a background task so that a
+    /// swap never waits for API round trips.
+    reports: tokio::sync::mpsc::UnboundedSender<Report>,
+}
+
+/// A change to report in the cluster.
+enum Report {
+    Loaded(FileStatus, Option<Arc<crate::contract::Manifest>>),
+    Removed(String),
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").field("dir", &self.dir).field("config", &self.config).finish_non_exhaustive()
+    }
 }
 
 impl Reloader {
     /// A reloader for `dir`; nothing happens until [`Reloader::sync`] or [`Reloader::run`].
+    /// Must be called within a tokio runtime (it starts the task writing `WasmPlugin`s).
     pub fn new(manager: Arc<Manager>, dir: impl Into<PathBuf>, config: ReloadConfig) -> Arc<Self> {
         let cluster = ClusterStatus::new(manager.client().clone());
-        Arc::new(Self { manager, dir: dir.into(), config, files: Mutex::default(), sync_lock: Default::default(), cluster })
+        let (reports, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(report) = rx.recv().await {
+                match report {
+                    Report::Loaded(status, manifest) => cluster.publish(&status, manifest.as_deref()).await,
+                    Report::Removed(name) => cluster.remove(&name).await,
+                }
+            }
+        });
+        Arc::new(Self { manager, dir: dir.into(), config, files: Mutex::default(), sync_lock: Default::default(), reports })
     }
 
     /// The directory followed.
@@ -119,7 +142,7 @@ impl Reloader {
             if let Some(name) = status.plugin {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
                 self.manager.stop(&name).await;
-                self.cluster.remove(&name).await;
+                let _ = self.reports.send(Report::Removed(name));
             }
         }
     }
@@ -194,6 +217,6 @@ impl Reloader {
         }
         self.files.lock().expect("files lock").insert(path.to_owned(), status.clone());
         let manifest = status.plugin.as_deref().and_then(|p| self.manager.controller(p)).map(|c| Arc::clone(c.plugin().manifest()));
-        self.cluster.publish(&status, manifest.as_deref()).await;
+        let _ = self.reports.send(Report::Loaded(status, manifest));
     }
 }

@@ -38,6 +38,18 @@
 //! from other work on the machine spreads over all of them. Each iteration is timed with
 //! [`Instant`], the result dropped inside the timed region. Percentiles are nearest-rank.
 //!
+//! Also printed, to explain the figures rather than to judge them:
+//! - (w) split into `CallStats::elapsed` (new store, instantiation, the guest call, as the host
+//!   itself reports it) and the rest (the request turned into JSON text, the store dropped,
+//!   which resets the instance's linear memory, and the response validated);
+//! - (w1) / (a1): (w) and (a) on the parent alone, so the fixed cost of a call shows apart
+//!   from the cost of copying and parsing 6 KB of objects;
+//! - minor page faults per iteration (`getrusage`, whole process);
+//! - pieces of the host's work timed alone (request to JSON text, with `Value::to_string` as
+//!   `runtime/convert.rs` does and with `serde_json::to_string`; response validation) and the
+//!   native log line;
+//! - the 1-minute load average before and after measuring (the machine may be shared).
+//!
 //! Logging: the plugin logs one `debug` line per reconcile. In wasm that is a `log` import
 //! call that the host hands to `tracing` (no subscriber here: filtered out). Natively the SDK
 //! `eprintln!`s it; fd 2 is pointed at `/dev/null` while measuring so that (a) and (b) pay
@@ -540,6 +552,8 @@ struct Bench<'a> {
     /// (w) wall, (w) inside `call`, (a), (b), (b0).
     wasm: Samples,
     wasm_inside: Samples,
+    /// (w) wall minus `CallStats::elapsed`, per iteration.
+    wasm_outside: Samples,
     native: Samples,
     http: Samples,
     http_same_thread: Samples,
@@ -560,6 +574,7 @@ impl Bench<'_> {
                     if record {
                         self.wasm.0.push(total);
                         self.wasm_inside.0.push(inside);
+                        self.wasm_outside.0.push(total.saturating_sub(inside));
                     }
                 }
                 Way::Native => {
@@ -672,6 +687,7 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
         hook_same_thread: HookClient::connect(hook_same_addr).await?,
         wasm: Samples::default(),
         wasm_inside: Samples::default(),
+        wasm_outside: Samples::default(),
         native: Samples::default(),
         http: Samples::default(),
         http_same_thread: Samples::default(),
@@ -680,6 +696,7 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
         faults: [0; WAYS.len()],
     };
 
+    let load_before = load_average();
     eprintln!("measuring: {WARMUP} warm-up + {N} iterations per way ({} ways), in {ROUNDS} interleaved rounds ...", WAYS.len());
     let measured_at = Instant::now();
     let breakdown = {
@@ -696,8 +713,10 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
         breakdown(f)?
     };
     let measured_for = measured_at.elapsed();
+    let load_after = load_average();
 
     println!("{}", report(&b, component_size, load_time, first_call.memory_high_water, &breakdown, measured_for));
+    println!("load average (1 min) before / after measuring: {load_before} / {load_after}");
     Ok(())
 }
 
@@ -766,6 +785,14 @@ fn breakdown(f: &Fixtures) -> anyhow::Result<Breakdown> {
     Ok(Breakdown { serialize_request, serialize_request_to_string, validate_response, native_log_line })
 }
 
+/// The 1-minute load average (Linux), to tell a quiet machine from a busy one.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn pass(ok: bool) -> &'static str {
     if ok { "PASS" } else { "MISS" }
 }
@@ -797,9 +824,10 @@ fn report(
     );
     let _ = writeln!(out, "{:<52} {:>9} {:>9} {:>9} {:>9} {:>9}", "way", "p50 µs", "p90 µs", "p99 µs", "mean µs", "faults/it");
     let per_iteration = |way: Way| format!("{:.1}", b.faults[way as usize] as f64 / N as f64);
-    let rows: [(&str, &Samples, String); 7] = [
+    let rows: [(&str, &Samples, String); 8] = [
         ("(w)  wasm via host: Plugin::reconcile", &b.wasm, per_iteration(Way::Wasm)),
-        ("     of which inside call() (store+instance+guest)", &b.wasm_inside, String::new()),
+        ("     CallStats.elapsed: store, instance, guest call", &b.wasm_inside, String::new()),
+        ("     the rest: request JSON, store drop, validation", &b.wasm_outside, String::new()),
         ("(a)  native via SDK: parse + reconcile + serialize", &b.native, per_iteration(Way::Native)),
         ("(b)  JSON/HTTP hook, loopback, server thread", &b.http, per_iteration(Way::Hook)),
         ("(b0) JSON/HTTP hook, loopback, same thread", &b.http_same_thread, per_iteration(Way::HookSameThread)),

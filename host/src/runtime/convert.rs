@@ -41,13 +41,15 @@ pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestErr
 
 /// The request record handed to the guest: every object serialized to JSON once.
 pub(super) fn request(r: &Request) -> guest::Request {
-    let json = |objects: &[std::sync::Arc<serde_json::Value>]| objects.iter().map(|o| o.to_string()).collect();
+    // `serde_json::to_string` is about twice as fast as `Value`'s `Display`.
+    let text = |v: &serde_json::Value| serde_json::to_string(v).expect("a Value always serializes");
+    let json = |objects: &[std::sync::Arc<serde_json::Value>]| objects.iter().map(|o| text(o)).collect();
     guest::Request {
-        parent: r.parent.to_string(),
+        parent: text(&r.parent),
         children: json(&r.children),
         related: json(&r.related),
         finalizing: r.finalizing,
-        config: r.config.to_string(),
+        config: text(&r.config),
     }
 }
 

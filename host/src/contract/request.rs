@@ -35,10 +35,11 @@ impl Request {
         }
     }
 
-    /// Gather a request for `parent` from `cache`, as the manifest declares:
-    /// children are the objects of the child kinds in the parent's namespace for which
-    /// `is_child` holds (the controller checks the controller ownerReference); related objects
-    /// are those matching each related kind's selector for this parent.
+    /// Gather a request for `parent` from `cache`, as the manifest declares: children are the
+    /// objects of the child kinds in the parent's namespace — only those the parent controls
+    /// (controller ownerReference with its uid) when `controlled_only`, as the controller asks;
+    /// all of them for offline fixtures. Related objects are those matching each related
+    /// kind's selector for this parent.
     ///
     /// # Errors
     /// [`SelectorError`] if a related selector does not parse once the parent's name is
@@ -47,18 +48,22 @@ impl Request {
         parent: Arc<Value>,
         manifest: &Manifest,
         cache: &dyn ObjectCache,
-        is_child: impl Fn(&Value) -> bool,
+        controlled_only: bool,
     ) -> Result<Self, SelectorError> {
         let namespace = match manifest.scope {
             Scope::Namespaced => namespace_of(&parent).map(str::to_owned),
             Scope::Cluster => None,
         };
         let ns = namespace.as_deref();
+        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
         let children = manifest
             .children
             .iter()
-            .flat_map(|kind| cache.list(kind, ns))
-            .filter(|c| is_child(c))
+            .flat_map(|kind| match (controlled_only, uid) {
+                (false, _) => cache.list(kind, ns),
+                (true, Some(uid)) => cache.controlled_by(kind, ns, uid),
+                (true, None) => Vec::new(),
+            })
             .collect();
         let parent_name = name_of(&parent).unwrap_or_default().to_owned();
         let mut related = Vec::new();
@@ -108,8 +113,7 @@ mod tests {
         cache.insert(obj("v1", "Pod", "ns", "a-1", json!({"app": "m", "cr": "a"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
-        let p = Arc::clone(&parent);
-        let req = Request::gather(parent, &manifest(), &cache, |c| Request::is_controlled_by(c, &p)).unwrap();
+        let req = Request::gather(parent, &manifest(), &cache, true).unwrap();
         let names = |v: &[Arc<Value>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&req.children), ["a"]);
         assert_eq!(names(&req.related), ["a-1"]);

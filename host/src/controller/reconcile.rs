@@ -68,10 +68,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
             return Outcome::Done { requeue_after: None };
         }
 
-        let controlled = Arc::clone(&parent);
-        let mut request = match Request::gather(Arc::clone(&parent), &manifest, &*watches, |c| {
-            Request::is_controlled_by(c, &controlled)
-        }) {
+        let mut request = match Request::gather(Arc::clone(&parent), &manifest, &*watches, true) {
             Ok(r) => r,
             Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
         };

@@ -1,6 +1,6 @@
 //! One watch per kind, shared by every plugin: the host's object cache and its change feed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use crate::contract::Kind;
-use crate::objects::{ObjectCache, name_of, namespace_of};
+use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
 
@@ -27,6 +27,9 @@ pub trait Subscriber: Send + Sync {
 /// The watch of one kind: its objects, whether the first list completed, its subscribers.
 struct KindWatch {
     objects: RwLock<BTreeMap<Key, Arc<Value>>>,
+    /// Keys of the objects each controller (by uid) owns: a reconcile reads its parent's
+    /// children without scanning the namespace.
+    owned: RwLock<HashMap<String, BTreeSet<Key>>>,
     synced: tokio::sync::watch::Sender<bool>,
     subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -74,6 +77,7 @@ impl Watches {
         let watch = kinds.entry(kind.clone()).or_insert_with(|| {
             let watch = Arc::new(KindWatch {
                 objects: RwLock::default(),
+                owned: RwLock::default(),
                 synced: tokio::sync::watch::channel(false).0,
                 subscribers: RwLock::default(),
                 task: Mutex::new(None),
@@ -138,6 +142,49 @@ impl ObjectCache for Watches {
         let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
         watch.objects.read().expect("objects lock").get(&key).cloned()
     }
+
+    fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Value>> {
+        let Some(watch) = self.watch(kind) else { return Vec::new() };
+        let keys: Vec<Key> = match watch.owned.read().expect("owned lock").get(owner_uid) {
+            Some(keys) => keys.iter().filter(|(ns, _)| namespace.is_none_or(|want| want == ns)).cloned().collect(),
+            None => return Vec::new(),
+        };
+        let objects = watch.objects.read().expect("objects lock");
+        keys.iter().filter_map(|k| objects.get(k).cloned()).collect()
+    }
+}
+
+impl KindWatch {
+    /// Move `key` in the owner index from `before`'s controller to `after`'s.
+    fn index(&self, key: &Key, before: Option<&Value>, after: Option<&Value>) {
+        let (old, new) = (before.and_then(controller_uid), after.and_then(controller_uid));
+        if old == new {
+            return;
+        }
+        let mut owned = self.owned.write().expect("owned lock");
+        if let Some(uid) = old
+            && let Some(keys) = owned.get_mut(uid)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                owned.remove(uid);
+            }
+        }
+        if let Some(uid) = new {
+            owned.entry(uid.to_owned()).or_default().insert(key.clone());
+        }
+    }
+
+    /// Rebuild the owner index from scratch (after a relist).
+    fn reindex(&self, objects: &BTreeMap<Key, Arc<Value>>) {
+        let mut owned: HashMap<String, BTreeSet<Key>> = HashMap::new();
+        for (key, object) in objects {
+            if let Some(uid) = controller_uid(object) {
+                owned.entry(uid.to_owned()).or_default().insert(key.clone());
+            }
+        }
+        *self.owned.write().expect("owned lock") = owned;
+    }
 }
 
 /// Run the watch of one kind until aborted: list, then watch; on errors retry with backoff
@@ -158,6 +205,7 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
             Ok(watcher::Event::InitDone) => {
                 let fresh = relist.take().unwrap_or_default();
                 let old = std::mem::replace(&mut *watch.objects.write().expect("objects lock"), fresh.clone());
+                watch.reindex(&fresh);
                 for (key, before) in &old {
                     if !fresh.contains_key(key) {
                         notify(&watch, &kind, Some(before), None);
@@ -176,13 +224,15 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
             }
             Ok(watcher::Event::Apply(obj)) => {
                 if let Some((key, value)) = to_value(obj, &resource) {
-                    let before = watch.objects.write().expect("objects lock").insert(key, Arc::clone(&value));
+                    let before = watch.objects.write().expect("objects lock").insert(key.clone(), Arc::clone(&value));
+                    watch.index(&key, before.as_deref(), Some(&value));
                     notify(&watch, &kind, before.as_ref(), Some(&value));
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some((key, _)) = to_value(obj, &resource) {
                     let before = watch.objects.write().expect("objects lock").remove(&key);
+                    watch.index(&key, before.as_deref(), None);
                     if let Some(before) = before {
                         notify(&watch, &kind, Some(&before), None);
                     }

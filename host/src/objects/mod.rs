@@ -26,6 +26,24 @@ pub trait ObjectCache: Send + Sync {
 
     /// One object of `kind` by namespace (`None` for cluster-scoped) and name.
     fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>>;
+
+    /// Objects of `kind` in `namespace` whose controller ownerReference has uid `owner_uid`.
+    /// The default filters [`ObjectCache::list`]; caches with an owner index override it.
+    fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Value>> {
+        self.list(kind, namespace).into_iter().filter(|o| controller_uid(o) == Some(owner_uid)).collect()
+    }
+}
+
+/// The uid of an object's controller (the ownerReference with `controller: true`).
+pub fn controller_uid(object: &Value) -> Option<&str> {
+    object
+        .get("metadata")?
+        .get("ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
+        .get("uid")?
+        .as_str()
 }
 
 /// The `metadata.namespace` of a JSON object.

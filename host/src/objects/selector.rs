@@ -184,11 +184,22 @@ fn parse_requirement(selector: &str, req: &str) -> Result<Requirement, SelectorE
     }
 }
 
-/// A label key: optional DNS prefix and `/`, then a name of alphanumerics, `-`, `_`, `.`.
+/// A label key: optional DNS-subdomain prefix and `/`, then a name of alphanumerics, `-`,
+/// `_`, `.`.
 fn is_label_key(k: &str) -> bool {
-    let name = k.rsplit_once('/').map_or(k, |(prefix, name)| {
-        if prefix.is_empty() || prefix.len() > 253 { "" } else { name }
-    });
+    let name = match k.split_once('/') {
+        None => k,
+        Some((prefix, name)) => {
+            let dns = |p: &str| {
+                !p.is_empty()
+                    && p.len() <= 253
+                    && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+                    && p.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                    && p.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+            };
+            if dns(prefix) { name } else { "" }
+        }
+    };
     !name.is_empty() && name.len() <= 63 && is_label_value(name)
 }
 
@@ -253,5 +264,13 @@ mod tests {
     fn prefixed_keys_are_labels() {
         assert!(LabelSelector::parse("app.kubernetes.io/name=x").is_ok());
         assert!(LabelSelector::parse("/name=x").is_err());
+        assert!(LabelSelector::parse("a/b/c=x").is_err());
+    }
+
+    #[test]
+    fn prefixes_must_be_dns_subdomains() {
+        // Found by the property test: "(=/a==" used to parse as key "(=/a".
+        assert!(LabelSelector::parse("(=/a==").is_err());
+        assert!(LabelSelector::parse("Bad_Prefix/a=b").is_err());
     }
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::kind::Scope;
 use super::manifest::Manifest;
-use crate::objects::{ObjectCache, SelectorError, name_of, namespace_of};
+use crate::objects::{ObjectCache, SelectorError, controller_uid, name_of, namespace_of};
 
 /// Everything a plugin is given about one parent.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,13 +76,8 @@ impl Request {
 
     /// Whether `child` names `parent` as its controller in `metadata.ownerReferences` (by uid).
     pub fn is_controlled_by(child: &Value, parent: &Value) -> bool {
-        let Some(uid) = parent.pointer("/metadata/uid").and_then(Value::as_str) else { return false };
-        child
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .is_some_and(|refs| {
-                refs.iter().any(|r| r["uid"].as_str() == Some(uid) && r["controller"].as_bool() == Some(true))
-            })
+        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
+        uid.is_some() && controller_uid(child) == uid
     }
 }
 

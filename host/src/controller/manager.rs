@@ -2,7 +2,6 @@
 //! per kind.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
@@ -117,32 +116,6 @@ impl Manager {
         tracing::info!(plugin = %name, "new version declares other kinds; restarting its controller");
         self.stop(&name).await;
         self.start(plugin).await
-    }
-
-    /// Load and start every `*.wasm` file in `dir`. A file that fails is logged with its
-    /// reason and skipped; the others run.
-    ///
-    /// # Errors
-    /// Only when the directory cannot be read.
-    pub async fn start_dir(&self, dir: &Path) -> std::io::Result<Vec<(std::path::PathBuf, PluginError)>> {
-        let mut files: Vec<_> = std::fs::read_dir(dir)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-            .collect();
-        files.sort();
-        let mut failed = Vec::new();
-        for file in files {
-            let result = match self.runtime.load_file(&file).await {
-                Ok(plugin) => self.start(plugin).await.map(|_| ()),
-                Err(e) => Err(e.into()),
-            };
-            if let Err(e) = result {
-                tracing::error!(file = %file.display(), error = %e, "plugin not started");
-                failed.push((file, e));
-            }
-        }
-        Ok(failed)
     }
 
     /// The controller of a plugin by name.

@@ -9,4 +9,4 @@ export KUBEBUILDER_ASSETS
 # PROPTEST_RNG_SEED (or PROPTEST_CASES) to explore others.
 export PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261129}
 # Tests start several control planes and wasm runtimes; two at a time fits a 2-core machine.
-exec cargo test --workspace --locked -- --test-threads "${WASMOP_TEST_THREADS:-2}" "$@"
+exec cargo test --workspace --locked --no-fail-fast -- --test-threads "${WASMOP_TEST_THREADS:-2}" "$@"

@@ -612,12 +612,14 @@ mod tests {
                 tokio::spawn(async move {
                     for round in 0..ADDS_PER_PRODUCER {
                         for key in 0..KEYS {
+                            // Stamp the add before making it: a worker may take the key the
+                            // instant it is enqueued, and its start must then count as later.
+                            last_add[key].fetch_max(clock.fetch_add(1, SeqCst), SeqCst);
                             if (key + round + producer) % 3 == 0 {
                                 queue.add_after(key, MS);
                             } else {
                                 queue.add(key);
                             }
-                            last_add[key].fetch_max(clock.fetch_add(1, SeqCst), SeqCst);
                         }
                         tokio::task::yield_now().await;
                     }
@@ -636,7 +638,13 @@ mod tests {
                 tokio::time::sleep(MS).await;
             }
         };
-        tokio::time::timeout(Duration::from_secs(20), settle).await.expect("every key processed after its last add");
+        if tokio::time::timeout(Duration::from_secs(20), settle).await.is_err() {
+            let unsettled: Vec<_> = (0..KEYS)
+                .filter(|&key| last_start[key].load(SeqCst) <= last_add[key].load(SeqCst))
+                .map(|key| (key, last_add[key].load(SeqCst), last_start[key].load(SeqCst), queue.failures(&key)))
+                .collect();
+            panic!("keys not processed after their last add (key, add, start, failures): {unsettled:?}");
+        }
         queue.shutdown();
         for worker in workers {
             worker.await.unwrap(); // a worker's overlap assertion would surface here

@@ -7,7 +7,9 @@
 //! - [`controller`]: watches, queues and reconciles against a cluster.
 //! - [`plugins`]: following the plugins directory (hot reload).
 //! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
+//! - [`policy`]: what the host's operator allows each plugin (limits, grants).
 //! - [`server`]: metrics and health endpoints.
+//! - [`units`]: durations and byte sizes as written in flags and files.
 //! - [`cli`]: the `wasmop` command line.
 
 pub mod actions;
@@ -16,5 +18,7 @@ pub mod controller;
 pub mod contract;
 pub mod objects;
 pub mod plugins;
+pub mod policy;
 pub mod runtime;
 pub mod server;
+pub mod units;

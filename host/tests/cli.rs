@@ -93,7 +93,8 @@ fn a_looping_plugin_is_stopped_by_the_deadline_from_the_cli() {
     let started = Instant::now();
     let out = wasmop(&["reconcile", "--deadline", "100ms", "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()]);
     assert!(!out.status.success());
-    assert_eq!(stderr_line(&out), "error: plugin call exceeded its deadline of 100ms and was interrupted");
+    let line = stderr_line(&out);
+    assert!(line.starts_with("error: plugin call exceeded its deadline of 100ms and was interrupted after 1"), "{line}");
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
 }
 

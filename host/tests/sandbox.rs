@@ -3,7 +3,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use support::{testbed, testbed_cr};
@@ -24,14 +24,25 @@ async fn call(plugin: &Plugin, mode: &str, extra: serde_json::Value) -> Result<w
 }
 
 #[tokio::test]
-async fn infinite_loop_is_interrupted_at_the_deadline() {
-    let rt = runtime(Limits::default().deadline(Duration::from_millis(100)));
+async fn infinite_loop_is_interrupted_within_50ms_of_the_deadline() {
+    let deadline = Duration::from_millis(100);
+    let rt = runtime(Limits::default().deadline(deadline));
     let plugin = rt.load_file(testbed()).await.unwrap();
-    let started = Instant::now();
-    let err = call(&plugin, "loop", json!({})).await.unwrap_err();
-    let elapsed = started.elapsed();
-    assert_eq!(err, CallError::Timeout { deadline: Duration::from_millis(100) });
-    assert!(elapsed < Duration::from_secs(1), "interrupted after {elapsed:?}");
+    // The best of five: one call delayed by a loaded machine must not fail the test, but a
+    // broken interrupt (no ticker, a coarse tick, the fallback timer) fails all five.
+    let mut overshoots = Vec::new();
+    for _ in 0..5 {
+        match call(&plugin, "loop", json!({})).await.unwrap_err() {
+            CallError::Timeout { deadline: d, elapsed } => {
+                assert_eq!(d, deadline);
+                assert!(elapsed >= deadline, "stopped before its deadline: {elapsed:?}");
+                overshoots.push(elapsed - deadline);
+            }
+            other => panic!("expected a timeout, got {other}"),
+        }
+    }
+    let best = overshoots.iter().min().unwrap();
+    assert!(*best < Duration::from_millis(50), "interrupted {overshoots:?} after the deadline");
     // The same plugin version keeps serving.
     assert!(call(&plugin, "ok", json!({})).await.is_ok());
 }

@@ -7,14 +7,16 @@ mod inspect;
 pub mod rbac;
 mod reconcile;
 pub mod run;
-mod units;
+
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::runtime::{ArtifactCache, Limits, Runtime};
+use crate::policy::HostPolicy;
+use crate::runtime::{ArtifactCache, Runtime};
+use crate::units;
 
 /// Kubernetes operators as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -43,12 +45,16 @@ pub enum LogFormat {
 /// Options of the plugin runtime.
 #[derive(Debug, clap::Args)]
 pub struct RuntimeArgs {
-    /// Deadline of one plugin call (e.g. `100ms`, `1s`).
-    #[arg(long, global = true, default_value = "1s", value_parser = units::parse_duration)]
-    pub deadline: Duration,
-    /// Memory cap of one plugin instance (e.g. `64Mi`).
-    #[arg(long, global = true, default_value = "64Mi", value_parser = units::parse_bytes)]
-    pub memory: u64,
+    /// Deadline of one plugin call (e.g. `100ms`, `1s`) [default: the policy's, else 1s].
+    #[arg(long, global = true, value_parser = units::parse_duration)]
+    pub deadline: Option<Duration>,
+    /// Memory cap of one plugin instance (e.g. `64Mi`) [default: the policy's, else 64Mi].
+    #[arg(long, global = true, value_parser = units::parse_bytes)]
+    pub memory: Option<u64>,
+    /// Host policy file: per-plugin limits and grants (Secrets, extra namespaces). Owned by
+    /// the host's operator; see `wasmop::policy` and the README.
+    #[arg(long, global = true, env = "WASMOP_POLICY")]
+    pub policy: Option<PathBuf>,
     /// Directory of precompiled plugins (default `$WASMOP_CACHE_DIR` or `~/.cache/wasmop/artifacts`).
     #[arg(long, global = true, env = "WASMOP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -64,8 +70,19 @@ impl RuntimeArgs {
     /// If the engine cannot be configured.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
         let artifact_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ArtifactCache::default_dir) };
-        let limits = Limits::default().deadline(self.deadline).memory_bytes(self.memory);
-        Ok(Runtime::builder().limits(limits).artifact_dir(artifact_dir).build()?)
+        Ok(Runtime::builder().policy(self.host_policy()?).artifact_dir(artifact_dir).build()?)
+    }
+
+    /// The policy file (if any) with the flags over its defaults.
+    ///
+    /// # Errors
+    /// When the policy file cannot be read or is invalid.
+    pub fn host_policy(&self) -> anyhow::Result<HostPolicy> {
+        let policy = match &self.policy {
+            Some(path) => HostPolicy::load(path)?,
+            None => HostPolicy::default(),
+        };
+        Ok(policy.with_default_limits(self.deadline, self.memory))
     }
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{RuntimeArgs, units};
+use super::RuntimeArgs;
+use crate::units;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -25,6 +25,14 @@ pub enum StartError {
     /// A declared kind is not served by the API server.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// The manifest declares kinds the host's policy does not grant this plugin (Secrets).
+    #[error("plugin {plugin} is not started: it {} (see the host's --policy file)", missing.join(", "))]
+    NotGranted {
+        /// The plugin.
+        plugin: String,
+        /// What is declared but not granted.
+        missing: Vec<String>,
+    },
     /// The manifest's scope for the parent differs from the server's.
     #[error("plugin declares {kind} as {declared:?}, but the API server serves it as {served:?}")]
     ScopeMismatch {
@@ -97,6 +105,10 @@ impl PluginController {
     /// [`StartError`] when a kind is not served or the parent's scope is wrong.
     pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
         let manifest = Arc::clone(plugin.manifest());
+        let missing = plugin.grants().ungranted(&manifest);
+        if !missing.is_empty() {
+            return Err(StartError::NotGranted { plugin: manifest.name.clone(), missing });
+        }
         let patience = config.discovery_patience;
         let parent = shared.discovery.resolve(&manifest.parent, patience).await?;
         if parent.scope != manifest.scope {

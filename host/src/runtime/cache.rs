@@ -3,21 +3,20 @@
 use super::bindings::{cache, types};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Kind, Scope};
-use crate::objects::LabelSelector;
+use crate::objects::{LabelSelector, name_of, namespace_of};
 
 type Lookup<T> = wasmtime::Result<Result<T, cache::LookupError>>;
 
 impl cache::Host for HostState {
     async fn get(&mut self, kind: types::KindRef, namespace: Option<String>, name: String) -> Lookup<Option<String>> {
-        let scope = match self.lookup_scope(&kind, namespace.as_deref()) {
+        let (lookup, kind, ns) = match self.lookup_scope(&kind, namespace.as_deref()) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
-        let (lookup, kind, ns) = scope;
         let Some(object) = lookup.cache.get(&kind, ns.as_deref(), &name) else { return Ok(Ok(None)) };
-        match related_selector(&lookup, &kind) {
+        match visible_part(&lookup, &kind) {
             Err(e) => return Ok(Err(e)),
-            Ok(Some(selector)) if !selector.matches_object(&object) => return Ok(Ok(None)),
+            Ok(Some(visible)) if !visible.admits(&object) => return Ok(Ok(None)),
             Ok(_) => {}
         }
         Ok(Ok(Some(object.to_string())))
@@ -32,7 +31,7 @@ impl cache::Host for HostState {
             Ok(s) => s,
             Err(e) => return Ok(Err(cache::LookupError::InvalidSelector(e.to_string()))),
         };
-        let declared = match related_selector(&lookup, &kind) {
+        let visible = match visible_part(&lookup, &kind) {
             Ok(d) => d,
             Err(e) => return Ok(Err(e)),
         };
@@ -40,7 +39,7 @@ impl cache::Host for HostState {
             .cache
             .list(&kind, ns.as_deref())
             .into_iter()
-            .filter(|o| wanted.matches_object(o) && declared.as_ref().is_none_or(|d| d.matches_object(o)))
+            .filter(|o| wanted.matches_object(o) && visible.as_ref().is_none_or(|v| v.admits(o)))
             .map(|o| o.to_string())
             .collect();
         Ok(Ok(objects))
@@ -48,10 +47,11 @@ impl cache::Host for HostState {
 }
 
 impl HostState {
-    /// Check a lookup against the manifest and the parent's namespace; returns the scope, the
-    /// kind and the namespace to read.
+    /// Check a lookup against the manifest, the grants and the parent's namespace; returns
+    /// the scope, the kind and the namespace to read. A refusal is also recorded: it fails
+    /// the call once the plugin returns.
     fn lookup_scope(
-        &self,
+        &mut self,
         kind: &types::KindRef,
         namespace: Option<&str>,
     ) -> Result<(LookupScope, Kind, Option<String>), cache::LookupError> {
@@ -59,32 +59,69 @@ impl HostState {
             return Err(cache::LookupError::Forbidden("lookups are only available while reconciling".into()));
         };
         let kind = Kind::new(&kind.group, &kind.version, &kind.kind);
-        if !lookup.manifest.may_read(&kind) {
-            return Err(cache::LookupError::UndeclaredKind(kind.to_string()));
-        }
         let ns = match (lookup.manifest.scope, namespace) {
-            (Scope::Cluster, ns) => ns.map(str::to_owned),
             (Scope::Namespaced, None) => lookup.namespace.clone(),
-            (Scope::Namespaced, Some(ns)) if Some(ns) == lookup.namespace.as_deref() => Some(ns.to_owned()),
-            (Scope::Namespaced, Some(ns)) => {
-                return Err(cache::LookupError::Forbidden(format!(
-                    "namespace {ns:?} is outside the parent's namespace {:?}",
-                    lookup.namespace.as_deref().unwrap_or_default()
-                )));
-            }
+            (_, ns) => ns.map(str::to_owned),
         };
+        let refusal = if !lookup.manifest.may_read(&kind) {
+            Some(cache::LookupError::UndeclaredKind(kind.to_string()))
+        } else if !lookup.grants.may_read_kind(&kind) {
+            Some(cache::LookupError::Forbidden(format!("{kind} is not granted to this plugin by the host's policy")))
+        } else if let Some(other) = ns.as_deref().filter(|ns| !lookup.grants.may_read_namespace(ns, lookup.namespace.as_deref())) {
+            Some(cache::LookupError::Forbidden(format!(
+                "namespace {other:?} is outside the parent's namespace {:?}",
+                lookup.namespace.as_deref().unwrap_or_default()
+            )))
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
+            let what = format!("{kind} in namespace {:?}: {}", ns.as_deref().unwrap_or_default(), lookup_error_text(&error));
+            tracing::warn!(plugin = %self.plugin, "lookup refused: {what}");
+            self.refused_lookups.push(what);
+            return Err(error);
+        }
         Ok((lookup, kind, ns))
     }
 }
 
-/// The declared selector restricting a related kind for this parent; `None` when the kind is
-/// also the parent's or a child kind (readable without restriction).
-fn related_selector(lookup: &LookupScope, kind: &Kind) -> Result<Option<LabelSelector>, cache::LookupError> {
-    let Some(related) = lookup.manifest.related.iter().find(|r| &r.kind == kind) else { return Ok(None) };
-    if lookup.manifest.may_write(kind) || &lookup.manifest.parent == kind {
+fn lookup_error_text(e: &cache::LookupError) -> String {
+    match e {
+        cache::LookupError::UndeclaredKind(k) => format!("{k} is not declared in the manifest"),
+        cache::LookupError::Forbidden(m) | cache::LookupError::InvalidSelector(m) => m.clone(),
+    }
+}
+
+/// Which objects of a readable kind a lookup may see.
+enum Visible {
+    /// Those the related kind's declared selector matches for this parent.
+    Selected(LabelSelector),
+    /// Only the parent itself (its kind is not otherwise declared).
+    ParentOnly(String, Option<String>),
+}
+
+impl Visible {
+    fn admits(&self, object: &serde_json::Value) -> bool {
+        match self {
+            Visible::Selected(selector) => selector.matches_object(object),
+            Visible::ParentOnly(name, ns) => name_of(object) == Some(name) && namespace_of(object) == ns.as_deref(),
+        }
+    }
+}
+
+/// The restriction on a readable kind: `None` for child kinds (readable in the namespace);
+/// the declared selector for related kinds; the parent alone for the parent's kind.
+fn visible_part(lookup: &LookupScope, kind: &Kind) -> Result<Option<Visible>, cache::LookupError> {
+    if lookup.manifest.may_write(kind) {
         return Ok(None);
     }
-    // The selector parsed at load time with a placeholder; only a parent name that is not a
-    // valid label value can make it fail here.
-    related.selector_for(&lookup.parent_name).map(Some).map_err(|e| cache::LookupError::Forbidden(e.to_string()))
+    if let Some(related) = lookup.manifest.related.iter().find(|r| &r.kind == kind) {
+        // The selector parsed at load time with a placeholder; only a parent name that is not
+        // a valid label value can make it fail here.
+        return related
+            .selector_for(&lookup.parent_name)
+            .map(|s| Some(Visible::Selected(s)))
+            .map_err(|e| cache::LookupError::Forbidden(e.to_string()));
+    }
+    Ok(Some(Visible::ParentOnly(lookup.parent_name.clone(), lookup.namespace.clone())))
 }

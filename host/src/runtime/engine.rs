@@ -20,12 +20,15 @@ const POOL_INSTANCES: u32 = 256;
 /// pooling allocator sized for `POOL_INSTANCES` concurrent calls, each slot bounded by
 /// `memory_bytes`; reused slots keep up to 2 MiB of memory resident.
 ///
+/// With `fuel`, calls are metered (every store must then be given fuel).
+///
 /// # Errors
 /// If wasmtime rejects the configuration (for example when virtual memory for the pool
 /// cannot be reserved).
-pub fn new_engine(memory_bytes: u64, pooling: bool) -> wasmtime::Result<Engine> {
+pub fn new_engine(memory_bytes: u64, pooling: bool, fuel: bool) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.epoch_interruption(true);
+    config.consume_fuel(fuel);
     config.concurrency_support(false);
     config.max_wasm_stack(1 << 20);
     config.async_stack_size(2 << 20);

@@ -66,10 +66,18 @@ pub enum CallError {
     #[error("plugin error (terminal): {0}")]
     Terminal(String),
     /// The call ran past its deadline and was interrupted.
-    #[error("plugin call exceeded its deadline of {deadline:?} and was interrupted")]
+    #[error("plugin call exceeded its deadline of {deadline:?} and was interrupted after {elapsed:?}")]
     Timeout {
         /// The deadline.
         deadline: Duration,
+        /// When the call was stopped, measured from its start (instantiation included).
+        elapsed: Duration,
+    },
+    /// The call used up its fuel (see [`crate::runtime::Limits::fuel`]) and was stopped.
+    #[error("plugin call used up its fuel of {fuel} and was stopped")]
+    OutOfFuel {
+        /// The fuel it had.
+        fuel: u64,
     },
     /// The plugin tried to grow its memory past the cap and was stopped.
     #[error("plugin exceeded its memory limit of {limit} bytes and was stopped")]
@@ -86,6 +94,10 @@ pub enum CallError {
     /// The plugin returned output the host refuses; nothing of it is applied.
     #[error("plugin returned malformed output: {0}")]
     MalformedOutput(ResponseError),
+    /// The plugin asked for objects it may not read (see [`crate::policy::Grants`]); the
+    /// lookup failed in the guest, and the host refuses the whole response.
+    #[error("plugin attempted a read it is not allowed: {0}")]
+    LookupRefused(String),
     /// The request could not be built or the instance could not be created.
     #[error("cannot call plugin: {0}")]
     Host(String),
@@ -105,7 +117,9 @@ impl CallError {
             CallError::Retryable(_) => "ReconcileError",
             CallError::Terminal(_) => "ReconcileFailed",
             CallError::Timeout { .. } => "PluginTimeout",
+            CallError::OutOfFuel { .. } => "PluginOutOfFuel",
             CallError::OutOfMemory { .. } => "PluginOutOfMemory",
+            CallError::LookupRefused(_) => "LookupRefused",
             CallError::Trap { .. } => "PluginTrapped",
             CallError::MalformedOutput(_) => "MalformedOutput",
             CallError::Host(_) => "HostError",

@@ -18,13 +18,16 @@ pub struct Limits {
     pub deadline: Duration,
     /// Total linear memory of one instance, all memories together. Default 64 MiB.
     pub memory_bytes: u64,
+    /// Fuel (about one unit per wasm instruction) of one call; `None` (the default) meters
+    /// nothing. A deterministic bound, unlike the deadline; costs some speed when enabled.
+    pub fuel: Option<u64>,
     /// Bounds on what a call may return.
     pub output: OutputLimits,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, output: OutputLimits::default() }
+        Self { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, fuel: None, output: OutputLimits::default() }
     }
 }
 
@@ -40,6 +43,13 @@ impl Limits {
     #[must_use]
     pub fn memory_bytes(mut self, bytes: u64) -> Self {
         self.memory_bytes = bytes;
+        self
+    }
+
+    /// Set the fuel of one call (`None`: unmetered).
+    #[must_use]
+    pub fn fuel(mut self, fuel: Option<u64>) -> Self {
+        self.fuel = fuel;
         self
     }
 

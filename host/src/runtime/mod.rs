@@ -44,6 +44,7 @@ pub use plugin::{CallStats, Plugin};
 use bindings::Operator;
 use engine::EpochTicker;
 use state::HostState;
+use crate::policy::HostPolicy;
 
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -56,16 +57,23 @@ pub enum RuntimeError {
 /// Builder for [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct RuntimeBuilder {
-    limits: Limits,
+    policy: HostPolicy,
     artifact_dir: Option<PathBuf>,
     pooling: bool,
 }
 
 impl RuntimeBuilder {
-    /// Limits for every call (default: [`Limits::default`]).
+    /// The same limits for every plugin, no grants (default: [`Limits::default`]).
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.policy = HostPolicy::uniform(limits);
+        self
+    }
+
+    /// Limits and grants per plugin, from the host's operator.
+    #[must_use]
+    pub fn policy(mut self, policy: HostPolicy) -> Self {
+        self.policy = policy;
         self
     }
 
@@ -91,14 +99,15 @@ impl RuntimeBuilder {
     /// [`RuntimeError`] if wasmtime cannot be configured.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         let err = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
-        let engine = engine::new_engine(self.limits.memory_bytes, self.pooling).map_err(err)?;
+        let metered = self.policy.uses_fuel();
+        let engine = engine::new_engine(self.policy.max_memory_bytes(), self.pooling, metered).map_err(err)?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
         Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));
         Ok(Runtime {
-            inner: Arc::new(Inner { engine, linker, limits: self.limits, artifacts, ticker }),
+            inner: Arc::new(Inner { engine, linker, policy: self.policy, metered, artifacts, ticker }),
         })
     }
 }
@@ -112,7 +121,9 @@ pub struct Runtime {
 struct Inner {
     engine: Engine,
     linker: Linker<HostState>,
-    limits: Limits,
+    policy: HostPolicy,
+    /// Whether the engine counts fuel.
+    metered: bool,
     artifacts: Option<ArtifactCache>,
     /// Shared with every plugin: deadlines need the epoch to advance for as long as any
     /// plugin can be called, even after the runtime handle is dropped.
@@ -121,19 +132,24 @@ struct Inner {
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("limits", &self.limits).field("artifacts", &self.artifacts).finish()
+        f.debug_struct("Runtime").field("policy", &self.policy).field("artifacts", &self.artifacts).finish()
     }
 }
 
 impl Runtime {
     /// A builder with default limits, the default artifact directory and pooling on.
     pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder { limits: Limits::default(), artifact_dir: ArtifactCache::default_dir(), pooling: true }
+        RuntimeBuilder { policy: HostPolicy::default(), artifact_dir: ArtifactCache::default_dir(), pooling: true }
     }
 
-    /// The limits calls run under.
+    /// The default limits (plugins without an entry of their own in the policy).
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.policy.defaults().limits
+    }
+
+    /// The limits and grants of every plugin.
+    pub fn policy(&self) -> &HostPolicy {
+        &self.inner.policy
     }
 
     /// Load a plugin from its bytes: detect the format, componentize a core module, compile
@@ -150,8 +166,8 @@ impl Runtime {
             tokio::task::spawn_blocking(move || loader::compile(&inner.engine, &bytes, &d, inner.artifacts.as_ref()))
                 .await
                 .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
-        Plugin::new(&self.inner.engine, &self.inner.linker, &component, digest, self.inner.limits, Arc::clone(&self.inner.ticker))
-            .await
+        let engine = plugin::Linked { engine: &self.inner.engine, linker: &self.inner.linker, metered: self.inner.metered };
+        Plugin::new(engine, &component, digest, &self.inner.policy, Arc::clone(&self.inner.ticker)).await
     }
 
     /// [`Runtime::load`] of a file's contents.

@@ -13,6 +13,7 @@ use super::error::{CallError, LoadError};
 use super::limits::{Limits, MemoryLimitExceeded};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, Request, Response, Scope};
+use crate::policy::{Grants, HostPolicy, PluginPolicy};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 
 /// One version of a plugin: compiled, linked against the host's imports and type-checked
@@ -28,11 +29,20 @@ pub struct Plugin {
 struct Inner {
     pre: OperatorPre<HostState>,
     engine: Engine,
+    metered: bool,
     manifest: Arc<Manifest>,
     name: Arc<str>,
     digest: String,
-    limits: Limits,
+    policy: PluginPolicy,
     _ticker: Arc<EpochTicker>,
+}
+
+/// The engine and linker a plugin is loaded with.
+pub(super) struct Linked<'a> {
+    pub engine: &'a Engine,
+    pub linker: &'a wasmtime::component::Linker<HostState>,
+    /// Whether the engine counts fuel (every store then needs some).
+    pub metered: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -51,32 +61,36 @@ pub struct CallStats {
 }
 
 impl Plugin {
-    /// Link `component`, check it implements the world, and ask it for its manifest.
+    /// Link `component`, check it implements the world, and ask it for its manifest (under
+    /// the default limits); later calls run under the policy for the plugin's name.
     pub(super) async fn new(
-        engine: &Engine,
-        linker: &wasmtime::component::Linker<HostState>,
+        linked: Linked<'_>,
         component: &Component,
         digest: String,
-        limits: Limits,
+        policy: &HostPolicy,
         ticker: Arc<EpochTicker>,
     ) -> Result<Self, LoadError> {
+        let Linked { engine, linker, metered } = linked;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
         let pre = OperatorPre::new(linker.instantiate_pre(component).map_err(wrong_world)?).map_err(wrong_world)?;
         let name: Arc<str> = Arc::from("(loading)");
-        let (raw, _) = call(engine, &pre, &name, &limits, None, async |op: Operator, store: &mut Store<HostState>| {
+        let defaults = Call { engine, pre: &pre, plugin: &name, limits: &policy.defaults().limits, metered };
+        let (raw, _) = call(defaults, None, async |op: Operator, store: &mut Store<HostState>| {
             op.wasmop_plugin_reconciler().call_manifest(store).await
         })
         .await
         .map_err(LoadError::Describe)?;
         let manifest = convert::manifest(raw)?;
         let name = Arc::from(manifest.name.as_str());
+        let policy = policy.for_plugin(&manifest.name);
         Ok(Self { inner: Arc::new(Inner {
             pre,
             engine: engine.clone(),
+            metered,
             manifest: Arc::new(manifest),
             name,
             digest,
-            limits,
+            policy,
             _ticker: ticker,
         }) })
     }
@@ -96,9 +110,19 @@ impl Plugin {
         &self.inner.digest
     }
 
-    /// The limits every call runs under.
+    /// The limits every call runs under (from the host's policy for this plugin's name).
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.policy.limits
+    }
+
+    /// What the host's operator grants this plugin beyond its manifest.
+    pub fn grants(&self) -> &Grants {
+        &self.inner.policy.grants
+    }
+
+    fn call_params(&self) -> Call<'_> {
+        let inner = &*self.inner;
+        Call { engine: &inner.engine, pre: &inner.pre, plugin: &inner.name, limits: &inner.policy.limits, metered: inner.metered }
     }
 
     /// Reconcile one parent: a fresh instance, the request in, the validated response out.
@@ -114,37 +138,44 @@ impl Plugin {
             Scope::Cluster => None,
         };
         let parent_name = name_of(&request.parent).unwrap_or_default().to_owned();
-        let lookup = LookupScope { manifest, namespace, parent_name, cache };
+        let lookup = LookupScope { manifest, grants: self.inner.policy.grants.clone(), namespace, parent_name, cache };
         let raw_request = convert::request(request);
         let (result, stats) = call(
-            &self.inner.engine,
-            &self.inner.pre,
-            &self.inner.name,
-            &self.inner.limits,
+            self.call_params(),
             Some(lookup),
             async |op: Operator, store: &mut Store<HostState>| op.wasmop_plugin_reconciler().call_reconcile(store, &raw_request).await,
         )
         .await?;
         match result {
-            Ok(raw) => Ok((convert::response(raw).validate(&self.inner.limits.output)?, stats)),
+            Ok(raw) => Ok((convert::response(raw).validate(&self.inner.policy.limits.output)?, stats)),
             Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(m)),
             Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(m)),
         }
     }
 }
 
-/// Run `f` on a fresh instance in a fresh store, under the deadline and memory cap.
+/// What [`call`] runs: a pre-instance, under limits.
+struct Call<'a> {
+    engine: &'a Engine,
+    pre: &'a OperatorPre<HostState>,
+    plugin: &'a Arc<str>,
+    limits: &'a Limits,
+    metered: bool,
+}
+
+/// Run `f` on a fresh instance in a fresh store, under the deadline, memory cap and fuel.
 async fn call<R>(
-    engine: &Engine,
-    pre: &OperatorPre<HostState>,
-    plugin: &Arc<str>,
-    limits: &Limits,
+    params: Call<'_>,
     lookup: Option<LookupScope>,
     f: impl AsyncFnOnce(Operator, &mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<(R, CallStats), CallError> {
+    let Call { engine, pre, plugin, limits, metered } = params;
     let started = Instant::now();
     let mut store = Store::new(engine, HostState::new(Arc::clone(plugin), limits.memory_bytes, lookup));
     store.limiter(|s| &mut s.limiter);
+    if metered {
+        store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).map_err(|e| CallError::Host(format!("cannot set fuel: {e}")))?;
+    }
     let deadline = started + limits.deadline;
     store.epoch_deadline_callback(move |_| {
         Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
@@ -160,19 +191,21 @@ async fn call<R>(
     state.flush_guest_output();
     let stats = CallStats { elapsed: started.elapsed(), memory_high_water: state.limiter.high_water() };
     match outcome {
+        Ok(Ok(_)) if !state.refused_lookups.is_empty() => Err(CallError::LookupRefused(state.refused_lookups.join("; "))),
         Ok(Ok(value)) => Ok((value, stats)),
-        Ok(Err(error)) => Err(classify(&error, limits, state.last_stderr_line())),
-        Err(_elapsed) => Err(CallError::Timeout { deadline: limits.deadline }),
+        Ok(Err(error)) => Err(classify(&error, limits, stats.elapsed, state.last_stderr_line())),
+        Err(_) => Err(CallError::Timeout { deadline: limits.deadline, elapsed: stats.elapsed }),
     }
 }
 
 /// Turn a wasmtime error from instantiate or call into a typed [`CallError`].
-fn classify(error: &wasmtime::Error, limits: &Limits, stderr: Option<String>) -> CallError {
+fn classify(error: &wasmtime::Error, limits: &Limits, elapsed: Duration, stderr: Option<String>) -> CallError {
     if let Some(oom) = error.downcast_ref::<MemoryLimitExceeded>() {
         return CallError::OutOfMemory { limit: oom.limit };
     }
     match error.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => CallError::Timeout { deadline: limits.deadline },
+        Some(Trap::Interrupt) => CallError::Timeout { deadline: limits.deadline, elapsed },
+        Some(Trap::OutOfFuel) => CallError::OutOfFuel { fuel: limits.fuel.unwrap_or(u64::MAX) },
         Some(trap) => {
             let message = match stderr {
                 Some(line) => format!("{trap} (guest stderr: {line})"),

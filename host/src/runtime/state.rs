@@ -9,6 +9,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::limits::MemoryLimiter;
 use crate::contract::Manifest;
+use crate::policy::Grants;
 use crate::objects::ObjectCache;
 
 /// Bytes of guest stdout/stderr kept per call; the rest is dropped.
@@ -19,6 +20,8 @@ const MAX_GUEST_OUTPUT: usize = 64 << 10;
 pub struct LookupScope {
     /// The plugin's manifest: the kinds it may read.
     pub manifest: Arc<Manifest>,
+    /// What the host's operator grants beyond the manifest (Secrets, other namespaces).
+    pub grants: Grants,
     /// The parent's namespace (for namespaced parents).
     pub namespace: Option<String>,
     /// The parent's name, substituted in related selectors.
@@ -42,6 +45,8 @@ pub struct HostState {
     pub(super) plugin: Arc<str>,
     /// Lookups allowed during this call; `None` while describing the plugin.
     pub(super) lookup: Option<LookupScope>,
+    /// Lookups refused for lack of permission, in order; any makes the call fail.
+    pub(super) refused_lookups: Vec<String>,
     pub(super) stdout: GuestOutput,
     pub(super) stderr: GuestOutput,
 }
@@ -52,7 +57,7 @@ impl HostState {
     pub fn new(plugin: Arc<str>, memory_bytes: u64, lookup: Option<LookupScope>) -> Self {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_bytes), plugin, lookup, stdout, stderr }
+        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_bytes), plugin, lookup, refused_lookups: Vec::new(), stdout, stderr }
     }
 }
 

@@ -1,0 +1,49 @@
+//! The policy file as written by the host's operator (YAML, camelCase keys), before defaults
+//! are applied. Every field is optional; unknown keys are errors so a typo never silently
+//! loosens or tightens a limit.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::grants::SecretAccess;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct PolicyFile {
+    /// Optional `wasmop.dev/v1alpha1`, for readers.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Optional `HostPolicy`, for readers.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Applied to every plugin.
+    #[serde(default)]
+    pub defaults: PluginEntry,
+    /// Per plugin name, over the defaults.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginEntry>,
+}
+
+/// Limits and grants of one plugin (or the defaults). Sizes and durations are strings as in
+/// the command line (`64Mi`, `500ms`).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct PluginEntry {
+    pub deadline: Option<String>,
+    pub memory: Option<String>,
+    pub fuel: Option<u64>,
+    pub max_response_bytes: Option<String>,
+    pub max_actions: Option<usize>,
+    #[serde(default)]
+    pub grants: GrantsEntry,
+}
+
+/// The `grants` block.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct GrantsEntry {
+    pub namespaces: Option<Vec<String>>,
+    pub secrets: Option<SecretAccess>,
+}

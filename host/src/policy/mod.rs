@@ -1,0 +1,258 @@
+//! What the host's operator allows each plugin: [`HostPolicy`] → per plugin a
+//! [`PluginPolicy`] of [`Limits`] and [`Grants`].
+//!
+//! The policy comes from the command line (`--deadline`, `--memory`) and an optional YAML file
+//! (`--policy`) the operator owns — never from the plugin. Per-plugin entries override the
+//! defaults field by field; flags override the file's defaults.
+//!
+//! ```yaml
+//! apiVersion: wasmop.dev/v1alpha1
+//! kind: HostPolicy
+//! defaults:
+//!   deadline: 1s            # wall clock of one call, instantiation included
+//!   memory: 64Mi            # all linear memories of one instance together
+//!   fuel: 0                 # wasm instructions (roughly) per call; 0 or absent = unmetered
+//!   maxResponseBytes: 16Mi  # JSON in one response
+//!   maxActions: 10000       # children + deletes + conditions + events in one response
+//! plugins:
+//!   memcached:
+//!     memory: 128Mi
+//!   vault-sync:
+//!     grants:
+//!       secrets: read              # none (default) | read | write
+//!       namespaces: [shared-config] # extra namespaces lookups may read; ["*"] = all
+//! ```
+
+mod file;
+mod grants;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret};
+
+use crate::runtime::Limits;
+use crate::units::{parse_bytes, parse_duration};
+use file::{PluginEntry, PolicyFile};
+
+/// Why a policy file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The YAML does not have the policy's shape (unknown keys included).
+    #[error("invalid policy: {0}")]
+    Syntax(String),
+    /// A value is out of range or malformed.
+    #[error("invalid policy: {at}: {message}")]
+    Value {
+        /// Where: `defaults.memory`, `plugins.x.deadline`, ...
+        at: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Limits and grants of one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginPolicy {
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Capabilities beyond the manifest.
+    pub grants: Grants,
+}
+
+/// The policy of a host: defaults and per-plugin overrides.
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop::policy::HostPolicy;
+/// let policy = HostPolicy::from_yaml("defaults: {deadline: 200ms}\nplugins: {big: {memory: 256Mi}}").unwrap();
+/// assert_eq!(policy.for_plugin("big").limits.memory_bytes, 256 << 20);
+/// assert_eq!(policy.for_plugin("big").limits.deadline, Duration::from_millis(200));
+/// assert_eq!(policy.for_plugin("other").limits.memory_bytes, 64 << 20);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostPolicy {
+    /// Built-in defaults, then the file's `defaults`, then flags.
+    defaults: PluginPolicy,
+    /// Per-plugin entries (validated), applied over `defaults` on demand.
+    plugins: BTreeMap<String, PluginEntry>,
+}
+
+impl HostPolicy {
+    /// Every plugin under `limits`, no grants.
+    pub fn uniform(limits: Limits) -> Self {
+        Self { defaults: PluginPolicy { limits, grants: Grants::default() }, plugins: BTreeMap::new() }
+    }
+
+    /// Parse a policy document.
+    ///
+    /// # Errors
+    /// [`PolicyError::Syntax`] for YAML or unknown keys, [`PolicyError::Value`] for a bad value
+    /// (a zero deadline, an unparsable size, ...).
+    pub fn from_yaml(text: &str) -> Result<Self, PolicyError> {
+        let file: PolicyFile = if text.trim().is_empty() {
+            PolicyFile::default()
+        } else {
+            serde_yaml::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?
+        };
+        if let Some(kind) = file.kind.as_deref().filter(|k| *k != "HostPolicy") {
+            return Err(PolicyError::Value { at: "kind".into(), message: format!("expected HostPolicy, found {kind}") });
+        }
+        let _ = file.api_version;
+        let defaults = apply(&PluginPolicy::default(), &file.defaults, "defaults")?;
+        for (name, entry) in &file.plugins {
+            apply(&defaults, entry, &format!("plugins.{name}"))?;
+        }
+        Ok(Self { defaults, plugins: file.plugins })
+    }
+
+    /// Read and parse a policy file.
+    ///
+    /// # Errors
+    /// See [`HostPolicy::from_yaml`]; [`PolicyError::Read`] when the file cannot be read.
+    pub fn load(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
+        Self::from_yaml(&text)
+    }
+
+    /// Override the default deadline and memory cap (command-line flags) for every plugin
+    /// whose own entry does not set them.
+    #[must_use]
+    pub fn with_default_limits(mut self, deadline: Option<std::time::Duration>, memory: Option<u64>) -> Self {
+        if let Some(d) = deadline {
+            self.defaults.limits.deadline = d;
+        }
+        if let Some(m) = memory {
+            self.defaults.limits.memory_bytes = m;
+        }
+        self
+    }
+
+    /// The policy of the plugin named `name`.
+    pub fn for_plugin(&self, name: &str) -> PluginPolicy {
+        match self.plugins.get(name) {
+            Some(entry) => apply(&self.defaults, entry, name).expect("entries are validated when parsed"),
+            None => self.defaults.clone(),
+        }
+    }
+
+    /// The defaults.
+    pub fn defaults(&self) -> &PluginPolicy {
+        &self.defaults
+    }
+
+    /// The largest memory cap of any plugin (the engine's memory slots are sized for it).
+    pub fn max_memory_bytes(&self) -> u64 {
+        self.all().map(|p| p.limits.memory_bytes).max().unwrap_or_default()
+    }
+
+    /// Whether any plugin is metered with fuel (the engine then counts it for all).
+    pub fn uses_fuel(&self) -> bool {
+        self.all().any(|p| p.limits.fuel.is_some())
+    }
+
+    fn all(&self) -> impl Iterator<Item = PluginPolicy> + '_ {
+        self.plugins.keys().map(|name| self.for_plugin(name)).chain([self.defaults.clone()])
+    }
+}
+
+/// `entry` over `base`; `at` names the entry in errors.
+fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPolicy, PolicyError> {
+    let bad = |field: &str, message: String| PolicyError::Value { at: format!("{at}.{field}"), message };
+    let mut policy = base.clone();
+    let limits = &mut policy.limits;
+    if let Some(d) = &entry.deadline {
+        limits.deadline = parse_duration(d).map_err(|e| bad("deadline", e))?;
+        if limits.deadline.is_zero() {
+            return Err(bad("deadline", "must be more than 0".into()));
+        }
+    }
+    if let Some(m) = &entry.memory {
+        limits.memory_bytes = parse_bytes(m).map_err(|e| bad("memory", e))?;
+        if limits.memory_bytes < 1 << 20 {
+            return Err(bad("memory", format!("{m} is less than the 1Mi a plugin needs to start")));
+        }
+    }
+    if let Some(fuel) = entry.fuel {
+        limits.fuel = (fuel > 0).then_some(fuel);
+    }
+    if let Some(b) = &entry.max_response_bytes {
+        let bytes = parse_bytes(b).map_err(|e| bad("maxResponseBytes", e))?;
+        limits.output.max_bytes = usize::try_from(bytes).map_err(|_| bad("maxResponseBytes", "too large".into()))?;
+    }
+    if let Some(n) = entry.max_actions {
+        limits.output.max_actions = n;
+    }
+    if let Some(ns) = &entry.grants.namespaces {
+        policy.grants.namespaces = NamespaceGrant::from_list(ns.clone());
+    }
+    if let Some(s) = entry.grants.secrets {
+        policy.grants.secrets = s;
+    }
+    Ok(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn an_empty_policy_is_the_documented_defaults() {
+        let p = HostPolicy::from_yaml("").unwrap();
+        assert_eq!(p.for_plugin("any"), PluginPolicy::default());
+        assert_eq!(p.for_plugin("any").limits.deadline, Duration::from_secs(1));
+        assert_eq!(p.for_plugin("any").grants.secrets, SecretAccess::None);
+        assert!(!p.uses_fuel());
+    }
+
+    #[test]
+    fn plugin_entries_override_defaults_field_by_field() {
+        let p = HostPolicy::from_yaml(
+            "kind: HostPolicy\ndefaults: {deadline: 2s, maxActions: 50}\nplugins:\n  a: {memory: 8Mi, fuel: 1000000, grants: {secrets: read, namespaces: [shared]}}\n",
+        )
+        .unwrap();
+        let a = p.for_plugin("a");
+        assert_eq!(a.limits.deadline, Duration::from_secs(2));
+        assert_eq!(a.limits.output.max_actions, 50);
+        assert_eq!((a.limits.memory_bytes, a.limits.fuel), (8 << 20, Some(1_000_000)));
+        assert_eq!(a.grants.secrets, SecretAccess::Read);
+        assert!(a.grants.may_read_namespace("shared", Some("x")));
+        let b = p.for_plugin("b");
+        assert_eq!((b.limits.memory_bytes, b.limits.fuel, b.grants.secrets), (64 << 20, None, SecretAccess::None));
+        assert!(p.uses_fuel());
+        assert_eq!(p.max_memory_bytes(), 64 << 20);
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_errors_naming_the_place() {
+        let err = HostPolicy::from_yaml("defaults: {deadlin: 1s}").unwrap_err();
+        assert!(err.to_string().contains("unknown field `deadlin`"), "{err}");
+        let err = HostPolicy::from_yaml("plugins: {a: {memory: lots}}").unwrap_err();
+        assert!(err.to_string().starts_with("invalid policy: plugins.a.memory: invalid size \"lots\""), "{err}");
+        let err = HostPolicy::from_yaml("defaults: {deadline: 0s}").unwrap_err();
+        assert_eq!(err.to_string(), "invalid policy: defaults.deadline: must be more than 0");
+        let err = HostPolicy::from_yaml("plugins: {a: {grants: {secrets: all}}}").unwrap_err();
+        assert!(matches!(err, PolicyError::Syntax(_)), "{err}");
+        assert!(HostPolicy::from_yaml("kind: Pod").is_err());
+    }
+
+    #[test]
+    fn flags_override_the_file_defaults_but_not_plugin_entries() {
+        let p = HostPolicy::from_yaml("defaults: {deadline: 2s}\nplugins: {a: {deadline: 5s}, b: {memory: 8Mi}}").unwrap();
+        let p = p.with_default_limits(Some(Duration::from_millis(300)), Some(32 << 20));
+        assert_eq!(p.for_plugin("a").limits.deadline, Duration::from_secs(5));
+        assert_eq!(p.for_plugin("b").limits.deadline, Duration::from_millis(300));
+        assert_eq!(p.for_plugin("b").limits.memory_bytes, 8 << 20);
+        assert_eq!(p.for_plugin("c").limits.memory_bytes, 32 << 20);
+    }
+}

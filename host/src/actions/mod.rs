@@ -59,6 +59,13 @@ pub struct Written {
     pub status: bool,
 }
 
+impl Written {
+    /// Whether anything was written: a child applied or deleted, or the status patched.
+    pub fn anything(&self) -> bool {
+        self.applied > 0 || self.deleted > 0 || self.status
+    }
+}
+
 /// Everything needed to write on behalf of one plugin for one parent.
 pub struct Writer<'a> {
     /// The client.

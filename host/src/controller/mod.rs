@@ -4,6 +4,8 @@
 //! Data flows one way: watch → queue → request (from the cache) → plugin call → actions →
 //! API server.
 
+pub mod breaker;
+mod breaker_gate;
 pub mod discovery;
 pub mod leader;
 mod manager;
@@ -16,6 +18,8 @@ pub mod watches;
 
 use std::time::Duration;
 
+pub use breaker::{BreakerConfig, TripReason};
+pub use breaker_gate::{BreakerGate, BreakerPhase, BreakerStatus, Permit};
 pub use manager::{Manager, PluginError};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
 pub use plugin_controller::{PluginController, Shared, StartError};
@@ -35,6 +39,8 @@ pub struct ControllerConfig {
     pub discovery_patience: Duration,
     /// How long a stopping plugin may finish the reconciles in flight.
     pub shutdown_grace: Duration,
+    /// When a plugin's circuit breaker opens and for how long.
+    pub breaker: BreakerConfig,
 }
 
 impl Default for ControllerConfig {
@@ -45,6 +51,7 @@ impl Default for ControllerConfig {
             queue: QueueConfig::default(),
             discovery_patience: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            breaker: BreakerConfig::default(),
         }
     }
 }

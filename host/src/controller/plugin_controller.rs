@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::ControllerConfig;
+use super::breaker_gate::BreakerGate;
 use super::discovery::{Discovery, DiscoveryError, Resolved};
 use super::mapping::{ObjectKey, parents_of_change};
 use super::queue::WorkQueue;
@@ -72,6 +73,7 @@ pub struct PluginController {
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) events: EventSink,
     pub(super) applied: AppliedChildren,
+    breaker: BreakerGate,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
     resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -124,6 +126,7 @@ impl PluginController {
         }
         let controller = Arc::new(Self {
             events: EventSink::new(shared.client.clone(), plugin.name()),
+            breaker: BreakerGate::new(plugin.name(), config.breaker.clone(), Arc::clone(&shared.metrics)),
             plugin: ArcSwap::from_pointee(plugin),
             parent,
             queue: WorkQueue::new(config.queue),
@@ -160,13 +163,20 @@ impl PluginController {
         self.plugin.load_full()
     }
 
+    /// The plugin's circuit breaker.
+    pub fn breaker(&self) -> &BreakerGate {
+        &self.breaker
+    }
+
     /// Serve `plugin` from now on: calls in flight finish on the version they started with;
-    /// every parent is queued again so it is reconciled by the new version.
+    /// the circuit breaker closes; every parent is queued again so it is reconciled by the new
+    /// version.
     pub fn swap(&self, plugin: Plugin) {
         let old = self.plugin.swap(Arc::new(plugin));
         let new = self.plugin.load();
         tracing::info!(plugin = %new.name(), from = %old.manifest().version, to = %new.manifest().version,
             digest = %new.digest(), "plugin version swapped");
+        self.breaker.reset(&format!("version {} loaded", new.manifest().version));
         self.enqueue_all();
     }
 
@@ -203,6 +213,7 @@ impl PluginController {
     /// Stop taking work, wait up to `grace` for reconciles in flight, drop the watches.
     pub async fn stop(&self, grace: Duration) {
         self.queue.shutdown();
+        self.breaker.stop();
         if let Some(resync) = self.resync.lock().expect("resync lock").take() {
             resync.abort();
         }
@@ -215,19 +226,31 @@ impl PluginController {
         self.subscriptions.lock().expect("subscriptions lock").clear();
     }
 
+    /// One worker: past the circuit breaker (which waits while it is open, before a key is
+    /// taken, so queued keys stay queued), then the next key, its reconcile, its outcome.
     async fn work(self: Arc<Self>) {
-        while let Some(lease) = self.queue.next().await {
+        loop {
+            let Some(mut permit) = self.breaker.admit().await else { return };
+            let Some(lease) = self.queue.next().await else { return };
             let key = lease.key().clone();
+            if !self.breaker.still_admits(&mut permit) {
+                // The breaker opened while this worker waited for work: put the key back.
+                drop(permit);
+                self.queue.add(key);
+                lease.done();
+                continue;
+            }
             let started = std::time::Instant::now();
             let outcome = reconcile(&self, &key).await;
+            self.breaker.record(permit, &key, &outcome);
             let result = match outcome {
-                Outcome::Done { requeue_after: None } => ReconcileResult::Success,
-                Outcome::Done { requeue_after: Some(_) } => ReconcileResult::RequeueAfter,
+                Outcome::Done { requeue_after: None, .. } => ReconcileResult::Success,
+                Outcome::Done { requeue_after: Some(_), .. } => ReconcileResult::RequeueAfter,
                 Outcome::Retry | Outcome::GiveUp => ReconcileResult::Error,
             };
             self.shared.metrics.reconciled(self.plugin.load().name(), result, started.elapsed().as_secs_f64());
             match outcome {
-                Outcome::Done { requeue_after } => {
+                Outcome::Done { requeue_after, .. } => {
                     self.queue.forget(&key);
                     if let Some(delay) = requeue_after {
                         self.queue.add_after(key, delay);

@@ -21,6 +21,8 @@ pub enum Outcome {
     Done {
         /// The plugin's requeue-after.
         requeue_after: Option<Duration>,
+        /// Whether the reconcile wrote anything (a child, a delete, the status, a finalizer).
+        wrote: bool,
     },
     /// A retryable failure: requeue with per-object exponential backoff.
     Retry,
@@ -34,7 +36,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
     let manifest = Arc::clone(plugin.manifest());
     let watches = Arc::clone(&controller.shared.watches);
     let Some(parent) = watches.get(&manifest.parent, key.namespace.as_deref(), &key.name) else {
-        return Outcome::Done { requeue_after: None };
+        return Outcome::Done { requeue_after: None, wrote: false };
     };
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
@@ -54,7 +56,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         if manifest.finalizer {
             let held = has_finalizer(&parent, &finalizer);
             if deleting && !held {
-                return Outcome::Done { requeue_after: None };
+                return Outcome::Done { requeue_after: None, wrote: false };
             }
             if !deleting && !held {
                 if let Err(e) = add_finalizer(&writer.parent_api(), &parent, &finalizer).await {
@@ -62,10 +64,10 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
                     return Outcome::Retry;
                 }
                 // The update event re-queues the parent with the finalizer in place.
-                return Outcome::Done { requeue_after: None };
+                return Outcome::Done { requeue_after: None, wrote: true };
             }
         } else if deleting {
-            return Outcome::Done { requeue_after: None };
+            return Outcome::Done { requeue_after: None, wrote: false };
         }
 
         let mut request = match Request::gather(Arc::clone(&parent), &manifest, &*watches, true) {
@@ -125,7 +127,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         }
         tracing::debug!(elapsed = ?stats.elapsed, applied = written.applied, unchanged = written.unchanged,
             deleted = written.deleted, status = written.status, "reconciled");
-        Outcome::Done { requeue_after: response.requeue_after }
+        Outcome::Done { requeue_after: response.requeue_after, wrote: written.anything() || response.finalized }
     }
     .instrument(span)
     .await

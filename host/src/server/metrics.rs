@@ -13,6 +13,8 @@
 //! | `wasmop_refused_actions_total` | `plugin` |
 //! | `wasmop_plugin_info` (1 per loaded plugin) | `plugin`, `version`, `digest` |
 //! | `wasmop_plugin_loads_total`, `wasmop_plugin_rejections_total` | `file` |
+//! | `wasmop_plugin_circuit_breaker_state` (0 closed, 1 open, 2 half-open) | `plugin` |
+//! | `wasmop_plugin_circuit_breaker_trips_total` | `plugin`, `reason` (`Failing`, `HotLoop`) |
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -24,7 +26,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::PluginController;
+use crate::controller::{BreakerPhase, PluginController, TripReason};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -76,6 +78,8 @@ pub struct Metrics {
     refused: Family<PluginLabels, Counter>,
     loads: Family<FileLabels, Counter>,
     rejections: Family<FileLabels, Counter>,
+    breaker_state: Family<PluginLabels, Gauge>,
+    breaker_trips: Family<FailureLabels, Counter>,
     controllers: Arc<ControllerSet>,
 }
 
@@ -149,6 +153,8 @@ impl Metrics {
         let refused = Family::<PluginLabels, Counter>::default();
         let loads = Family::<FileLabels, Counter>::default();
         let rejections = Family::<FileLabels, Counter>::default();
+        let breaker_state = Family::<PluginLabels, Gauge>::default();
+        let breaker_trips = Family::<FailureLabels, Counter>::default();
         let controllers = Arc::new(ControllerSet::default());
         registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
         registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
@@ -159,6 +165,8 @@ impl Metrics {
         registry.register("wasmop_refused_actions", "Responses refused by the scope checks (nothing written)", refused.clone());
         registry.register("wasmop_plugin_loads", "Successful loads of a plugin file", loads.clone());
         registry.register("wasmop_plugin_rejections", "Rejected contents of a plugin file (the previous version kept serving)", rejections.clone());
+        registry.register("wasmop_plugin_circuit_breaker_state", "Circuit breaker of a plugin: 0 closed, 1 open, 2 half-open", breaker_state.clone());
+        registry.register("wasmop_plugin_circuit_breaker_trips", "Times a plugin's circuit breaker opened, by reason", breaker_trips.clone());
         registry.register_collector(Box::new(Arc::clone(&controllers)));
         Self {
             registry: Mutex::new(registry),
@@ -171,6 +179,8 @@ impl Metrics {
             refused,
             loads,
             rejections,
+            breaker_state,
+            breaker_trips,
             controllers,
         }
     }
@@ -219,6 +229,16 @@ impl Metrics {
         family.get_or_create(&FileLabels { file: file.into() }).inc();
     }
 
+    /// Record the state of a plugin's circuit breaker.
+    pub fn circuit_breaker(&self, plugin: &str, phase: BreakerPhase) {
+        self.breaker_state.get_or_create(&PluginLabels { plugin: plugin.into() }).set(phase.metric_value());
+    }
+
+    /// Record that a plugin's circuit breaker opened.
+    pub fn circuit_breaker_tripped(&self, plugin: &str, reason: TripReason) {
+        self.breaker_trips.get_or_create(&FailureLabels { plugin: plugin.into(), reason: reason.as_str().into() }).inc();
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -238,11 +258,15 @@ mod tests {
         m.reconciled("memcached", ReconcileResult::Success, 0.002);
         m.reconciled("memcached", ReconcileResult::Error, 0.003);
         m.called("memcached", 0.00002, 1 << 20, Some("PluginTimeout"));
+        m.circuit_breaker("memcached", BreakerPhase::HalfOpen);
+        m.circuit_breaker_tripped("memcached", TripReason::HotLoop);
         let text = m.render();
         assert!(text.contains(r#"controller_runtime_reconcile_total{controller="memcached",result="success"} 1"#), "{text}");
         assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="memcached"} 1"#), "{text}");
         assert!(text.contains("controller_runtime_reconcile_time_seconds_bucket"), "{text}");
         assert!(text.contains(r#"wasmop_plugin_call_failures_total{plugin="memcached",reason="PluginTimeout"} 1"#), "{text}");
         assert!(text.contains(r#"wasmop_plugin_memory_high_water_bytes{plugin="memcached"} 1048576"#), "{text}");
+        assert!(text.contains(r#"wasmop_plugin_circuit_breaker_state{plugin="memcached"} 2"#), "{text}");
+        assert!(text.contains(r#"wasmop_plugin_circuit_breaker_trips_total{plugin="memcached",reason="HotLoop"} 1"#), "{text}");
     }
 }

@@ -9,6 +9,7 @@ use serde_json::json;
 use support::{testbed, testbed_cr};
 use wasmop::contract::Request;
 use wasmop::objects::{MemoryCache, ObjectCache};
+use wasmop::policy::HostPolicy;
 use wasmop::runtime::{CallError, Limits, Plugin, Runtime};
 
 fn runtime(limits: Limits) -> Runtime {
@@ -91,23 +92,56 @@ async fn oversized_responses_are_refused_by_the_output_limits() {
     assert!(err.to_string().contains("more than the limit of 10000"), "{err}");
 }
 
-#[tokio::test]
-async fn lookups_are_scoped_to_declared_kinds_and_selectors() {
-    let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
+fn lookup_cache() -> Arc<dyn ObjectCache> {
     let mut cache = MemoryCache::default();
-    for (name, owner) in [("mine", "t"), ("theirs", "other")] {
+    for (name, namespace, owner) in [("mine", "default", "t"), ("theirs", "default", "other"), ("system", "kube-system", "t")] {
         cache
             .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": "default", "labels": {"testbed": owner}}}))
+                "metadata": {"name": name, "namespace": namespace, "labels": {"testbed": owner}}}))
             .unwrap();
     }
     cache.insert(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"}})).unwrap();
-    let request = Request::new(testbed_cr("t", "lookup", json!({})));
-    let (response, _) = plugin.reconcile(&request, Arc::new(cache)).await.unwrap();
-    let status = response.status.expect("lookup mode reports in status");
-    let text = status.to_string();
-    assert!(text.contains("mine") && !text.contains("theirs"), "{text}");
-    assert!(text.contains("kind not declared in the manifest: v1/Secret"), "{text}");
+    cache.insert(testbed_cr("t", "read-parents", json!({}))).unwrap();
+    cache.insert(testbed_cr("sibling", "ok", json!({}))).unwrap();
+    Arc::new(cache)
+}
+
+async fn lookup(plugin: &Plugin, mode: &str, extra: serde_json::Value) -> Result<serde_json::Value, CallError> {
+    let request = Request::new(testbed_cr("t", mode, extra));
+    plugin.reconcile(&request, lookup_cache()).await.map(|(r, _)| r.status.expect("lookup modes report in status"))
+}
+
+#[tokio::test]
+async fn lookups_see_only_the_declared_selection() {
+    let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
+    let status = lookup(&plugin, "lookup", json!({})).await.unwrap();
+    assert_eq!(status["lookup"]["configMaps"], json!(["mine"]));
+    let status = lookup(&plugin, "read-parents", json!({})).await.unwrap();
+    assert_eq!(status["probe"]["found"], json!(["t"]), "other objects of the parent kind stay hidden");
+}
+
+#[tokio::test]
+async fn refused_lookups_fail_the_call_with_the_reason() {
+    let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
+    let err = lookup(&plugin, "read-secret", json!({"name": "s"})).await.unwrap_err();
+    assert_eq!(err.reason(), "LookupRefused");
+    assert_eq!(
+        err.to_string(),
+        "plugin attempted a read it is not allowed: v1/Secret in namespace \"default\": v1/Secret is not declared in the manifest"
+    );
+    let err = lookup(&plugin, "read-namespace", json!({})).await.unwrap_err();
+    assert!(err.to_string().ends_with("namespace \"kube-system\" is outside the parent's namespace \"default\""), "{err}");
+}
+
+#[tokio::test]
+async fn namespace_grants_widen_lookups_and_secret_grants_are_still_bounded_by_the_manifest() {
+    let policy = HostPolicy::from_yaml("plugins: {testbed: {grants: {namespaces: [kube-system], secrets: read}}}").unwrap();
+    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let plugin = rt.load_file(testbed()).await.unwrap();
+    let status = lookup(&plugin, "read-namespace", json!({})).await.unwrap();
+    assert_eq!(status["probe"]["found"], json!(["system"]));
+    let err = lookup(&plugin, "read-secret", json!({"name": "s"})).await.unwrap_err();
+    assert_eq!(err.reason(), "LookupRefused", "a grant does not cover a kind the manifest does not declare");
 }
 
 #[tokio::test]
@@ -125,4 +159,27 @@ async fn host_survives_every_hostile_mode_in_a_row() {
 async fn guest_stdout_and_logs_do_not_break_the_call() {
     let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
     assert!(call(&plugin, "log", json!({})).await.is_ok());
+}
+
+#[tokio::test]
+async fn the_policy_sets_limits_per_plugin_by_name() {
+    let policy = HostPolicy::from_yaml("defaults: {memory: 64Mi}\nplugins: {testbed: {memory: 16Mi, deadline: 150ms}}").unwrap();
+    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let plugin = rt.load_file(testbed()).await.unwrap();
+    assert_eq!(call(&plugin, "oom", json!({})).await.unwrap_err(), CallError::OutOfMemory { limit: 16 << 20 });
+    assert!(matches!(call(&plugin, "loop", json!({})).await, Err(CallError::Timeout { deadline, .. }) if deadline == Duration::from_millis(150)));
+    let memcached = rt.load_file(support::memcached()).await.unwrap();
+    assert_eq!(memcached.limits().memory_bytes, 64 << 20, "other plugins keep the defaults");
+}
+
+#[tokio::test]
+async fn fuel_stops_a_loop_deterministically_and_leaves_normal_calls_alone() {
+    let policy = HostPolicy::from_yaml("plugins: {testbed: {fuel: 50000000, deadline: 30s}}").unwrap();
+    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let plugin = rt.load_file(testbed()).await.unwrap();
+    assert_eq!(call(&plugin, "loop", json!({})).await.unwrap_err(), CallError::OutOfFuel { fuel: 50_000_000 });
+    assert_eq!(call(&plugin, "loop", json!({})).await.unwrap_err().reason(), "PluginOutOfFuel");
+    assert!(call(&plugin, "ok", json!({})).await.is_ok());
+    let memcached = rt.load_file(support::memcached()).await.unwrap();
+    assert_eq!(memcached.limits().fuel, None, "unmetered plugins get unlimited fuel on a metered engine");
 }

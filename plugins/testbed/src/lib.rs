@@ -18,7 +18,10 @@
 //! | `no-kind` | return a child object without `kind` |
 //! | `other-namespace` | apply a ConfigMap into `kube-system` |
 //! | `undeclared` | apply a Secret (a kind the manifest does not declare) |
-//! | `lookup` | list related ConfigMaps and get a Secret (refused); report both in status |
+//! | `lookup` | list related ConfigMaps (allowed) and report their names in status |
+//! | `read-secret` | `get` Secret `spec.name` (default `anything`): refused unless granted, which fails the call |
+//! | `read-namespace` | list ConfigMaps in namespace `spec.namespace` (default `kube-system`): refused unless granted |
+//! | `read-parents` | list the other `Testbed` objects of its namespace: only the parent itself is visible |
 //! | `log` | log at every level, print to stdout and stderr, then like `ok` |
 //! | `big` | return `spec.count` ConfigMaps (default 100000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
@@ -81,6 +84,15 @@ impl Plugin for Testbed {
                 "stringData": {"mode": mode},
             }))),
             "lookup" => Ok(lookup(name, ctx)),
+            "read-secret" => {
+                let secret = spec["name"].as_str().unwrap_or("anything").to_owned();
+                Ok(probe(ctx, |ctx| ctx.get(&Kind::new("", "v1", "Secret"), None, &secret).map(|o| o.into_iter().collect())))
+            }
+            "read-namespace" => {
+                let ns = spec["namespace"].as_str().unwrap_or("kube-system").to_owned();
+                Ok(probe(ctx, |ctx| ctx.list(&config_map_kind(), Some(&ns), "")))
+            }
+            "read-parents" => Ok(probe(ctx, |ctx| ctx.list(&testbed_kind(), None, ""))),
             "log" => {
                 log::trace!("testbed {name}: trace");
                 log::debug!("testbed {name}: debug");
@@ -142,23 +154,28 @@ fn trap() -> ! {
 
 fn lookup(name: &str, ctx: &Context) -> Response {
     let (config_maps, list_error) = match ctx.list(&config_map_kind(), None, &format!("testbed={name}")) {
-        Ok(found) => {
-            let names: Vec<Value> =
-                found.iter().filter_map(|o| o.pointer("/metadata/name").cloned()).collect();
-            (names, None)
-        }
+        Ok(found) => (names(&found), None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
-    let secret_error = match ctx.get(&Kind::new("", "v1", "Secret"), None, "anything") {
-        Ok(found) => format!("unexpectedly allowed (found: {})", found.is_some()),
-        Err(e) => e.to_string(),
+    Response::new()
+        .status(json!({"phase": "Ready", "lookup": {"configMaps": config_maps, "listError": list_error}}))
+        .condition(Condition::true_("Ready", "LookedUp", "lookups done"))
+}
+
+/// Try a read the host may refuse; report what happened in status (if the host lets the
+/// response through at all: a refused read fails the whole call).
+fn probe(ctx: &Context, read: impl FnOnce(&Context) -> Result<Vec<Value>, LookupError>) -> Response {
+    let (found, error) = match read(ctx) {
+        Ok(found) => (names(&found), None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     };
     Response::new()
-        .status(json!({
-            "phase": "Ready",
-            "lookup": {"configMaps": config_maps, "listError": list_error, "secretError": secret_error},
-        }))
-        .condition(Condition::true_("Ready", "LookedUp", "lookups done"))
+        .status(json!({"phase": "Ready", "probe": {"found": found, "error": error}}))
+        .condition(Condition::true_("Ready", "Probed", "read attempted"))
+}
+
+fn names(objects: &[Value]) -> Vec<Value> {
+    objects.iter().filter_map(|o| o.pointer("/metadata/name").cloned()).collect()
 }
 
 /// `count` ConfigMaps, built as text: the point is the size of the answer, and `Value`s would
@@ -238,7 +255,7 @@ mod tests {
     }
 
     #[test]
-    fn lookup_reports_related_names_and_the_refusal() {
+    fn lookup_reports_related_names() {
         let cm = |n: &str, owner: &str| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": n, "namespace": "default", "labels": {"testbed": owner}}})
@@ -249,7 +266,23 @@ mod tests {
         let lookup = &resp.status_patch().unwrap()["lookup"];
         assert_eq!(lookup["configMaps"], json!(["a", "b"]));
         assert_eq!(lookup["listError"], Value::Null);
-        assert_eq!(lookup["secretError"], "kind not declared in the manifest: v1 Secret");
+    }
+
+    #[test]
+    fn read_secret_reports_the_refusal_it_gets() {
+        let ctx = Context::fixture(vec![]).restrict_to(&Testbed::manifest());
+        let resp = Testbed::reconcile(request(json!({"mode": "read-secret"})), &ctx).unwrap();
+        assert_eq!(resp.status_patch().unwrap()["probe"]["error"], "kind not declared in the manifest: v1 Secret");
+    }
+
+    #[test]
+    fn read_namespace_and_read_parents_report_what_they_found() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "kube-system"}});
+        let ctx = Context::fixture(vec![cm]);
+        let resp = Testbed::reconcile(request(json!({"mode": "read-namespace"})), &ctx).unwrap();
+        assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!(["x"]));
+        let resp = Testbed::reconcile(request(json!({"mode": "read-parents"})), &ctx).unwrap();
+        assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!([]));
     }
 
     #[test]

@@ -86,7 +86,14 @@ impl Host {
         plugins: &[&Path],
         config: ControllerConfig,
     ) -> Result<Self> {
-        let runtime = Runtime::builder().artifact_dir(None).build()?;
+        Self::start_with(client, plugins, config, Runtime::builder().artifact_dir(None).build()?).await
+    }
+
+    /// [`Host::start`] on a given runtime (for a host policy: per-plugin limits and grants).
+    ///
+    /// # Errors
+    /// When a plugin does not load or start.
+    pub async fn start_with(client: kube::Client, plugins: &[&Path], config: ControllerConfig, runtime: Runtime) -> Result<Self> {
         let manager = Arc::new(Manager::new(client, runtime.clone(), config));
         for path in plugins {
             let plugin = runtime

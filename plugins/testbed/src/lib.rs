@@ -24,6 +24,7 @@
 //! | `read-parents` | list the other `Testbed` objects of its namespace: only the parent itself is visible |
 //! | `log` | log at every level, print to stdout and stderr, then like `ok` |
 //! | `big` | return `spec.count` ConfigMaps (default 100000) |
+//! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
 //!
 //! An unknown mode is a terminal error.
@@ -104,6 +105,7 @@ impl Plugin for Testbed {
                 Ok(ok(name))
             }
             "big" => Ok(big(name, spec["count"].as_u64().unwrap_or(100_000))),
+            "huge" => Ok(huge(name, spec["bytes"].as_u64().unwrap_or(100_000_000))),
             "sleep-ms" => {
                 busy_wait(Duration::from_millis(spec["millis"].as_u64().unwrap_or(100)));
                 Ok(ok(name))
@@ -186,6 +188,19 @@ fn big(name: &str, count: u64) -> Response {
             r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-big-{i}"}},"data":{{"i":"{i}"}}}}"#
         ))
     })
+}
+
+/// One child of about `bytes` bytes, built in place (no serde `Value`, no doubling growth).
+fn huge(name: &str, bytes: u64) -> Response {
+    Response::new().apply_raw_json(huge_child(name, usize::try_from(bytes).unwrap_or(usize::MAX)))
+}
+
+fn huge_child(name: &str, bytes: usize) -> String {
+    let mut text = String::with_capacity(bytes.saturating_add(200));
+    text.push_str(&format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-huge"}},"data":{{"blob":""#));
+    text.extend(std::iter::repeat_n('x', bytes));
+    text.push_str(r#""}}"#);
+    text
 }
 
 fn busy_wait(duration: Duration) {
@@ -283,6 +298,14 @@ mod tests {
         assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!(["x"]));
         let resp = Testbed::reconcile(request(json!({"mode": "read-parents"})), &ctx).unwrap();
         assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!([]));
+    }
+
+    #[test]
+    fn huge_returns_one_child_of_the_asked_size() {
+        let child: Value = serde_json::from_str(&huge_child("tb", 1000)).unwrap();
+        assert_eq!(child["data"]["blob"].as_str().unwrap().len(), 1000);
+        assert_eq!(child["metadata"]["name"], "tb-huge");
+        assert!(reconcile(json!({"mode": "huge", "bytes": 10})).is_ok());
     }
 
     #[test]

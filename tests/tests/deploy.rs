@@ -283,6 +283,17 @@ async fn base_is_current_with_its_sources() -> Result<()> {
         deployment["spec"]["template"]["spec"]["serviceAccountName"],
         "wasmop"
     );
+
+    // The policy ConfigMap is mounted where WASMOP_POLICY points, and parses as a policy
+    // whose defaults are the chart's.
+    let policy_env = c["env"].as_array().unwrap().iter().find(|e| e["name"] == "WASMOP_POLICY").context("WASMOP_POLICY")?;
+    assert_eq!(policy_env["value"], "/etc/wasmop/policy.yaml");
+    assert!(volumes.iter().any(|v| v["configMap"]["name"] == "wasmop-policy"), "policy from ConfigMap wasmop-policy");
+    let text = find(&objects, "ConfigMap")["data"]["policy.yaml"].as_str().context("policy.yaml")?;
+    let policy = wasmop::policy::HostPolicy::from_yaml(text)?;
+    assert_eq!(policy, wasmop::policy::HostPolicy::default(), "the base's policy spells out the built-in defaults");
+    let chart_policy = wasmop::policy::HostPolicy::from_yaml(&serde_yaml::to_string(&values["policy"])?)?;
+    assert_eq!(chart_policy, policy, "helm values.policy differs from the base's policy");
     Ok(())
 }
 
@@ -302,7 +313,7 @@ async fn kustomize_base_passes_server_dry_run() -> Result<()> {
         expected, from_files,
         "kustomize output differs from the base's files"
     );
-    assert_eq!(expected.len(), 8, "objects: {expected:?}");
+    assert_eq!(expected.len(), 9, "objects: {expected:?}");
 
     // A dry run of objects in a namespace that does not exist yet fails ("namespaces
     // \"wasmop-system\" not found"): create it for real, then dry-run everything.

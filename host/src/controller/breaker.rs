@@ -384,8 +384,8 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
                 }
                 let first = *run.front().expect("just pushed");
                 (run.len() >= limit).then(|| {
-                    let secs = now.saturating_duration_since(first).as_secs_f64();
-                    format!("{key} wrote on {limit} consecutive reconciles in {secs:.1} s")
+                    let took = human_duration(now.saturating_duration_since(first));
+                    format!("{key} wrote on {limit} consecutive reconciles in {took}")
                 })
             }
             Outcome::Retry | Outcome::GiveUp => None,
@@ -401,6 +401,15 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
         }
         self.last_sweep = Some(now);
         self.writes.retain(|_, run| run.back().is_some_and(|t| now.saturating_duration_since(*t) <= window));
+    }
+}
+
+/// A duration as people write it: `45 ms`, `4.1 s`, `90 s`, `5 min`.
+pub(crate) fn human_duration(d: Duration) -> String {
+    match d.as_secs() {
+        0 => format!("{} ms", d.as_millis()),
+        s if s >= 120 && s % 60 == 0 => format!("{} min", s / 60),
+        _ => format!("{} s", (d.as_secs_f64() * 10.0).round() / 10.0),
     }
 }
 
@@ -658,6 +667,14 @@ mod tests {
         assert_eq!(b.state(), BreakerState::Closed);
         assert_eq!(b.reset(), None, "resetting a closed breaker is no transition");
         assert_eq!(trip(&mut b, now), 30 * S);
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(45 * MS), "45 ms");
+        assert_eq!(human_duration(4100 * MS), "4.1 s");
+        assert_eq!(human_duration(30 * S), "30 s");
+        assert_eq!(human_duration(300 * S), "5 min");
     }
 
     #[test]

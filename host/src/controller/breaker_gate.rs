@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState, Ticket, Transition, TripReason};
+use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState, Ticket, Transition, TripReason, human_duration};
 use super::mapping::ObjectKey;
 use super::reconcile::Outcome;
 use crate::server::Metrics;
@@ -224,10 +224,10 @@ impl BreakerGate {
             Transition::Opened { reason, evidence, cooldown } => {
                 let until = wall_clock_in(cooldown);
                 tracing::warn!(%plugin, reason = reason.as_str(), cooldown = ?cooldown,
-                    "circuit breaker opened: {evidence}; no reconciles for {}, then one trial reconcile", seconds(cooldown));
+                    "circuit breaker opened: {evidence}; no reconciles for {}, then one trial reconcile", human_duration(cooldown));
                 self.metrics.circuit_breaker(plugin, BreakerPhase::Open);
                 self.metrics.circuit_breaker_tripped(plugin, reason);
-                let message = format!("{evidence}; reconciles paused for {}, then one trial reconcile", seconds(cooldown));
+                let message = format!("{evidence}; reconciles paused for {}, then one trial reconcile", human_duration(cooldown));
                 state.evidence = evidence;
                 self.publish(|s| {
                     let since = if s.phase == BreakerPhase::Closed { crate::actions::now() } else { s.since.clone() };
@@ -268,14 +268,6 @@ impl BreakerGate {
 
     fn publish(&self, change: impl FnOnce(&mut BreakerStatus)) {
         self.status.send_modify(change);
-    }
-}
-
-/// `30 s`, `1.5 s`, `5 min`.
-fn seconds(d: Duration) -> String {
-    match d.as_secs() {
-        s if s >= 120 && s % 60 == 0 => format!("{} min", s / 60),
-        _ => format!("{} s", (d.as_secs_f64() * 10.0).round() / 10.0),
     }
 }
 
@@ -376,12 +368,5 @@ mod tests {
         let mut early = gate.admit().await.expect("admitted");
         fail_twice(&gate).await;
         assert!(!gate.still_admits(&mut early));
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(seconds(Duration::from_secs(30)), "30 s");
-        assert_eq!(seconds(Duration::from_millis(1500)), "1.5 s");
-        assert_eq!(seconds(Duration::from_secs(300)), "5 min");
     }
 }

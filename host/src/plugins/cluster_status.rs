@@ -1,15 +1,24 @@
 //! Plugin state in the cluster: one `WasmPlugin` object (`crds/wasmplugin.yaml`) per loaded
-//! plugin, so `kubectl get wasmplugins` shows what a host runs and why a file was rejected.
+//! plugin, so `kubectl get wasmplugins` shows what a host runs, why a file was rejected and
+//! whether its circuit breaker throttles it.
+//!
+//! Two field managers share the status: `wasmop` (the file: version, digest, `Ready`) and
+//! `wasmop-breaker` (`circuitBreaker` and the `Throttled` condition). Each applies only its own
+//! fields, so neither report erases the other.
 
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::pinned_kind;
 use serde_json::json;
 
 use super::reloader::FileStatus;
 use crate::actions::merge_conditions;
 use crate::contract::{Condition, ConditionStatus, Manifest};
+use crate::controller::{BreakerPhase, BreakerStatus};
 
 const FIELD_MANAGER: &str = "wasmop";
+const BREAKER_FIELD_MANAGER: &str = "wasmop-breaker";
+/// The condition type of the circuit breaker.
+pub const THROTTLED: &str = "Throttled";
 
 /// Writes `WasmPlugin` objects. When the CRD is not installed it says so once and does
 /// nothing else (the host works without it).
@@ -74,7 +83,16 @@ impl ClusterStatus {
                 message: format!("the file's new content was rejected; version {} keeps serving: {e}", file.version.as_deref().unwrap_or("?")),
             },
         };
-        let existing = current.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+        // Only this manager's condition: `Throttled` belongs to the breaker's.
+        let existing: Vec<serde_json::Value> = current
+            .data
+            .pointer("/status/conditions")
+            .and_then(|c| c.as_array())
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "Ready")
+            .cloned()
+            .collect();
         let status = json!({
             "version": file.version,
             "digest": file.running_digest,
@@ -92,6 +110,87 @@ impl ClusterStatus {
         let patch = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "status": status});
         if let Err(e) = api.patch_status(name, &params, &Patch::Apply(&patch)).await {
             tracing::warn!(plugin = %name, error = %e, "cannot write WasmPlugin status");
+        }
+    }
+
+    /// Record the circuit breaker of `plugin` on its `WasmPlugin`: `status.circuitBreaker` and
+    /// the `Throttled` condition (True while open or half-open). With `opened`, also a Warning
+    /// event about the object. Failures are logged; a missing object (its file report not
+    /// written yet, or a host without a plugins directory) is skipped.
+    pub async fn publish_breaker(&self, plugin: &str, breaker: &BreakerStatus, opened: bool) {
+        let Some(api) = self.api().await else { return };
+        let throttled = breaker.phase != BreakerPhase::Closed;
+        let reason = breaker.reason.filter(|_| throttled).map_or("Closed", |r| r.as_str());
+        let condition = json!({
+            "type": THROTTLED,
+            "status": if throttled { "True" } else { "False" },
+            "reason": reason,
+            "message": breaker.message,
+            "lastTransitionTime": breaker.since,
+        });
+        let mut circuit = json!({"state": breaker.phase.as_str(), "message": breaker.message, "trips": breaker.trips});
+        if throttled {
+            circuit["reason"] = json!(reason);
+        }
+        if let Some(at) = &breaker.opened_at {
+            circuit["openedAt"] = json!(at);
+        }
+        if let Some(at) = &breaker.retry_at {
+            circuit["retryAt"] = json!(at);
+        }
+        let patch = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": plugin},
+            "status": {"circuitBreaker": circuit, "conditions": [condition]}});
+        let params = PatchParams::apply(BREAKER_FIELD_MANAGER).force();
+        let object = match api.patch_status(plugin, &params, &Patch::Apply(&patch)).await {
+            Ok(o) => o,
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                tracing::debug!(plugin, "no WasmPlugin object to record the circuit breaker on");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(plugin, error = %e, "cannot write the circuit breaker to the WasmPlugin status");
+                return;
+            }
+        };
+        if opened {
+            self.warn_opened(plugin, &object, &breaker.message).await;
+        }
+    }
+
+    /// A Warning event `CircuitBreakerOpened` about the `WasmPlugin` object.
+    ///
+    /// # Caveats
+    /// Written to `kube-system`: for a cluster-scoped object, `events.k8s.io/v1` on 1.20 accepts
+    /// no other namespace (newer servers also accept `default`, where kube's recorder writes).
+    async fn warn_opened(&self, plugin: &str, object: &DynamicObject, message: &str) {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::api::events::v1::Event as KubeEvent;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let instance = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
+        let event = KubeEvent {
+            // Named as client-go and kube name events: the object, a dot, the time in hex.
+            metadata: ObjectMeta { name: Some(format!("{plugin}.{:x}", now.as_nanosecond())), ..ObjectMeta::default() },
+            event_time: Some(MicroTime(now)),
+            type_: Some("Warning".into()),
+            reason: Some("CircuitBreakerOpened".into()),
+            action: Some("Throttle".into()),
+            note: Some(message.chars().take(1024).collect()),
+            regarding: Some(ObjectReference {
+                api_version: Some("wasmop.dev/v1alpha1".into()),
+                kind: Some("WasmPlugin".into()),
+                name: Some(plugin.into()),
+                uid: object.metadata.uid.clone(),
+                resource_version: object.metadata.resource_version.clone(),
+                ..ObjectReference::default()
+            }),
+            reporting_controller: Some(format!("wasmop/{plugin}")),
+            reporting_instance: Some(instance.chars().take(128).collect()),
+            ..KubeEvent::default()
+        };
+        let events: Api<KubeEvent> = Api::namespaced(self.client.clone(), "kube-system");
+        if let Err(e) = events.create(&PostParams::default(), &event).await {
+            tracing::warn!(plugin, error = %e, "cannot record the CircuitBreakerOpened event");
         }
     }
 

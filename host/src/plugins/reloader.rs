@@ -1,6 +1,6 @@
 //! [`Reloader`]: the running plugins follow the files of the plugins directory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::cluster_status::ClusterStatus;
 use super::directory::{DirectoryEvents, scan};
-use crate::controller::{Manager, PluginError};
+use crate::controller::{BreakerStatus, Manager, PluginController, PluginError};
 use crate::runtime::digest;
 
 /// How the directory is followed.
@@ -59,12 +59,17 @@ pub struct Reloader {
     /// Reports for the `WasmPlugin` objects, written in order by a background task so that a
     /// swap never waits for API round trips.
     reports: tokio::sync::mpsc::UnboundedSender<Report>,
+    /// Per plugin: the controller whose circuit breaker is followed, and the task forwarding
+    /// its transitions to `reports`.
+    breakers: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
 }
 
 /// A change to report in the cluster.
 enum Report {
     Loaded(FileStatus, Option<Arc<crate::contract::Manifest>>),
     Removed(String),
+    /// A plugin's circuit breaker changed; `opened` when it tripped since the last report.
+    Breaker { plugin: String, status: BreakerStatus, opened: bool },
 }
 
 impl std::fmt::Debug for Reloader {
@@ -84,10 +89,19 @@ impl Reloader {
                 match report {
                     Report::Loaded(status, manifest) => cluster.publish(&status, manifest.as_deref()).await,
                     Report::Removed(name) => cluster.remove(&name).await,
+                    Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
                 }
             }
         });
-        Arc::new(Self { manager, dir: dir.into(), config, files: Mutex::default(), sync_lock: Default::default(), reports })
+        Arc::new(Self {
+            manager,
+            dir: dir.into(),
+            config,
+            files: Mutex::default(),
+            sync_lock: Default::default(),
+            reports,
+            breakers: Mutex::default(),
+        })
     }
 
     /// The directory followed.
@@ -142,6 +156,7 @@ impl Reloader {
             if let Some(name) = status.plugin {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
                 self.manager.stop(&name).await;
+                self.unfollow_breaker(&name);
                 let _ = self.reports.send(Report::Removed(name));
             }
         }
@@ -182,6 +197,7 @@ impl Reloader {
                     if let Some(old) = known.plugin.as_deref().filter(|old| *old != name) {
                         tracing::info!(file = %path.display(), from = old, to = %name, "plugin file now provides another plugin");
                         self.manager.stop(old).await;
+                        self.unfollow_breaker(old);
                         status.plugin = None;
                     }
                     let version = plugin.manifest().version.clone();
@@ -216,7 +232,49 @@ impl Reloader {
             }
         }
         self.files.lock().expect("files lock").insert(path.to_owned(), status.clone());
-        let manifest = status.plugin.as_deref().and_then(|p| self.manager.controller(p)).map(|c| Arc::clone(c.plugin().manifest()));
+        let controller = status.plugin.as_deref().and_then(|p| self.manager.controller(p));
+        let manifest = controller.as_ref().map(|c| Arc::clone(c.plugin().manifest()));
+        let plugin = status.plugin.clone();
         let _ = self.reports.send(Report::Loaded(status, manifest));
+        if let (Some(plugin), Some(controller)) = (plugin, controller) {
+            // After the file report, which creates the object the breaker is recorded on.
+            self.follow_breaker(&plugin, &controller);
+        }
+    }
+
+    /// Report `controller`'s circuit breaker transitions from now on (its current state
+    /// first), unless they are already followed.
+    fn follow_breaker(&self, plugin: &str, controller: &Arc<PluginController>) {
+        let mut breakers = self.breakers.lock().expect("breakers lock");
+        if let Some((followed, task)) = breakers.get(plugin) {
+            if followed.upgrade().is_some_and(|f| Arc::ptr_eq(&f, controller)) {
+                return;
+            }
+            task.abort();
+        }
+        let mut changes = controller.breaker().subscribe();
+        let reports = self.reports.clone();
+        let name = plugin.to_owned();
+        let task = tokio::spawn(async move {
+            let mut trips = 0;
+            loop {
+                let status = changes.borrow_and_update().clone();
+                let opened = status.trips > trips;
+                trips = status.trips;
+                if reports.send(Report::Breaker { plugin: name.clone(), status, opened }).is_err() {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        breakers.insert(plugin.to_owned(), (Arc::downgrade(controller), task.abort_handle()));
+    }
+
+    fn unfollow_breaker(&self, plugin: &str) {
+        if let Some((_, task)) = self.breakers.lock().expect("breakers lock").remove(plugin) {
+            task.abort();
+        }
     }
 }

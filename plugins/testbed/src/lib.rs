@@ -26,14 +26,18 @@
 //! | `big` | return `spec.count` ConfigMaps (default 100000) |
 //! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
+//! | `hot-loop` | like `ok`, but `<name>-out` gets `data.tick`, the wall clock in ns: a child that changes on every call, so every reconcile writes and re-queues its parent (circuit breaker test). Fixed in the `test-v2` build: `tick` is `fixed` |
 //!
 //! An unknown mode is a terminal error.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use wasmop_sdk::prelude::*;
+
+/// The plugin version (0.2.0 in the `test-v2` build used by the circuit breaker tests).
+pub const VERSION: &str = if cfg!(feature = "test-v2") { "0.2.0" } else { "0.1.0" };
 
 /// The `Testbed` kind.
 pub fn testbed_kind() -> Kind {
@@ -50,7 +54,7 @@ pub struct Testbed;
 
 impl Plugin for Testbed {
     fn manifest() -> Manifest {
-        Manifest::new("testbed", "0.1.0")
+        Manifest::new("testbed", VERSION)
             .description("Hostile test plugin for the wasmop host (not an example)")
             .parent(testbed_kind(), Scope::Namespaced)
             .child(config_map_kind())
@@ -110,6 +114,7 @@ impl Plugin for Testbed {
                 busy_wait(Duration::from_millis(spec["millis"].as_u64().unwrap_or(100)));
                 Ok(ok(name))
             }
+            "hot-loop" => Ok(hot_loop(name)),
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -125,6 +130,23 @@ fn ok(name: &str) -> Response {
         }))
         .status(json!({"phase": "Ready"}))
         .condition(Condition::true_("Ready", "Reconciled", "testbed is ok"))
+}
+
+/// Like [`ok`], with a `tick` that changes on every call (or `fixed` in the `test-v2` build).
+fn hot_loop(name: &str) -> Response {
+    let tick = if cfg!(feature = "test-v2") {
+        "fixed".to_owned()
+    } else {
+        SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos().to_string()
+    };
+    Response::new()
+        .apply(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-out")},
+            "data": {"mode": "hot-loop", "tick": tick},
+        }))
+        .status(json!({"phase": "Ready"}))
+        .condition(Condition::true_("Ready", "Reconciled", "testbed is looping"))
 }
 
 fn spin_forever() -> ! {
@@ -311,6 +333,29 @@ mod tests {
     #[test]
     fn log_mode_behaves_like_ok() {
         assert_eq!(reconcile(json!({"mode": "log"})).unwrap(), reconcile(json!({})).unwrap());
+    }
+
+    #[test]
+    #[cfg(not(feature = "test-v2"))]
+    fn hot_loop_ticks_differ_between_calls() {
+        let tick = |resp: &Response| resp.child(&config_map_kind(), "tb-out").unwrap()["data"]["tick"].clone();
+        let first = tick(&reconcile(json!({"mode": "hot-loop"})).unwrap());
+        // Wait until the wall clock has moved past the first tick, however coarse it is.
+        let first_ns: u128 = first.as_str().unwrap().parse().unwrap();
+        while SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_nanos() <= first_ns {
+            std::hint::spin_loop();
+        }
+        let second = reconcile(json!({"mode": "hot-loop"})).unwrap();
+        assert_ne!(tick(&second), first);
+        assert_eq!(second.status_patch(), Some(&json!({"phase": "Ready"})));
+    }
+
+    #[test]
+    #[cfg(feature = "test-v2")]
+    fn hot_loop_is_fixed_in_the_v2_build() {
+        let tick = |resp: &Response| resp.child(&config_map_kind(), "tb-out").unwrap()["data"]["tick"].clone();
+        assert_eq!(tick(&reconcile(json!({"mode": "hot-loop"})).unwrap()), "fixed");
+        assert_eq!(Testbed::manifest().version, "0.2.0");
     }
 
     #[test]

@@ -211,9 +211,11 @@ impl BreakerGate {
         }
     }
 
-    /// Release every waiting worker with `None`, for good (the plugin is stopping).
+    /// Release every waiting worker with `None`, for good (the plugin is stopping), and drop
+    /// the state metric.
     pub fn stop(&self) {
         self.lock().stopped = true;
+        self.metrics.forget_circuit_breaker(&self.plugin);
         self.notify.notify_waiters();
     }
 
@@ -346,6 +348,7 @@ mod tests {
         tokio::task::yield_now().await;
         gate.stop();
         assert!(waiting.await.unwrap());
+        assert!(!gate.metrics.render().contains("wasmop_plugin_circuit_breaker_state{"), "a stopped plugin has no state");
     }
 
     #[tokio::test(start_paused = true)]

@@ -234,6 +234,11 @@ impl Metrics {
         self.breaker_state.get_or_create(&PluginLabels { plugin: plugin.into() }).set(phase.metric_value());
     }
 
+    /// Drop the circuit breaker state of a stopped plugin (its trips stay counted).
+    pub fn forget_circuit_breaker(&self, plugin: &str) {
+        self.breaker_state.remove(&PluginLabels { plugin: plugin.into() });
+    }
+
     /// Record that a plugin's circuit breaker opened.
     pub fn circuit_breaker_tripped(&self, plugin: &str, reason: TripReason) {
         self.breaker_trips.get_or_create(&FailureLabels { plugin: plugin.into(), reason: reason.as_str().into() }).inc();

@@ -265,15 +265,16 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
     }
 
     /// Whether a ticket taken earlier still allows a reconcile now (the worker may have waited
-    /// for work meanwhile). A plain ticket from before a close or reset is renewed.
+    /// for work meanwhile). While closed, any ticket is renewed as a plain one (a trial ticket
+    /// outlived by a reset included).
     pub fn still_admits(&self, ticket: &mut Ticket) -> bool {
         match self.state {
             BreakerState::HalfOpen { .. } => ticket.trial && ticket.epoch == self.epoch,
-            BreakerState::Closed if !ticket.trial => {
-                ticket.epoch = self.epoch;
+            BreakerState::Closed => {
+                *ticket = Ticket { epoch: self.epoch, trial: false };
                 true
             }
-            _ => false,
+            BreakerState::Open { .. } => false,
         }
     }
 
@@ -643,6 +644,18 @@ mod tests {
             b.record(waiting, &"k", &Outcome::Retry, t0 + 31 * S);
         }
         assert!(matches!(b.state(), BreakerState::Open { .. }), "a renewed ticket's outcomes count");
+    }
+
+    #[test]
+    fn a_trial_ticket_outlived_by_a_reset_runs_as_a_plain_reconcile() {
+        let (mut b, t0) = (breaker(), Instant::now());
+        trip(&mut b, t0);
+        let mut trial = ticket(&mut b, t0 + 30 * S);
+        b.reset();
+        assert!(b.still_admits(&mut trial));
+        assert!(!trial.is_trial());
+        assert_eq!(b.record(trial, &"k", &Outcome::Retry, t0 + 30 * S), None, "counted in the new window");
+        assert_eq!(b.window.len(), 1);
     }
 
     #[test]

@@ -27,6 +27,35 @@ impl RelatedKind {
     pub fn selector_for(&self, parent_name: &str) -> Result<LabelSelector, SelectorError> {
         LabelSelector::parse(&self.label_selector.replace(PARENT_NAME_PLACEHOLDER, parent_name))
     }
+
+    /// The label key whose value names the parent, when the selector requires
+    /// `key=$(parent.name)` (or `==`): then a related object names its only candidate parent,
+    /// and no scan of the parents is needed to map it.
+    ///
+    /// ```
+    /// use wasmop::contract::{Kind, RelatedKind};
+    /// let pods = |s: &str| RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: s.into() };
+    /// assert_eq!(pods("app=memcached,memcached_cr=$(parent.name)").parent_name_label(), Some("memcached_cr"));
+    /// assert_eq!(pods("app in (a,b),cr==$(parent.name)").parent_name_label(), Some("cr"));
+    /// assert_eq!(pods("cr!=$(parent.name)").parent_name_label(), None);
+    /// assert_eq!(pods("app=memcached").parent_name_label(), None);
+    /// ```
+    pub fn parent_name_label(&self) -> Option<&str> {
+        let mut depth = 0_u32;
+        let requirements = self.label_selector.split(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            c == ',' && depth == 0
+        });
+        requirements.map(str::trim).find_map(|r| {
+            let key = r.strip_suffix(PARENT_NAME_PLACEHOLDER)?.trim_end();
+            let key = key.strip_suffix("==").or_else(|| key.strip_suffix('='))?.trim_end();
+            (!key.is_empty() && !key.ends_with('!')).then_some(key)
+        })
+    }
 }
 
 /// A validated plugin manifest: everything the plugin may touch.

@@ -80,7 +80,15 @@ pub fn parents_of_change(
     }
     for related in manifest.related.iter().filter(|r| &r.kind == kind) {
         let Some(ns) = versions().find_map(namespace_of) else { continue };
-        for parent in cache.list(&manifest.parent, Some(ns)) {
+        let candidates = match related.parent_name_label() {
+            // The object's label names the only parent it can match: one lookup, no scan.
+            Some(label) => versions()
+                .filter_map(|o| o.pointer("/metadata/labels")?.get(label)?.as_str())
+                .filter_map(|name| cache.get(&manifest.parent, Some(ns), name))
+                .collect(),
+            None => cache.list(&manifest.parent, Some(ns)),
+        };
+        for parent in candidates {
             let Some(parent_name) = name_of(&parent) else { continue };
             let Ok(selector) = related.selector_for(parent_name) else { continue };
             if versions().any(|o| selector.matches_object(o)) {
@@ -153,5 +161,37 @@ mod tests {
         }
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
         assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("b")]);
+    }
+
+    #[test]
+    fn related_objects_map_to_parents_through_a_selector_without_the_parent_name_too() {
+        let m = crate::contract::manifest::fixtures::memcached("app=memcached");
+        let mut cache = MemoryCache::default();
+        for name in ["a", "b"] {
+            cache
+                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
+                .unwrap();
+        }
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "memcached"}}});
+        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("a"), key("b")]);
+        let moved = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "other"}}});
+        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), Some(&pod), Some(&moved)).len(), 2);
+    }
+
+    #[test]
+    fn a_relabelled_object_maps_to_its_old_and_new_parent() {
+        let m = manifest();
+        let mut cache = MemoryCache::default();
+        for name in ["a", "b"] {
+            cache
+                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
+                .unwrap();
+        }
+        let old = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "a"}}});
+        let new = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
+        let pods = Kind::new("", "v1", "Pod");
+        assert_eq!(parents_of_change(&m, &cache, &pods, Some(&old), Some(&new)), [key("a"), key("b")]);
+        let orphan = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "gone"}}});
+        assert!(parents_of_change(&m, &cache, &pods, None, Some(&orphan)).is_empty());
     }
 }

@@ -28,7 +28,7 @@ pub(super) struct PolicyFile {
 
 /// Limits and grants of one plugin (or the defaults). Sizes and durations are strings as in
 /// the command line (`64Mi`, `500ms`).
-#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct PluginEntry {
     pub deadline: Option<String>,
@@ -38,6 +38,20 @@ pub(super) struct PluginEntry {
     pub max_actions: Option<usize>,
     #[serde(default)]
     pub grants: GrantsEntry,
+    #[serde(default)]
+    pub breaker: BreakerEntry,
+}
+
+/// The `breaker` block: the plugin's circuit breaker, over the host's defaults.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct BreakerEntry {
+    pub window_calls: Option<usize>,
+    pub failure_ratio: Option<f64>,
+    pub hot_loop_writes: Option<usize>,
+    pub hot_loop_window: Option<String>,
+    pub cooldown: Option<String>,
+    pub max_cooldown: Option<String>,
 }
 
 /// The `grants` block.

@@ -21,6 +21,8 @@
 //!     grants:
 //!       secrets: read              # none (default) | read | write
 //!       namespaces: [shared-config] # extra namespaces lookups may read; ["*"] = all
+//!   status-heavy:
+//!     breaker: {hotLoopWrites: 100, cooldown: 1m}  # see controller::BreakerConfig
 //! ```
 
 mod file;
@@ -28,9 +30,11 @@ mod grants;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret};
 
+use crate::controller::BreakerConfig;
 use crate::runtime::Limits;
 use crate::units::{parse_bytes, parse_duration};
 use file::{PluginEntry, PolicyFile};
@@ -59,13 +63,43 @@ pub enum PolicyError {
     },
 }
 
-/// Limits and grants of one plugin.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Limits, grants and circuit breaker settings of one plugin.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PluginPolicy {
     /// Per-call limits.
     pub limits: Limits,
     /// Capabilities beyond the manifest.
     pub grants: Grants,
+    /// Circuit breaker settings that differ from the host's.
+    pub breaker: BreakerOverrides,
+}
+
+/// Circuit breaker settings of one plugin over the host's [`BreakerConfig`]; `None` keeps the
+/// host's value. Field meanings are [`BreakerConfig`]'s.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[allow(missing_docs)]
+pub struct BreakerOverrides {
+    pub window_calls: Option<usize>,
+    pub failure_ratio: Option<f64>,
+    pub hot_loop_writes: Option<usize>,
+    pub hot_loop_window: Option<Duration>,
+    pub cooldown: Option<Duration>,
+    pub max_cooldown: Option<Duration>,
+}
+
+impl BreakerOverrides {
+    /// `base` with these overrides.
+    #[must_use]
+    pub fn apply(&self, mut base: BreakerConfig) -> BreakerConfig {
+        let o = self.clone();
+        base.window_calls = o.window_calls.unwrap_or(base.window_calls);
+        base.failure_ratio = o.failure_ratio.unwrap_or(base.failure_ratio);
+        base.hot_loop_writes = o.hot_loop_writes.unwrap_or(base.hot_loop_writes);
+        base.hot_loop_window = o.hot_loop_window.unwrap_or(base.hot_loop_window);
+        base.cooldown = o.cooldown.unwrap_or(base.cooldown);
+        base.max_cooldown = o.max_cooldown.unwrap_or(base.max_cooldown);
+        base
+    }
 }
 
 /// The policy of a host: defaults and per-plugin overrides.
@@ -78,7 +112,7 @@ pub struct PluginPolicy {
 /// assert_eq!(policy.for_plugin("big").limits.deadline, Duration::from_millis(200));
 /// assert_eq!(policy.for_plugin("other").limits.memory_bytes, 64 << 20);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostPolicy {
     /// Built-in defaults, then the file's `defaults`, then flags.
     defaults: PluginPolicy,
@@ -89,7 +123,7 @@ pub struct HostPolicy {
 impl HostPolicy {
     /// Every plugin under `limits`, no grants.
     pub fn uniform(limits: Limits) -> Self {
-        Self { defaults: PluginPolicy { limits, grants: Grants::default() }, plugins: BTreeMap::new() }
+        Self { defaults: PluginPolicy { limits, ..PluginPolicy::default() }, plugins: BTreeMap::new() }
     }
 
     /// Parse a policy document.
@@ -197,6 +231,21 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     if let Some(s) = entry.grants.secrets {
         policy.grants.secrets = s;
     }
+    let (b, o) = (&entry.breaker, &mut policy.breaker);
+    let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, PolicyError> {
+        value.as_deref().map(parse_duration).transpose().map_err(|e| bad(&format!("breaker.{field}"), e))
+    };
+    if let Some(r) = b.failure_ratio {
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(bad("breaker.failureRatio", format!("{r} is not in (0, 1]")));
+        }
+        o.failure_ratio = Some(r);
+    }
+    o.window_calls = b.window_calls.or(o.window_calls);
+    o.hot_loop_writes = b.hot_loop_writes.or(o.hot_loop_writes);
+    o.hot_loop_window = duration("hotLoopWindow", &b.hot_loop_window)?.or(o.hot_loop_window);
+    o.cooldown = duration("cooldown", &b.cooldown)?.or(o.cooldown);
+    o.max_cooldown = duration("maxCooldown", &b.max_cooldown)?.or(o.max_cooldown);
     Ok(policy)
 }
 
@@ -244,6 +293,19 @@ mod tests {
         let err = HostPolicy::from_yaml("plugins: {a: {grants: {secrets: all}}}").unwrap_err();
         assert!(matches!(err, PolicyError::Syntax(_)), "{err}");
         assert!(HostPolicy::from_yaml("kind: Pod").is_err());
+    }
+
+    #[test]
+    fn breaker_settings_override_the_hosts_per_plugin() {
+        let p = HostPolicy::from_yaml("defaults: {breaker: {cooldown: 1m}}\nplugins: {busy: {breaker: {hotLoopWrites: 100, failureRatio: 0.5}}}").unwrap();
+        let host = BreakerConfig::default();
+        let busy = p.for_plugin("busy").breaker.apply(host.clone());
+        assert_eq!((busy.hot_loop_writes, busy.failure_ratio, busy.cooldown), (100, 0.5, Duration::from_secs(60)));
+        assert_eq!(busy.window_calls, host.window_calls);
+        let other = p.for_plugin("other").breaker.apply(host.clone());
+        assert_eq!((other.hot_loop_writes, other.cooldown), (host.hot_loop_writes, Duration::from_secs(60)));
+        let err = HostPolicy::from_yaml("plugins: {a: {breaker: {failureRatio: 2}}}").unwrap_err();
+        assert_eq!(err.to_string(), "invalid policy: plugins.a.breaker.failureRatio: 2 is not in (0, 1]");
     }
 
     #[test]

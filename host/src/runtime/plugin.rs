@@ -13,7 +13,7 @@ use super::error::{CallError, LoadError};
 use super::limits::{Limits, MemoryLimitExceeded};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, Request, Response, Scope};
-use crate::policy::{Grants, HostPolicy, PluginPolicy};
+use crate::policy::{BreakerOverrides, Grants, HostPolicy, PluginPolicy};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 
 /// One version of a plugin: compiled, linked against the host's imports and type-checked
@@ -118,6 +118,11 @@ impl Plugin {
     /// What the host's operator grants this plugin beyond its manifest.
     pub fn grants(&self) -> &Grants {
         &self.inner.policy.grants
+    }
+
+    /// This plugin's circuit breaker settings, over the host's.
+    pub fn breaker_overrides(&self) -> &BreakerOverrides {
+        &self.inner.policy.breaker
     }
 
     fn call_params(&self) -> Call<'_> {

@@ -129,3 +129,26 @@ fn bad_inputs_exit_non_zero_with_one_clear_line() {
     let out = wasmop(&["reconcile", "--plugin", m, "--object", s, "--children", pods]);
     assert!(stderr_line(&out).contains("v1/Pod is not a child kind of plugin memcached"));
 }
+
+#[test]
+fn the_policy_file_sets_a_plugins_limits_and_a_bad_one_is_one_clear_error() {
+    let plugin = support::testbed();
+    let dir = tempfile::tempdir().unwrap();
+    let cr = dir.path().join("loop.yaml");
+    std::fs::write(&cr, "apiVersion: test.wasmop.dev/v1\nkind: Testbed\nmetadata: {name: t}\nspec: {mode: loop}\n").unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "kind: HostPolicy\nplugins:\n  testbed: {deadline: 150ms}\n").unwrap();
+    let args = |policy: &str| {
+        wasmop(&["reconcile", "--policy", policy, "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()])
+    };
+    let line = stderr_line(&args(policy.to_str().unwrap()));
+    assert!(line.starts_with("error: plugin call exceeded its deadline of 150ms"), "{line}");
+
+    std::fs::write(&policy, "plugins:\n  testbed: {deadlne: 150ms}\n").unwrap();
+    let out = args(policy.to_str().unwrap());
+    assert!(!out.status.success());
+    let line = stderr_line(&out);
+    assert!(line.starts_with("error: invalid policy: ") && line.contains("unknown field `deadlne`"), "{line}");
+    let line = stderr_line(&args("/nonexistent/policy.yaml"));
+    assert!(line.starts_with("error: cannot read policy file /nonexistent/policy.yaml: "), "{line}");
+}

@@ -1,5 +1,6 @@
 //! Property-based fuzzing of everything that parses untrusted plugin output or user input:
-//! response validation, label selectors, manifest validation, file format detection. Each
+//! response validation, label selectors, manifest validation, file format detection, the host
+//! policy file and the `$(parent.name)` label lookup. Each
 //! property runs a bounded number of cases (`PROPTEST_CASES`, default 256) and must never
 //! panic; validated output must satisfy the invariants the host relies on.
 
@@ -7,6 +8,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use wasmop::contract::{Condition, ConditionStatus, Kind, Manifest, OutputLimits, RawResponse, RelatedKind, Scope};
 use wasmop::objects::LabelSelector;
+use wasmop::policy::HostPolicy;
 
 /// JSON-ish text: valid objects with random identity fields, and random garbage.
 fn child_text() -> impl Strategy<Value = String> {
@@ -76,6 +78,39 @@ proptest! {
             finalizer: false, prune: true, config_schema: None,
         };
         let _ = m.validate();
+    }
+
+    #[test]
+    fn policy_parsing_never_panics_and_accepted_policies_are_sane(
+        text in prop_oneof![
+            any::<String>(),
+            ("(deadline|memory|fuel|maxActions|maxResponseBytes)", "[0-9a-zA-Z.-]{0,8}")
+                .prop_map(|(k, v)| format!("defaults: {{{k}: {v}}}\nplugins: {{p: {{{k}: {v}}}}}")),
+            ("(secrets|namespaces)", "[a-z*\\[\\], ]{0,12}").prop_map(|(k, v)| format!("plugins: {{p: {{grants: {{{k}: {v}}}}}}}")),
+        ]
+    ) {
+        if let Ok(policy) = HostPolicy::from_yaml(&text) {
+            for name in ["p", "other"] {
+                let limits = policy.for_plugin(name).limits;
+                prop_assert!(!limits.deadline.is_zero());
+                prop_assert!(limits.memory_bytes >= 1 << 20);
+                prop_assert!(limits.fuel != Some(0));
+            }
+        }
+    }
+
+    #[test]
+    fn the_parent_name_label_is_the_key_of_an_equality_on_the_placeholder(text in "[a-z=!,() $.inotu_-]{0,40}") {
+        let related = RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: text.clone() };
+        if let Some(key) = related.parent_name_label() {
+            let selector = related.selector_for("some-parent");
+            prop_assert!(!key.is_empty() && !key.contains(','), "{key:?} from {text:?}");
+            // When the selector parses, the named parent's selector requires that label value.
+            if let Ok(selector) = selector {
+                let labelled = serde_json::json!({"metadata": {"labels": {key: "other-parent"}}});
+                prop_assert!(!selector.matches_object(&labelled), "{text:?} matched another parent via {key:?}");
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use wasmop::policy::HostPolicy;
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
-use wasmop_e2e::plugins::{plugin, workspace};
+use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 
 const WAIT: Duration = Duration::from_secs(60);
 const TESTBED_MEMORY: u64 = 256 << 20;
@@ -153,5 +153,45 @@ async fn hostile_objects_are_contained_while_memcached_keeps_converging() -> Res
     apply(&client, &testbed("fine", "ok")).await?;
     let cms = api_for(&client, "v1", "ConfigMap", Some("default")).await?;
     eventually("the testbed plugin still serves well-behaved objects", WAIT, || async { Ok(cms.get_opt("fine-out").await?.map(|_| ())) }).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn declared_secrets_need_a_grant_and_then_only_the_selected_ones_are_readable() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
+    // A testbed build whose manifest declares Secrets labelled `testbed=<parent name>`.
+    let testbed = plugin_with_features("testbed", "wasm32-wasip2", &["declares-secrets"]);
+    let runtime = |policy: &str| -> Result<Runtime> {
+        Ok(Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(None).build()?)
+    };
+
+    // Declaring is not enough: without a grant the plugin does not start, and says why.
+    let refused = Host::start_with(client.clone(), &[&testbed], Host::test_config(), runtime("")?).await;
+    let message = format!("{:#}", refused.err().context("a plugin declaring ungranted Secrets must not start")?);
+    assert!(message.contains("plugin testbed is not started: it reads v1/Secret (grant secrets: read)"), "{message}");
+
+    // Granted: its lookups see the Secrets its selector picks for the parent, and no other.
+    let grant = "plugins: {testbed: {grants: {secrets: read}}}";
+    let _host = Host::start_with(client.clone(), &[&testbed], Host::test_config(), runtime(grant)?).await?;
+    for (name, labels) in [("mine", json!({"testbed": "reader"})), ("unlabelled", json!({}))] {
+        apply(&client, &json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": "default", "labels": labels}, "stringData": {"k": "v"}}))
+        .await?;
+    }
+    let crs = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    for (secret, found) in [("mine", json!(["mine"])), ("unlabelled", json!([]))] {
+        apply(&client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+            "metadata": {"name": "reader", "namespace": "default"}, "spec": {"mode": "read-secret", "name": secret}}))
+        .await?;
+        eventually(&format!("reading Secret {secret} finds {found}"), WAIT, || async {
+            let cr = crs.get("reader").await?;
+            let done = cr.data.pointer("/status/probe/found") == Some(&found)
+                && cr.metadata.generation == cr.data.pointer("/status/conditions/0/observedGeneration").and_then(Value::as_i64);
+            Ok(done.then_some(()))
+        })
+        .await?;
+    }
     Ok(())
 }

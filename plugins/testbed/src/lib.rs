@@ -19,7 +19,7 @@
 //! | `other-namespace` | apply a ConfigMap into `kube-system` |
 //! | `undeclared` | apply a Secret (a kind the manifest does not declare) |
 //! | `lookup` | list related ConfigMaps (allowed) and report their names in status |
-//! | `read-secret` | `get` Secret `spec.name` (default `anything`): refused unless granted, which fails the call |
+//! | `read-secret` | `get` Secret `spec.name` (default `anything`): refused unless declared (the `declares-secrets` build) and granted, which fails the call |
 //! | `read-namespace` | list ConfigMaps in namespace `spec.namespace` (default `kube-system`): refused unless granted |
 //! | `read-parents` | list the other `Testbed` objects of its namespace: only the parent itself is visible |
 //! | `log` | log at every level, print to stdout and stderr, then like `ok` |
@@ -54,12 +54,17 @@ pub struct Testbed;
 
 impl Plugin for Testbed {
     fn manifest() -> Manifest {
-        Manifest::new("testbed", VERSION)
+        let manifest = Manifest::new("testbed", VERSION)
             .description("Hostile test plugin for the wasmop host (not an example)")
             .parent(testbed_kind(), Scope::Namespaced)
             .child(config_map_kind())
             .related(config_map_kind(), "testbed=$(parent.name)")
-            .prune(true)
+            .prune(true);
+        if cfg!(feature = "declares-secrets") {
+            manifest.related(Kind::new("", "v1", "Secret"), "testbed=$(parent.name)")
+        } else {
+            manifest
+        }
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
@@ -305,6 +310,7 @@ mod tests {
         assert_eq!(lookup["listError"], Value::Null);
     }
 
+    #[cfg(not(feature = "declares-secrets"))]
     #[test]
     fn read_secret_reports_the_refusal_it_gets() {
         let ctx = Context::fixture(vec![]).restrict_to(&Testbed::manifest());
@@ -372,11 +378,25 @@ mod tests {
         let _ = reconcile(json!({"mode": "panic"}));
     }
 
+    #[cfg(not(feature = "declares-secrets"))]
     #[test]
     fn manifest_declares_config_maps_only() {
         let m = Testbed::manifest();
         assert_eq!(m.children, [config_map_kind()]);
         assert_eq!(m.related[0].label_selector, "testbed=$(parent.name)");
         assert!(!m.declares(&Kind::new("", "v1", "Secret")));
+    }
+
+    #[cfg(feature = "declares-secrets")]
+    #[test]
+    fn the_declares_secrets_build_reads_only_its_labelled_secrets() {
+        assert!(Testbed::manifest().declares(&Kind::new("", "v1", "Secret")));
+        let secret = |n: &str, owner: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": n, "namespace": "default", "labels": {"testbed": owner}}})
+        };
+        let ctx = Context::fixture(vec![secret("mine", "tb")]).restrict_to(&Testbed::manifest());
+        let resp = Testbed::reconcile(request(json!({"mode": "read-secret", "name": "mine"})), &ctx).unwrap();
+        assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!(["mine"]));
     }
 }

@@ -193,6 +193,9 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
     .await?;
     assert_eq!(wp.data.pointer("/status/conditions/0/status"), Some(&json!("True")));
     assert_eq!(wp.data.pointer("/status/conditions/0/reason"), Some(&json!("Loaded")));
+    // The policy it runs under is visible too (the defaults here).
+    assert_eq!(wp.data.pointer("/status/limits"), Some(&json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000})));
+    assert_eq!(wp.data.pointer("/status/grants"), Some(&json!({"secrets": "none", "namespaces": []})));
 
     std::fs::remove_file(&testbed_file)?;
     eventually("testbed stopped", WAIT, || async { Ok(s.manager.controller("testbed").is_none().then_some(())) }).await?;
@@ -258,5 +261,28 @@ async fn a_file_that_switches_plugins_stops_one_and_starts_the_other() -> Result
     apply(&s.client, &memcached("orphan")).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(deployments(&s.client).await?.get_opt("orphan").await?.is_none(), "memcached no longer runs");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_plugin_that_cannot_start_says_why_on_its_wasmplugin_until_its_file_goes() -> Result<()> {
+    let s = setup().await?;
+    // This testbed build declares Secrets; the host's policy (the default) grants none.
+    let file = s.dir.path().join("secretive.wasm");
+    write_then_rename(&plugin_with_features("testbed", "wasm32-wasip2", &["declares-secrets"]), &file)?;
+    let wasmplugins = api_for(&s.client, "wasmop.dev/v1alpha1", "WasmPlugin", None).await?;
+    let wp = eventually("WasmPlugin testbed: Ready=False NotStarted", WAIT, || async {
+        let wp = wasmplugins.get_opt("testbed").await?;
+        Ok(wp.filter(|wp| wp.data.pointer("/status/conditions/0/reason") == Some(&json!("NotStarted"))))
+    })
+    .await?;
+    let message = wp.data.pointer("/status/conditions/0/message").and_then(Value::as_str).unwrap_or_default();
+    assert!(message.contains("it reads v1/Secret (grant secrets: read)"), "{message}");
+    assert!(s.manager.controller("testbed").is_none(), "not running");
+    std::fs::remove_file(&file)?;
+    eventually("WasmPlugin testbed deleted with its file", WAIT, || async {
+        Ok(wasmplugins.get_opt("testbed").await?.is_none().then_some(()))
+    })
+    .await?;
     Ok(())
 }

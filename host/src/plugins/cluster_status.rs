@@ -12,7 +12,9 @@ use serde_json::json;
 
 use super::reloader::FileStatus;
 use crate::actions::merge_conditions;
-use crate::contract::{Condition, ConditionStatus, Manifest};
+use crate::contract::{Condition, ConditionStatus};
+use crate::policy::{Grants, NamespaceGrant, SecretAccess};
+use crate::runtime::{Limits, Plugin};
 use crate::controller::{BreakerPhase, BreakerStatus};
 
 const FIELD_MANAGER: &str = "wasmop";
@@ -58,8 +60,9 @@ impl ClusterStatus {
 
     /// Record a file's status on the `WasmPlugin` of the plugin it provides. Failures are
     /// logged: this is a report, not part of loading.
-    pub async fn publish(&self, file: &FileStatus, manifest: Option<&Manifest>) {
-        let Some(name) = &file.plugin else { return };
+    pub async fn publish(&self, file: &FileStatus, running: Option<&Plugin>) {
+        let Some(name) = file.plugin.as_ref().or(file.not_started.as_ref()) else { return };
+        let manifest = running.map(|p| p.manifest().as_ref());
         let Some(api) = self.api().await else { return };
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let object = json!({
@@ -74,6 +77,12 @@ impl ClusterStatus {
             }
         };
         let ready = match &file.last_error {
+            Some(e) if file.plugin.is_none() => Condition {
+                type_: "Ready".into(),
+                status: ConditionStatus::False,
+                reason: "NotStarted".into(),
+                message: format!("the plugin is not running: {e}"),
+            },
             None => Condition { type_: "Ready".into(), status: ConditionStatus::True, reason: "Loaded".into(),
                 message: format!("version {} serving", file.version.as_deref().unwrap_or("?")) },
             Some(e) => Condition {
@@ -101,7 +110,9 @@ impl ClusterStatus {
             "loadedAt": file.loaded_at,
             "loads": file.loads,
             "lastError": file.last_error,
-            "rejectedDigest": file.last_error.as_ref().map(|_| &file.digest),
+            "rejectedDigest": file.last_error.as_ref().map(|_| &file.digest).filter(|d| !d.is_empty()),
+            "limits": running.map(|p| limits_status(p.limits())),
+            "grants": running.map(|p| grants_status(p.grants())),
             "conditions": merge_conditions(&existing, &[ready], None, &crate::actions::now()),
         });
         // Absent, not null: the schema's fields are not nullable.
@@ -202,4 +213,35 @@ impl ClusterStatus {
             Err(e) => tracing::warn!(plugin, error = %e, "cannot delete WasmPlugin"),
         }
     }
+}
+
+/// The limits a plugin runs under, as `kubectl` readers write them.
+fn limits_status(limits: &Limits) -> serde_json::Value {
+    let size = |bytes: u64| if bytes.is_multiple_of(1 << 20) { format!("{}Mi", bytes >> 20) } else { bytes.to_string() };
+    let mut status = json!({
+        "deadline": format!("{}ms", limits.deadline.as_millis()),
+        "memory": size(limits.memory_bytes),
+        "maxResponseBytes": size(limits.output.max_bytes as u64),
+        "maxActions": limits.output.max_actions,
+    });
+    if let Some(fuel) = limits.fuel {
+        status["fuel"] = fuel.into();
+    }
+    status
+}
+
+/// The grants of a plugin; empty lists and `none` are shown too, so that "nothing granted" is
+/// visible rather than absent.
+fn grants_status(grants: &Grants) -> serde_json::Value {
+    let secrets = match grants.secrets {
+        SecretAccess::None => "none",
+        SecretAccess::Read => "read",
+        SecretAccess::Write => "write",
+    };
+    let namespaces: Vec<String> = match &grants.namespaces {
+        NamespaceGrant::ParentOnly => Vec::new(),
+        NamespaceGrant::Also(extra) => extra.iter().cloned().collect(),
+        NamespaceGrant::All => vec!["*".to_owned()],
+    };
+    json!({"secrets": secrets, "namespaces": namespaces})
 }

@@ -47,6 +47,9 @@ pub struct FileStatus {
     pub loads: u64,
     /// Why the last content read was rejected, if it was.
     pub last_error: Option<String>,
+    /// The plugin the file's content provides when it loaded but could not be started (a kind
+    /// not served, Secrets not granted) and no version of it runs: its `WasmPlugin` says why.
+    pub not_started: Option<String>,
 }
 
 /// Keeps a [`Manager`]'s plugins in step with a directory.
@@ -66,7 +69,7 @@ pub struct Reloader {
 
 /// A change to report in the cluster.
 enum Report {
-    Loaded(FileStatus, Option<Arc<crate::contract::Manifest>>),
+    Loaded(FileStatus, Option<Arc<crate::runtime::Plugin>>),
     Removed(String),
     /// A plugin's circuit breaker changed; `opened` when it tripped since the last report.
     Breaker { plugin: String, status: BreakerStatus, opened: bool },
@@ -87,7 +90,7 @@ impl Reloader {
         tokio::spawn(async move {
             while let Some(report) = rx.recv().await {
                 match report {
-                    Report::Loaded(status, manifest) => cluster.publish(&status, manifest.as_deref()).await,
+                    Report::Loaded(status, plugin) => cluster.publish(&status, plugin.as_deref()).await,
                     Report::Removed(name) => cluster.remove(&name).await,
                     Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
                 }
@@ -158,6 +161,8 @@ impl Reloader {
                 self.manager.stop(&name).await;
                 self.unfollow_breaker(&name);
                 let _ = self.reports.send(Report::Removed(name));
+            } else if let Some(name) = status.not_started {
+                let _ = self.reports.send(Report::Removed(name));
             }
         }
     }
@@ -181,10 +186,12 @@ impl Reloader {
             return;
         }
         let mut status = FileStatus { digest: new_digest.clone(), ..known.clone() };
+        let mut attempted = None;
         let result = match self.manager.runtime().load(bytes).await {
             Err(e) => Err(PluginError::Load(e)),
             Ok(plugin) => {
                 let name = plugin.name().to_owned();
+                attempted = Some(name.clone());
                 let claimed_elsewhere = self
                     .files
                     .lock()
@@ -215,6 +222,7 @@ impl Reloader {
                 status.loaded_at = Some(crate::actions::now());
                 status.loads += 1;
                 status.last_error = None;
+                status.not_started = None;
             }
             Err(e) => {
                 self.manager.metrics().file_loaded(&path.display().to_string(), false);
@@ -228,14 +236,17 @@ impl Reloader {
                     // Starting can fail for reasons outside the file (a CRD not installed
                     // yet): forget the digest so the next pass tries again.
                     status.digest.clear();
+                    if status.plugin.is_none() {
+                        status.not_started = attempted;
+                    }
                 }
             }
         }
         self.files.lock().expect("files lock").insert(path.to_owned(), status.clone());
         let controller = status.plugin.as_deref().and_then(|p| self.manager.controller(p));
-        let manifest = controller.as_ref().map(|c| Arc::clone(c.plugin().manifest()));
+        let running = controller.as_ref().map(|c| c.plugin());
         let plugin = status.plugin.clone();
-        let _ = self.reports.send(Report::Loaded(status, manifest));
+        let _ = self.reports.send(Report::Loaded(status, running));
         if let (Some(plugin), Some(controller)) = (plugin, controller) {
             // After the file report, which creates the object the breaker is recorded on.
             self.follow_breaker(&plugin, &controller);

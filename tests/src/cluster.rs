@@ -14,6 +14,13 @@ use wasmop::runtime::Runtime;
 /// Field manager of objects the tests write.
 pub const TEST_MANAGER: &str = "wasmop-e2e";
 
+/// Send the host's logs to the test's captured output, filtered by `RUST_LOG` (default
+/// `warn`). Idempotent: the first call in a test binary installs the subscriber.
+pub fn log_to_test_output() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+}
+
 /// Poll `f` every 100 ms until it yields `Some`; fail after `timeout` saying `what`.
 ///
 /// # Errors

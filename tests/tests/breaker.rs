@@ -14,7 +14,7 @@ use wasmop::controller::{BreakerConfig, ControllerConfig, Manager};
 use wasmop::plugins::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -29,10 +29,7 @@ struct Setup {
 
 /// A host following a plugins directory holding `plugins`, with `breaker` settings.
 async fn setup(breaker: BreakerConfig, plugins: &[(&str, &Path)]) -> Result<Setup> {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .try_init();
+    log_to_test_output();
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     for crd in ["memcached.yaml", "testbed.yaml", "wasmplugin.yaml"] {

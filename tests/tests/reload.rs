@@ -13,7 +13,7 @@ use wasmop::controller::{ControllerConfig, Manager};
 use wasmop::plugins::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -29,10 +29,7 @@ struct Setup {
 }
 
 async fn setup() -> Result<Setup> {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .try_init();
+    log_to_test_output();
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;

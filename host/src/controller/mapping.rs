@@ -124,6 +124,17 @@ mod tests {
         crate::contract::manifest::fixtures::memcached("cr=$(parent.name)")
     }
 
+    /// A cache holding Memcached parents of these names in namespace `ns`.
+    fn cache_with_parents(names: &[&str]) -> MemoryCache {
+        let mut cache = MemoryCache::default();
+        for name in names {
+            cache
+                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
+                .unwrap();
+        }
+        cache
+    }
+
     fn key(name: &str) -> ObjectKey {
         ObjectKey { namespace: Some("ns".into()), name: name.into() }
     }
@@ -153,12 +164,7 @@ mod tests {
     #[test]
     fn related_objects_map_to_parents_whose_selector_matches() {
         let m = manifest();
-        let mut cache = MemoryCache::default();
-        for name in ["a", "b"] {
-            cache
-                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
-                .unwrap();
-        }
+        let cache = cache_with_parents(&["a", "b"]);
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
         assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("b")]);
     }
@@ -166,12 +172,7 @@ mod tests {
     #[test]
     fn related_objects_map_to_parents_through_a_selector_without_the_parent_name_too() {
         let m = crate::contract::manifest::fixtures::memcached("app=memcached");
-        let mut cache = MemoryCache::default();
-        for name in ["a", "b"] {
-            cache
-                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
-                .unwrap();
-        }
+        let cache = cache_with_parents(&["a", "b"]);
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "memcached"}}});
         assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("a"), key("b")]);
         let moved = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "other"}}});
@@ -181,12 +182,7 @@ mod tests {
     #[test]
     fn a_relabelled_object_maps_to_its_old_and_new_parent() {
         let m = manifest();
-        let mut cache = MemoryCache::default();
-        for name in ["a", "b"] {
-            cache
-                .insert(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": name, "namespace": "ns"}}))
-                .unwrap();
-        }
+        let cache = cache_with_parents(&["a", "b"]);
         let old = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "a"}}});
         let new = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
         let pods = Kind::new("", "v1", "Pod");

@@ -82,6 +82,27 @@ fn inspect_prints_the_manifest() {
     assert_eq!(v["manifest"]["name"], "memcached");
     assert_eq!(v["manifest"]["related"][0]["labelSelector"], "app=memcached,memcached_cr=$(parent.name)");
     assert_eq!(v["digest"].as_str().unwrap().len(), 64);
+    assert_eq!(v["limits"], serde_json::json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000}));
+    assert_eq!(v["grants"], serde_json::json!({"secrets": "none", "namespaces": []}));
+    assert!(v.get("notGranted").is_none());
+}
+
+#[test]
+fn inspect_shows_what_the_policy_allows_and_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "plugins: {memcached: {memory: 128Mi, fuel: 1000, grants: {namespaces: [shared]}}}").unwrap();
+    let plugin = support::memcached();
+    let out = wasmop(&["inspect", plugin.to_str().unwrap(), "--output", "json", "--policy", policy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&v["limits"]["memory"], &v["limits"]["fuel"]), (&serde_json::json!("128Mi"), &serde_json::json!(1000)));
+    assert_eq!(v["grants"]["namespaces"], serde_json::json!(["shared"]));
+
+    let secretive = support::plugin_with_features("testbed", "wasm32-wasip2", &["declares-secrets"]);
+    let out = wasmop(&["inspect", secretive.to_str().unwrap(), "--output", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["notGranted"], serde_json::json!(["reads v1/Secret (grant secrets: read)"]));
 }
 
 #[test]

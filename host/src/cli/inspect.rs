@@ -1,4 +1,4 @@
-//! `wasmop inspect`: print a plugin's manifest.
+//! `wasmop inspect`: print a plugin's manifest, and what this host's policy would allow it.
 
 use std::path::PathBuf;
 
@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::{Output, RuntimeArgs};
 use crate::contract::Manifest;
+use crate::policy::{grants_json, limits_json};
 
 /// Arguments of `wasmop inspect`.
 #[derive(Debug, clap::Args)]
@@ -22,11 +23,24 @@ pub struct InspectArgs {
 struct Inspection<'a> {
     digest: &'a str,
     manifest: &'a Manifest,
+    /// The limits its calls would run under (the `--policy` file, flags, defaults).
+    limits: serde_json::Value,
+    /// What the policy grants it beyond its manifest.
+    grants: serde_json::Value,
+    /// What it declares that the policy does not grant: a host would not start it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_granted: Vec<String>,
 }
 
 pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
     let plugin = runtime.runtime()?.load_file(&args.plugin).await?;
-    let out = Inspection { digest: plugin.digest(), manifest: plugin.manifest() };
+    let out = Inspection {
+        digest: plugin.digest(),
+        manifest: plugin.manifest(),
+        limits: limits_json(plugin.limits()),
+        grants: grants_json(plugin.grants()),
+        not_granted: plugin.grants().ungranted(plugin.manifest()),
+    };
     print!("{}", args.output.render(&out)?);
     Ok(())
 }

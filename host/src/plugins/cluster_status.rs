@@ -13,8 +13,8 @@ use serde_json::json;
 use super::reloader::FileStatus;
 use crate::actions::merge_conditions;
 use crate::contract::{Condition, ConditionStatus};
-use crate::policy::{Grants, NamespaceGrant, SecretAccess};
-use crate::runtime::{Limits, Plugin};
+use crate::policy::{grants_json, limits_json};
+use crate::runtime::Plugin;
 use crate::controller::{BreakerPhase, BreakerStatus};
 
 const FIELD_MANAGER: &str = "wasmop";
@@ -111,8 +111,8 @@ impl ClusterStatus {
             "loads": file.loads,
             "lastError": file.last_error,
             "rejectedDigest": file.last_error.as_ref().map(|_| &file.digest).filter(|d| !d.is_empty()),
-            "limits": running.map(|p| limits_status(p.limits())),
-            "grants": running.map(|p| grants_status(p.grants())),
+            "limits": running.map(|p| limits_json(p.limits())),
+            "grants": running.map(|p| grants_json(p.grants())),
             "conditions": merge_conditions(&existing, &[ready], None, &crate::actions::now()),
         });
         // Absent, not null: the schema's fields are not nullable.
@@ -213,35 +213,4 @@ impl ClusterStatus {
             Err(e) => tracing::warn!(plugin, error = %e, "cannot delete WasmPlugin"),
         }
     }
-}
-
-/// The limits a plugin runs under, as `kubectl` readers write them.
-fn limits_status(limits: &Limits) -> serde_json::Value {
-    let size = |bytes: u64| if bytes.is_multiple_of(1 << 20) { format!("{}Mi", bytes >> 20) } else { bytes.to_string() };
-    let mut status = json!({
-        "deadline": format!("{}ms", limits.deadline.as_millis()),
-        "memory": size(limits.memory_bytes),
-        "maxResponseBytes": size(limits.output.max_bytes as u64),
-        "maxActions": limits.output.max_actions,
-    });
-    if let Some(fuel) = limits.fuel {
-        status["fuel"] = fuel.into();
-    }
-    status
-}
-
-/// The grants of a plugin; empty lists and `none` are shown too, so that "nothing granted" is
-/// visible rather than absent.
-fn grants_status(grants: &Grants) -> serde_json::Value {
-    let secrets = match grants.secrets {
-        SecretAccess::None => "none",
-        SecretAccess::Read => "read",
-        SecretAccess::Write => "write",
-    };
-    let namespaces: Vec<String> = match &grants.namespaces {
-        NamespaceGrant::ParentOnly => Vec::new(),
-        NamespaceGrant::Also(extra) => extra.iter().cloned().collect(),
-        NamespaceGrant::All => vec!["*".to_owned()],
-    };
-    json!({"secrets": secrets, "namespaces": namespaces})
 }

@@ -27,12 +27,14 @@
 
 mod file;
 mod grants;
+mod view;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret};
+pub use view::{grants_json, limits_json};
 
 use crate::controller::BreakerConfig;
 use crate::runtime::Limits;

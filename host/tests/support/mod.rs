@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[path = "../../../tests/src/plugins.rs"]
 mod plugins;
 #[allow(unused_imports)] // each test binary uses a part
-pub use plugins::{plugin, workspace};
+pub use plugins::{plugin, plugin_with_features, workspace};
 
 /// The memcached example plugin as a wasm32-wasip2 component.
 pub fn memcached() -> PathBuf {

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::{ControllerConfig, Manager};
 use crate::plugins::{ReloadConfig, Reloader};
+use crate::policy::limits_json;
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]
@@ -66,7 +67,8 @@ fn parse_addr(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
 pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            // The error's text already carries its cause: no context chain, or it prints twice.
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| anyhow::anyhow!("cannot use kubeconfig {}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await.context("no Kubernetes configuration found (use --kubeconfig)")?,
@@ -90,7 +92,11 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     if !args.plugins.is_dir() {
         anyhow::bail!("plugins directory {} does not exist", args.plugins.display());
     }
-    let manager = Arc::new(Manager::new(client.clone(), runtime.runtime()?, args.controller_config()));
+    let runtime = runtime.runtime()?;
+    let policy = runtime.policy();
+    tracing::info!(defaults = %limits_json(&policy.defaults().limits), plugin_entries = ?policy.plugin_names(),
+        "host policy: per-call limits by default, and plugins with entries of their own");
+    let manager = Arc::new(Manager::new(client.clone(), runtime, args.controller_config()));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
     let started = Arc::new(AtomicBool::new(false));
     let _server = match parse_addr(&args.metrics_addr).map_err(anyhow::Error::msg)? {

@@ -180,6 +180,11 @@ impl HostPolicy {
         }
     }
 
+    /// The plugins with an entry of their own.
+    pub fn plugin_names(&self) -> Vec<&str> {
+        self.plugins.keys().map(String::as_str).collect()
+    }
+
     /// The defaults.
     pub fn defaults(&self) -> &PluginPolicy {
         &self.defaults

@@ -22,7 +22,7 @@
 //!       secrets: read              # none (default) | read | write
 //!       namespaces: [shared-config] # extra namespaces lookups may read; ["*"] = all
 //!   status-heavy:
-//!     breaker: {hotLoopWrites: 100, cooldown: 1m}  # see controller::BreakerConfig
+//!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see controller::BreakerConfig
 //! ```
 
 mod file;

@@ -601,6 +601,33 @@ fn available_condition(cr: &DynamicObject) -> Option<&Value> {
         .find(|c| c["type"] == "Available")
 }
 
+/// Watch `api` in a task: `on_object(object, when seen)` for every applied object, one message
+/// on `ready` once the initial list is in; errors are printed and the watch goes on.
+fn spawn_watch<K>(
+    api: Api<K>,
+    what: &'static str,
+    ready: tokio::sync::mpsc::Sender<()>,
+    mut on_object: impl FnMut(K, Instant) + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        while let Some(event) = stream.next().await {
+            let now = Instant::now();
+            match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on_object(o, now),
+                Ok(watcher::Event::InitDone) => {
+                    let _ = ready.send(()).await;
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("[converge] {what} watch: {e}"),
+            }
+        }
+    })
+}
+
 impl Tracker {
     async fn start(client: kube::Client, ar: ApiResource) -> Result<Self> {
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -610,75 +637,30 @@ impl Tracker {
 
         let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
         let cr_task = {
-            let (seen, tx, ready) = (Arc::clone(&seen), Arc::clone(&tx), ready_tx.clone());
-            tokio::spawn(async move {
-                let mut stream = watcher(crs, watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(event) = stream.next().await {
-                    let now = Instant::now();
-                    let obj = match event {
-                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
-                        Ok(watcher::Event::InitDone) => {
-                            let _ = ready.send(()).await;
-                            continue;
-                        }
-                        Ok(_) => continue,
-                        Err(e) => {
-                            eprintln!("[converge] memcached watch: {e}");
-                            continue;
-                        }
-                    };
-                    let name = obj.name_any();
-                    let mut s = seen.lock().expect("seen lock");
-                    let available =
-                        available_condition(&obj).is_some_and(|c| c["status"] == "True");
-                    s.crs.insert(
-                        name.clone(),
-                        (
-                            obj.metadata.generation,
-                            available_observed_generation(&obj),
-                            available,
-                        ),
-                    );
-                    s.check(&name, now);
-                    drop(s);
-                    tx.send_modify(|v| *v += 1);
-                }
+            let (seen, tx) = (Arc::clone(&seen), Arc::clone(&tx));
+            spawn_watch(crs, "memcached", ready_tx.clone(), move |obj, now| {
+                let name = obj.name_any();
+                let mut s = seen.lock().expect("seen lock");
+                let available = available_condition(&obj).is_some_and(|c| c["status"] == "True");
+                s.crs.insert(name.clone(), (obj.metadata.generation, available_observed_generation(&obj), available));
+                s.check(&name, now);
+                drop(s);
+                tx.send_modify(|v| *v += 1);
             })
         };
         let deployments: Api<Deployment> = Api::namespaced(client, NAMESPACE);
         let d_task = {
-            let (seen, tx, ready) = (Arc::clone(&seen), Arc::clone(&tx), ready_tx);
-            tokio::spawn(async move {
-                let mut stream = watcher(deployments, watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(event) = stream.next().await {
-                    let now = Instant::now();
-                    let d = match event {
-                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
-                        Ok(watcher::Event::InitDone) => {
-                            let _ = ready.send(()).await;
-                            continue;
-                        }
-                        Ok(_) => continue,
-                        Err(e) => {
-                            eprintln!("[converge] deployment watch: {e}");
-                            continue;
-                        }
-                    };
-                    let name = d.name_any();
-                    let replicas = d.spec.as_ref().and_then(|s| s.replicas);
-                    let observed = d.status.as_ref().and_then(|s| s.observed_generation);
-                    let mut s = seen.lock().expect("seen lock");
-                    s.deployment_seen.entry(name.clone()).or_insert(now);
-                    s.deployments
-                        .insert(name.clone(), (replicas, d.metadata.generation, observed));
-                    s.check(&name, now);
-                    drop(s);
-                    tx.send_modify(|v| *v += 1);
-                }
+            let (seen, tx) = (Arc::clone(&seen), Arc::clone(&tx));
+            spawn_watch(deployments, "deployment", ready_tx, move |d, now| {
+                let name = d.name_any();
+                let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+                let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+                let mut s = seen.lock().expect("seen lock");
+                s.deployment_seen.entry(name.clone()).or_insert(now);
+                s.deployments.insert(name.clone(), (replicas, d.metadata.generation, observed));
+                s.check(&name, now);
+                drop(s);
+                tx.send_modify(|v| *v += 1);
             })
         };
         for _ in 0..2 {

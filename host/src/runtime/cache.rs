@@ -1,5 +1,7 @@
 //! Host side of the `cache` interface: scoped, read-only lookups in the host's object cache.
 
+use std::sync::Arc;
+
 use super::bindings::{cache, types};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Kind, Scope};
@@ -54,7 +56,7 @@ impl HostState {
         &mut self,
         kind: &types::KindRef,
         namespace: Option<&str>,
-    ) -> Result<(LookupScope, Kind, Option<String>), cache::LookupError> {
+    ) -> Result<(Arc<LookupScope>, Kind, Option<String>), cache::LookupError> {
         let Some(lookup) = self.lookup.clone() else {
             return Err(cache::LookupError::Forbidden("lookups are only available while reconciling".into()));
         };
@@ -63,18 +65,7 @@ impl HostState {
             (Scope::Namespaced, None) => lookup.namespace.clone(),
             (_, ns) => ns.map(str::to_owned),
         };
-        let refusal = if !lookup.manifest.may_read(&kind) {
-            Some(cache::LookupError::UndeclaredKind(kind.to_string()))
-        } else if !lookup.grants.may_read_kind(&kind) {
-            Some(cache::LookupError::Forbidden(format!("{kind} is not granted to this plugin by the host's policy")))
-        } else if let Some(other) = ns.as_deref().filter(|ns| !lookup.grants.may_read_namespace(ns, lookup.namespace.as_deref())) {
-            Some(cache::LookupError::Forbidden(format!(
-                "namespace {other:?} is outside the parent's namespace {:?}",
-                lookup.namespace.as_deref().unwrap_or_default()
-            )))
-        } else {
-            None
-        };
+        let refusal = refusal(&lookup, &kind, ns.as_deref());
         if let Some(error) = refusal {
             let what = format!("{kind} in namespace {:?}: {}", ns.as_deref().unwrap_or_default(), lookup_error_text(&error));
             tracing::warn!(plugin = %self.plugin, "lookup refused: {what}");
@@ -83,6 +74,24 @@ impl HostState {
         }
         Ok((lookup, kind, ns))
     }
+}
+
+/// Why `lookup` may not read `kind` in `ns`, if it may not: the manifest does not declare the
+/// kind, the policy does not grant it (Secrets), or the namespace is neither the parent's nor
+/// granted.
+fn refusal(lookup: &LookupScope, kind: &Kind, ns: Option<&str>) -> Option<cache::LookupError> {
+    if !lookup.manifest.may_read(kind) {
+        return Some(cache::LookupError::UndeclaredKind(kind.to_string()));
+    }
+    if !lookup.grants.may_read_kind(kind) {
+        return Some(cache::LookupError::Forbidden(format!("{kind} is not granted to this plugin by the host's policy")));
+    }
+    let parent_ns = lookup.namespace.as_deref();
+    let other = ns.filter(|ns| !lookup.grants.may_read_namespace(ns, parent_ns))?;
+    Some(cache::LookupError::Forbidden(format!(
+        "namespace {other:?} is outside the parent's namespace {:?}",
+        parent_ns.unwrap_or_default()
+    )))
 }
 
 fn lookup_error_text(e: &cache::LookupError) -> String {

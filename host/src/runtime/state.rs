@@ -16,7 +16,6 @@ use crate::objects::ObjectCache;
 const MAX_GUEST_OUTPUT: usize = 64 << 10;
 
 /// What one call may read through the `cache` import.
-#[derive(Clone)]
 pub struct LookupScope {
     /// The plugin's manifest: the kinds it may read.
     pub manifest: Arc<Manifest>,
@@ -44,7 +43,8 @@ pub struct HostState {
     /// Plugin name, for log lines.
     pub(super) plugin: Arc<str>,
     /// Lookups allowed during this call; `None` while describing the plugin.
-    pub(super) lookup: Option<LookupScope>,
+    /// Shared so that each lookup can hold it while the store records refusals.
+    pub(super) lookup: Option<Arc<LookupScope>>,
     /// Lookups refused for lack of permission, in order; any makes the call fail.
     pub(super) refused_lookups: Vec<String>,
     pub(super) stdout: GuestOutput,
@@ -57,7 +57,7 @@ impl HostState {
     pub fn new(plugin: Arc<str>, memory_bytes: u64, lookup: Option<LookupScope>) -> Self {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_bytes), plugin, lookup, refused_lookups: Vec::new(), stdout, stderr }
+        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_bytes), plugin, lookup: lookup.map(Arc::new), refused_lookups: Vec::new(), stdout, stderr }
     }
 }
 

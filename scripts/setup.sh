@@ -3,7 +3,9 @@
 # Idempotent: each step is skipped when already done.
 #
 #   - the wasm32-wasip2 and wasm32-wasip1 Rust targets (plugins);
-#   - etcd, kube-apiserver and kube-controller-manager (scripts/control-plane.sh install).
+#   - etcd, kube-apiserver and kube-controller-manager (scripts/control-plane.sh install);
+#   - kubectl, when none is on PATH: Debian's `kubernetes-client` (1.20.2), for the deploy
+#     tests' `kubectl apply -k --dry-run=server`.
 #
 # Prints `export KUBEBUILDER_ASSETS=<bin dir>` as its last line.
 set -euo pipefail
@@ -18,6 +20,13 @@ for target in wasm32-wasip2 wasm32-wasip1; do
         rustup target add "$target" >&2
     fi
 done
+
+if ! command -v kubectl >/dev/null; then
+    log "installing kubectl (Debian's kubernetes-client)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends kubernetes-client >&2
+fi
 
 bin=$(bash scripts/control-plane.sh install | tail -n 1)
 log "control-plane binaries in $bin"

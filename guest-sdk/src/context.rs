@@ -111,7 +111,10 @@ impl Context {
             Source::Host => host::get(kind, namespace, name),
             Source::Fixture(objects) => {
                 check_declared(self.declared.as_ref(), kind)?;
-                Ok(objects.iter().find(|o| kind.matches(o) && in_namespace(o, namespace) && object_name(o) == Some(name)).cloned())
+                Ok(objects
+                    .iter()
+                    .find(|o| kind.matches(o) && in_namespace(o, namespace) && object_name(o) == Some(name))
+                    .cloned())
             }
         }
     }
@@ -153,7 +156,12 @@ impl Context {
     }
 
     /// [`list`](Context::list), each object deserialized into `T`.
-    pub fn list_as<T: DeserializeOwned>(&self, kind: &Kind, namespace: Option<&str>, label_selector: &str) -> Result<Vec<T>, Error> {
+    pub fn list_as<T: DeserializeOwned>(
+        &self,
+        kind: &Kind,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> Result<Vec<T>, Error> {
         self.list(kind, namespace, label_selector)?.iter().map(|o| deserialize_object(o, kind)).collect()
     }
 }

@@ -58,7 +58,7 @@ macro_rules! export_plugin {
                 }
             }
 
-            $crate::bindings::export!(__WasmopPluginExport with_types_in $crate::bindings);
+    $crate::bindings::export!(__WasmopPluginExport with_types_in $crate::bindings);
         };
 
         #[cfg(not(target_arch = "wasm32"))]
@@ -196,14 +196,9 @@ mod raw {
     }
 
     pub(crate) fn reconcile<P: Plugin>(request: r::Request) -> Result<r::Response, r::ReconcileError> {
-        let request = Request::from_wire(
-            &request.parent,
-            &request.children,
-            &request.related,
-            request.finalizing,
-            &request.config,
-        )
-        .map_err(error_to_raw)?;
+        let request =
+            Request::from_wire(&request.parent, &request.children, &request.related, request.finalizing, &request.config)
+                .map_err(error_to_raw)?;
         let ctx = crate::Context::host();
         let wire = P::reconcile(request, &ctx).and_then(crate::Response::into_wire).map_err(error_to_raw)?;
         Ok(r::Response {
@@ -248,8 +243,7 @@ mod raw {
 #[cfg(target_arch = "wasm32")]
 pub mod __private {
     pub use crate::bindings::exports::wasmop::plugin::reconciler::{
-        Guest, PluginManifest as RawManifest, ReconcileError as RawReconcileError, Request as RawRequest,
-        Response as RawResponse,
+        Guest, PluginManifest as RawManifest, ReconcileError as RawReconcileError, Request as RawRequest, Response as RawResponse,
     };
 
     /// The plugin's manifest as a raw record.

@@ -88,11 +88,7 @@ impl Kind {
 
     /// `apiVersion` as written in objects: `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// Whether a JSON object is of this kind (its `apiVersion` and `kind` match).

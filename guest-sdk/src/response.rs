@@ -280,10 +280,8 @@ mod tests {
 
     #[test]
     fn apply_records_the_first_invalid_child_and_drops_it() {
-        let resp = Response::new()
-            .apply(cm("a"))
-            .apply(json!({"apiVersion": "v1", "metadata": {"name": "x"}}))
-            .apply(json!([1, 2]));
+        let resp =
+            Response::new().apply(cm("a")).apply(json!({"apiVersion": "v1", "metadata": {"name": "x"}})).apply(json!([1, 2]));
         assert_eq!(resp.children().len(), 1);
         let e = resp.error().unwrap();
         assert!(!e.is_retryable());

@@ -50,7 +50,9 @@ async fn contain(plugin: &Plugin, mode: &str, cache: &Arc<dyn ObjectCache>) -> (
 fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix(field).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())))
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix(field).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
+        })
         .unwrap_or_default()
 }
 
@@ -97,7 +99,12 @@ fn main() -> anyhow::Result<()> {
             times.sort();
             let (p50, max) = (times[N / 2], times[N - 1]);
             let base = *ok_p50.get_or_insert(p50);
-            println!("{what:<32} {verdict:<20} {:>10.2} {:>10.2} {:>9.1}", ms(p50), ms(max), p50.as_secs_f64() / base.as_secs_f64());
+            println!(
+                "{what:<32} {verdict:<20} {:>10.2} {:>10.2} {:>9.1}",
+                ms(p50),
+                ms(max),
+                p50.as_secs_f64() / base.as_secs_f64()
+            );
             if *mode == "loop" {
                 println!("{:<32} {:<20} {:>10.2} {:>10.2}", "  … past the 100 ms deadline", "", ms(p50) - 100.0, ms(max) - 100.0);
             }

@@ -252,9 +252,8 @@ fn workspace() -> PathBuf {
 /// `cargo build --release --target wasm32-wasip2 -p memcached` in `<target>/bench-plugins`
 /// (the `cargo bench` running us holds the lock on the main target directory).
 fn build_memcached_component() -> anyhow::Result<PathBuf> {
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace().join("target"), PathBuf::from)
-        .join("bench-plugins");
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from).join("bench-plugins");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("building the memcached component (wasm32-wasip2, release) in {}", target_dir.display());
     let status = Command::new(cargo)
@@ -807,7 +806,8 @@ fn report(
 ) -> String {
     let mut out = String::new();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let _ = writeln!(out, "\nwasmop reconcile overhead: memcached plugin, {N} iterations per way ({WARMUP} warm-up), {cores} cores");
+    let _ =
+        writeln!(out, "\nwasmop reconcile overhead: memcached plugin, {N} iterations per way ({WARMUP} warm-up), {cores} cores");
     let _ = writeln!(
         out,
         "component: {component_size} bytes ({:.1} KiB); load (compile + link + manifest, artifact cache off): {:.1} ms",
@@ -850,7 +850,8 @@ fn report(
     let _ = writeln!(out, "  host parses + validates the answer (RawResponse)      {:>7.1}", bd.validate_response);
     let _ = writeln!(out, "  native log line (eprintln! to /dev/null; (a),(b) only) {:>6.1}", bd.native_log_line);
 
-    let (w, a, hb, hb0) = (b.wasm.percentile(0.5), b.native.percentile(0.5), b.http.percentile(0.5), b.http_same_thread.percentile(0.5));
+    let (w, a, hb, hb0) =
+        (b.wasm.percentile(0.5), b.native.percentile(0.5), b.http.percentile(0.5), b.http_same_thread.percentile(0.5));
     let ratio = |x: &Samples, y: &Samples, q: f64| x.percentile(q) / y.percentile(q);
     let _ = writeln!(out, "\nratios            p50     p90     p99");
     for (name, x, y) in [
@@ -859,7 +860,8 @@ fn report(
         ("w / a ", &b.wasm, &b.native),
         ("w1 / a1", &b.wasm_parent_only, &b.native_parent_only),
     ] {
-        let _ = writeln!(out, "  {name:<7}      {:>6.2}  {:>6.2}  {:>6.2}", ratio(x, y, 0.5), ratio(x, y, 0.9), ratio(x, y, 0.99));
+        let _ =
+            writeln!(out, "  {name:<7}      {:>6.2}  {:>6.2}  {:>6.2}", ratio(x, y, 0.5), ratio(x, y, 0.9), ratio(x, y, 0.99));
     }
     let _ = writeln!(out, "\ntargets (issue)");
     let _ = writeln!(out, "  p50(w) <= 50 µs          {w:>8.1} µs   {}", pass(w <= 50.0));

@@ -14,8 +14,8 @@
 
 pub mod actions;
 pub mod cli;
-pub mod controller;
 pub mod contract;
+pub mod controller;
 pub mod objects;
 pub mod plugins;
 pub mod policy;

@@ -43,9 +43,17 @@ fn memcached_reconcile_matches_golden_output() {
     let plugin = support::memcached();
     let sample = workspace().join("crds/samples/memcached.yaml");
     let out = wasmop(&[
-        "reconcile", "--plugin", plugin.to_str().unwrap(), "--object", sample.to_str().unwrap(),
-        "--related", fixture("memcached-pods.yaml").to_str().unwrap(),
-        "--children", fixture("memcached-deployment.yaml").to_str().unwrap(), "--output", "json",
+        "reconcile",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--object",
+        sample.to_str().unwrap(),
+        "--related",
+        fixture("memcached-pods.yaml").to_str().unwrap(),
+        "--children",
+        fixture("memcached-deployment.yaml").to_str().unwrap(),
+        "--output",
+        "json",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -56,7 +64,11 @@ fn memcached_reconcile_matches_golden_output() {
     assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], "memcached:1.6.17-alpine");
     assert_eq!(
         response["status"]["nodes"],
-        serde_json::json!(["memcached-sample-6d4b9c7f8d-a81zq", "memcached-sample-6d4b9c7f8d-m3c4d", "memcached-sample-6d4b9c7f8d-x2k9p"])
+        serde_json::json!([
+            "memcached-sample-6d4b9c7f8d-a81zq",
+            "memcached-sample-6d4b9c7f8d-m3c4d",
+            "memcached-sample-6d4b9c7f8d-x2k9p"
+        ])
     );
     assert_eq!(response["conditions"][0]["status"], "True");
     assert_golden("memcached-reconcile.json", &text);
@@ -82,7 +94,10 @@ fn inspect_prints_the_manifest() {
     assert_eq!(v["manifest"]["name"], "memcached");
     assert_eq!(v["manifest"]["related"][0]["labelSelector"], "app=memcached,memcached_cr=$(parent.name)");
     assert_eq!(v["digest"].as_str().unwrap().len(), 64);
-    assert_eq!(v["limits"], serde_json::json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000}));
+    assert_eq!(
+        v["limits"],
+        serde_json::json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000})
+    );
     assert_eq!(v["grants"], serde_json::json!({"secrets": "none", "namespaces": []}));
     assert!(v.get("notGranted").is_none());
 }
@@ -112,7 +127,8 @@ fn a_looping_plugin_is_stopped_by_the_deadline_from_the_cli() {
     let cr = dir.path().join("loop.yaml");
     std::fs::write(&cr, "apiVersion: test.wasmop.dev/v1\nkind: Testbed\nmetadata: {name: t}\nspec: {mode: loop}\n").unwrap();
     let started = Instant::now();
-    let out = wasmop(&["reconcile", "--deadline", "100ms", "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()]);
+    let out =
+        wasmop(&["reconcile", "--deadline", "100ms", "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()]);
     assert!(!out.status.success());
     let line = stderr_line(&out);
     assert!(line.starts_with("error: plugin call exceeded its deadline of 100ms and was interrupted after 1"), "{line}");

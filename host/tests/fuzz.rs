@@ -14,12 +14,22 @@ use wasmop::policy::HostPolicy;
 fn child_text() -> impl Strategy<Value = String> {
     prop_oneof![
         any::<String>(),
-        (proptest::option::of("[a-z/0-9]{0,12}"), proptest::option::of("[A-Za-z]{0,10}"), proptest::option::of("[a-z0-9.-]{0,20}"))
+        (
+            proptest::option::of("[a-z/0-9]{0,12}"),
+            proptest::option::of("[A-Za-z]{0,10}"),
+            proptest::option::of("[a-z0-9.-]{0,20}")
+        )
             .prop_map(|(api, kind, name)| {
                 let mut o = serde_json::Map::new();
-                if let Some(a) = api { o.insert("apiVersion".into(), a.into()); }
-                if let Some(k) = kind { o.insert("kind".into(), k.into()); }
-                if let Some(n) = name { o.insert("metadata".into(), serde_json::json!({"name": n})); }
+                if let Some(a) = api {
+                    o.insert("apiVersion".into(), a.into());
+                }
+                if let Some(k) = kind {
+                    o.insert("kind".into(), k.into());
+                }
+                if let Some(n) = name {
+                    o.insert("metadata".into(), serde_json::json!({"name": n}));
+                }
                 Value::Object(o).to_string()
             }),
         "\\[[0-9,]{0,10}\\]",

@@ -63,8 +63,11 @@ async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     eventually("/readyz ok", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
     assert_eq!(get(port, "/healthz")?.0, 200);
 
-    apply(&client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "m", "namespace": "default"}, "spec": {"size": 2}}))
+    apply(
+        &client,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "m", "namespace": "default"}, "spec": {"size": 2}}),
+    )
     .await?;
     let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
     eventually("deployment m", WAIT, || async { Ok(deployments.get_opt("m").await?.map(|_| ())) }).await?;
@@ -133,16 +136,31 @@ async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
     apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
     let dir = tempfile::tempdir()?;
     std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
-    let lease = ["--leader-elect", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"];
-    let ports: Vec<u16> = (0..2).map(|_| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port())).collect::<Result<_, _>>()?;
+    let lease = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "500ms",
+    ];
+    let ports: Vec<u16> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()))
+        .collect::<Result<_, _>>()?;
     let mut first = spawn_host(&cp, dir.path(), ports[0], &lease)?;
-    eventually("first host ready (leader)", WAIT, || async { Ok(get(ports[0], "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
+    eventually("first host ready (leader)", WAIT, || async {
+        Ok(get(ports[0], "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ()))
+    })
+    .await?;
     let _second = spawn_host(&cp, dir.path(), ports[1], &lease)?;
     eventually("second host serving", WAIT, || async { Ok(get(ports[1], "/healthz").ok().map(|_| ())) }).await?;
 
     let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
-    let memcached = |name: &str| json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": name, "namespace": "default"}, "spec": {"size": 1}});
+    let memcached = |name: &str| {
+        json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"size": 1}})
+    };
     apply(&client, &memcached("a")).await?;
     eventually("deployment a", WAIT, || async { Ok(deployments.get_opt("a").await?.map(|_| ())) }).await?;
     eventually("the leader counts its reconciles", WAIT, || async { Ok((reconciles(ports[0]) > 0).then_some(())) }).await?;
@@ -179,8 +197,11 @@ async fn sigterm_during_a_burst_exits_in_time_and_a_restart_converges_everything
     let creates = (0..n).map(|i| {
         let client = client.clone();
         async move {
-            apply(&client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-                "metadata": {"name": format!("burst-{i}"), "namespace": "default"}, "spec": {"size": i % 3}}))
+            apply(
+                &client,
+                &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                "metadata": {"name": format!("burst-{i}"), "namespace": "default"}, "spec": {"size": i % 3}}),
+            )
             .await
         }
     });

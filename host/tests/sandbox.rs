@@ -167,7 +167,9 @@ async fn the_policy_sets_limits_per_plugin_by_name() {
     let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
     let plugin = rt.load_file(testbed()).await.unwrap();
     assert_eq!(call(&plugin, "oom", json!({})).await.unwrap_err(), CallError::OutOfMemory { limit: 16 << 20 });
-    assert!(matches!(call(&plugin, "loop", json!({})).await, Err(CallError::Timeout { deadline, .. }) if deadline == Duration::from_millis(150)));
+    assert!(
+        matches!(call(&plugin, "loop", json!({})).await, Err(CallError::Timeout { deadline, .. }) if deadline == Duration::from_millis(150))
+    );
     let memcached = rt.load_file(support::memcached()).await.unwrap();
     assert_eq!(memcached.limits().memory_bytes, 64 << 20, "other plugins keep the defaults");
 }

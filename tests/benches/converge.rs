@@ -75,18 +75,12 @@ const LAT_GAP: Duration = Duration::from_millis(300);
 const NATIVE_MANAGER: &str = "native/memcached";
 
 fn memcached_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"),
-        "memcacheds",
-    )
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
 }
 
 fn env_usize(name: &str, default: usize) -> Result<usize> {
     match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .with_context(|| format!("{name}={v:?} is not a number")),
+        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
         Err(_) => Ok(default),
     }
 }
@@ -111,8 +105,8 @@ impl Which {
 }
 
 fn main() -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
     // SPAN_TIMES=1: a line per closed span with its busy/idle time (e.g. the host's
     // `reconcile` span with RUST_LOG=wasmop=debug).
     let spans = if std::env::var_os("SPAN_TIMES").is_some() {
@@ -120,18 +114,10 @@ fn main() -> Result<()> {
     } else {
         tracing_subscriber::fmt::format::FmtSpan::NONE
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_span_events(spans)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_span_events(spans).with_writer(std::io::stderr).init();
     // The bench's own work (creates, watches) runs on this runtime; each controller under test
     // gets its own (threads `ctrl`), so their CPU time can be told apart.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("bench")
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("bench").enable_all().build()?;
     if std::env::var_os("GATHER_PROBE").is_some() {
         return gather_probe();
     }
@@ -174,9 +160,7 @@ fn gather_probe() -> Result<()> {
             d["metadata"]["ownerReferences"] = json!([{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
                 "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
             d["status"] = json!({"observedGeneration": 1});
-            cache
-                .insert(parent.clone())
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            cache.insert(parent.clone()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             cache.insert(d).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             parents.push(Arc::new(parent));
         }
@@ -197,19 +181,11 @@ fn gather_probe() -> Result<()> {
             "labels": {"app": "memcached", "memcached_cr": "bulk-00000"}}});
         let started = Instant::now();
         for _ in 0..iters {
-            let keys = wasmop::controller::parents_of_change(
-                &manifest,
-                &cache,
-                &pod_kind,
-                None,
-                Some(&pod),
-            );
+            let keys = wasmop::controller::parents_of_change(&manifest, &cache, &pod_kind, None, Some(&pod));
             assert_eq!(keys.len(), 1);
         }
         let per_event = started.elapsed().as_secs_f64() * 1e6 / iters as f64;
-        println!(
-            "  K = {k:>5}: gather {per_call:>9.1} µs per reconcile; parents_of_change {per_event:>9.1} µs per Pod event"
-        );
+        println!("  K = {k:>5}: gather {per_call:>9.1} µs per reconcile; parents_of_change {per_event:>9.1} µs per Pod event");
     }
     Ok(())
 }
@@ -231,17 +207,13 @@ async fn bench() -> Result<()> {
     if runs.is_empty() {
         bail!("RUNS must name A, B and/or C");
     }
-    eprintln!(
-        "[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?}; building the memcached plugin…"
-    );
+    eprintln!("[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?}; building the memcached plugin…");
     let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
 
     let mut results = Vec::new();
     for which in runs {
         eprintln!("\n[converge] ===== run {} =====", which.label());
-        let r = run(which, &wasm, n, lat, inflight)
-            .await
-            .with_context(|| format!("run {}", which.label()))?;
+        let r = run(which, &wasm, n, lat, inflight).await.with_context(|| format!("run {}", which.label()))?;
         r.print();
         results.push(r);
     }
@@ -291,24 +263,14 @@ enum Running {
     Native(tokio::task::JoinHandle<()>, Arc<NativeCtx>),
 }
 
-async fn run(
-    which: Which,
-    wasm: &std::path::Path,
-    n: usize,
-    lat: usize,
-    inflight: usize,
-) -> Result<RunResult> {
+async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, inflight: usize) -> Result<RunResult> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     let ar = memcached_resource();
 
     // The controller under test, on its own runtime with its own client.
-    let ctrl_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("ctrl")
-        .enable_all()
-        .build()?;
+    let ctrl_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("ctrl").enable_all().build()?;
     let started = Instant::now();
     let running = {
         let kubeconfig = cp.kubeconfig_path();
@@ -320,18 +282,11 @@ async fn run(
                 let ctrl_client = client_from(&kubeconfig).await?;
                 match which {
                     Which::Host => {
-                        let config = ControllerConfig {
-                            concurrency: 16,
-                            resync: None,
-                            ..ControllerConfig::default()
-                        };
-                        Ok::<_, anyhow::Error>(Running::Host(
-                            Host::start(ctrl_client, &[&wasm], config).await?,
-                        ))
+                        let config = ControllerConfig { concurrency: 16, resync: None, ..ControllerConfig::default() };
+                        Ok::<_, anyhow::Error>(Running::Host(Host::start(ctrl_client, &[&wasm], config).await?))
                     }
                     Which::Native | Which::NativeGeneration => {
-                        let (task, ctx) =
-                            start_native(ctrl_client, ar, which == Which::NativeGeneration).await?;
+                        let (task, ctx) = start_native(ctrl_client, ar, which == Which::NativeGeneration).await?;
                         Ok(Running::Native(task, ctx))
                     }
                 }
@@ -356,9 +311,7 @@ async fn run(
             let crs = crs.clone();
             let ar = ar.clone();
             async move {
-                crs.create(&PostParams::default(), &memcached_cr(&name, &ar))
-                    .await
-                    .with_context(|| format!("creating {name}"))
+                crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await.with_context(|| format!("creating {name}"))
             }
         })
         .buffer_unordered(inflight)
@@ -376,25 +329,16 @@ async fn run(
             }
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
-        if creates_done.is_some()
-            && tracker.converged_count(&names) == n
-            && tracker.settled_count(&names) == n
-        {
+        if creates_done.is_some() && tracker.converged_count(&names) == n && tracker.settled_count(&names) == n {
             break;
         }
         if t0.elapsed() > BULK_TIMEOUT {
-            bail!(
-                "not converged after {BULK_TIMEOUT:?}: {} / {n}",
-                tracker.converged_count(&names)
-            );
+            bail!("not converged after {BULK_TIMEOUT:?}: {} / {n}", tracker.converged_count(&names));
         }
     }
     let last = tracker.last_converged(&names).expect("all converged");
     let converge = last.saturating_duration_since(t0);
-    let settled = tracker
-        .last_settled(&names)
-        .expect("all settled")
-        .saturating_duration_since(t0);
+    let settled = tracker.last_settled(&names).expect("all settled").saturating_duration_since(t0);
     let cpu1 = cpu_snapshot();
     let metrics1 = request_counts(&client).await?;
     eprintln!(
@@ -416,10 +360,7 @@ async fn run(
     let settle = s0.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await; // trailing reconciles of the controller
     let metrics2 = request_counts(&client).await?;
-    eprintln!(
-        "[converge]   kube-controller-manager caught up {:.1} s after convergence",
-        settle.as_secs_f64()
-    );
+    eprintln!("[converge]   kube-controller-manager caught up {:.1} s after convergence", settle.as_secs_f64());
 
     // ---- latency, one at a time on the idle system ----
     let mut create_call = Vec::new();
@@ -429,13 +370,10 @@ async fn run(
     for i in 0..lat {
         let name = format!("lat-{i:03}");
         let before = Instant::now();
-        crs.create(&PostParams::default(), &memcached_cr(&name, &ar))
-            .await?;
+        crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await?;
         let returned = Instant::now();
         let converged_at = tracker.wait_converged(&name, ONE_TIMEOUT).await?;
-        let seen = tracker
-            .deployment_seen(&name)
-            .expect("a converged CR has a Deployment");
+        let seen = tracker.deployment_seen(&name).expect("a converged CR has a Deployment");
         let deadline = Instant::now() + ONE_TIMEOUT;
         let settled_at = loop {
             if let Some(at) = tracker.settled(&name) {
@@ -456,9 +394,7 @@ async fn run(
 
     let native = match running {
         Running::Host(host) => {
-            let _ = ctrl_rt
-                .spawn(async move { host.manager.shutdown().await })
-                .await;
+            let _ = ctrl_rt.spawn(async move { host.manager.shutdown().await }).await;
             None
         }
         Running::Native(task, ctx) => {
@@ -491,48 +427,26 @@ async fn run(
 
 async fn client_from(kubeconfig: &std::path::Path) -> Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
     Ok(kube::Client::try_from(config)?)
 }
 
 fn memcached_cr(name: &str, ar: &ApiResource) -> DynamicObject {
-    DynamicObject::new(name, ar)
-        .within(NAMESPACE)
-        .data(json!({"spec": {"size": SIZE}}))
+    DynamicObject::new(name, ar).within(NAMESPACE).data(json!({"spec": {"size": SIZE}}))
 }
 
 /// Check the watch's verdict with plain lists: every CR converged, every Deployment right.
-async fn verify_by_listing(
-    client: &kube::Client,
-    ar: &ApiResource,
-    names: &[String],
-) -> Result<()> {
+async fn verify_by_listing(client: &kube::Client, ar: &ApiResource, names: &[String]) -> Result<()> {
     let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, ar);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let crs: HashMap<String, DynamicObject> = crs
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|o| (o.name_any(), o))
-        .collect();
-    let deployments: HashMap<String, Deployment> = deployments
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|o| (o.name_any(), o))
-        .collect();
+    let crs: HashMap<String, DynamicObject> =
+        crs.list(&ListParams::default()).await?.items.into_iter().map(|o| (o.name_any(), o)).collect();
+    let deployments: HashMap<String, Deployment> =
+        deployments.list(&ListParams::default()).await?.items.into_iter().map(|o| (o.name_any(), o)).collect();
     let mut bad = 0;
     for name in names {
-        let cr_ok = crs
-            .get(name)
-            .is_some_and(|cr| available_observed_generation(cr) == cr.metadata.generation);
-        let d_ok = deployments
-            .get(name)
-            .is_some_and(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(SIZE));
+        let cr_ok = crs.get(name).is_some_and(|cr| available_observed_generation(cr) == cr.metadata.generation);
+        let d_ok = deployments.get(name).is_some_and(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(SIZE));
         if !(cr_ok && d_ok) {
             bad += 1;
         }
@@ -568,10 +482,7 @@ struct Seen {
 impl Seen {
     fn check(&mut self, name: &str, now: Instant) {
         let cr = self.crs.get(name).filter(|(g, o, _)| g.is_some() && g == o);
-        let d = self
-            .deployments
-            .get(name)
-            .is_some_and(|(r, _, _)| *r == Some(SIZE));
+        let d = self.deployments.get(name).is_some_and(|(r, _, _)| *r == Some(SIZE));
         if let Some(&(_, _, available)) = cr
             && d
         {
@@ -594,11 +505,7 @@ fn available_observed_generation(cr: &DynamicObject) -> Option<i64> {
 }
 
 fn available_condition(cr: &DynamicObject) -> Option<&Value> {
-    cr.data
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Available")
+    cr.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Available")
 }
 
 /// Watch `api` in a task: `on_object(object, when seen)` for every applied object, one message
@@ -664,103 +571,55 @@ impl Tracker {
             })
         };
         for _ in 0..2 {
-            tokio::time::timeout(Duration::from_secs(30), ready_rx.recv())
-                .await
-                .context("the bench's watches did not sync")?;
+            tokio::time::timeout(Duration::from_secs(30), ready_rx.recv()).await.context("the bench's watches did not sync")?;
         }
-        Ok(Self {
-            seen,
-            version,
-            tasks: vec![cr_task, d_task],
-        })
+        Ok(Self { seen, version, tasks: vec![cr_task, d_task] })
     }
 
     fn converged_count(&self, names: &[String]) -> usize {
         let s = self.seen.lock().expect("seen lock");
-        names
-            .iter()
-            .filter(|n| s.converged_at.contains_key(*n))
-            .count()
+        names.iter().filter(|n| s.converged_at.contains_key(*n)).count()
     }
 
     fn settled_count(&self, names: &[String]) -> usize {
         let s = self.seen.lock().expect("seen lock");
-        names
-            .iter()
-            .filter(|n| s.settled_at.contains_key(*n))
-            .count()
+        names.iter().filter(|n| s.settled_at.contains_key(*n)).count()
     }
 
     fn last_converged(&self, names: &[String]) -> Option<Instant> {
         let s = self.seen.lock().expect("seen lock");
-        names
-            .iter()
-            .map(|n| s.converged_at.get(n).copied())
-            .collect::<Option<Vec<_>>>()?
-            .into_iter()
-            .max()
+        names.iter().map(|n| s.converged_at.get(n).copied()).collect::<Option<Vec<_>>>()?.into_iter().max()
     }
 
     fn last_settled(&self, names: &[String]) -> Option<Instant> {
         let s = self.seen.lock().expect("seen lock");
-        names
-            .iter()
-            .map(|n| s.settled_at.get(n).copied())
-            .collect::<Option<Vec<_>>>()?
-            .into_iter()
-            .max()
+        names.iter().map(|n| s.settled_at.get(n).copied()).collect::<Option<Vec<_>>>()?.into_iter().max()
     }
 
     fn settled(&self, name: &str) -> Option<Instant> {
-        self.seen
-            .lock()
-            .expect("seen lock")
-            .settled_at
-            .get(name)
-            .copied()
+        self.seen.lock().expect("seen lock").settled_at.get(name).copied()
     }
 
     fn deployments_observed(&self, names: &[String]) -> usize {
         let s = self.seen.lock().expect("seen lock");
-        names
-            .iter()
-            .filter(|n| {
-                s.deployments
-                    .get(*n)
-                    .is_some_and(|(_, g, o)| g.is_some() && g == o)
-            })
-            .count()
+        names.iter().filter(|n| s.deployments.get(*n).is_some_and(|(_, g, o)| g.is_some() && g == o)).count()
     }
 
     fn deployment_seen(&self, name: &str) -> Option<Instant> {
-        self.seen
-            .lock()
-            .expect("seen lock")
-            .deployment_seen
-            .get(name)
-            .copied()
+        self.seen.lock().expect("seen lock").deployment_seen.get(name).copied()
     }
 
     async fn wait_converged(&self, name: &str, timeout: Duration) -> Result<Instant> {
         let mut rx = self.version.clone();
         let wait = async {
             loop {
-                if let Some(at) = self
-                    .seen
-                    .lock()
-                    .expect("seen lock")
-                    .converged_at
-                    .get(name)
-                    .copied()
-                {
+                if let Some(at) = self.seen.lock().expect("seen lock").converged_at.get(name).copied() {
                     return Ok::<_, anyhow::Error>(at);
                 }
                 rx.changed().await?;
             }
         };
-        tokio::time::timeout(timeout, wait)
-            .await
-            .with_context(|| format!("{name} not converged within {timeout:?}"))?
+        tokio::time::timeout(timeout, wait).await.with_context(|| format!("{name} not converged within {timeout:?}"))?
     }
 
     fn stop(self) {
@@ -823,14 +682,11 @@ async fn start_native(
     generation_predicate: bool,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<NativeCtx>)> {
     let (deployments, d_writer) = reflector::store::<Deployment>();
-    let d_stream = watcher(
-        Api::<Deployment>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(|d| d.managed_fields_mut().clear())
-    .reflect(d_writer)
-    .touched_objects();
+    let d_stream = watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|d| d.managed_fields_mut().clear())
+        .reflect(d_writer)
+        .touched_objects();
     let (pods, p_writer) = reflector::store::<Pod>();
     let p_stream = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
         .default_backoff()
@@ -900,15 +756,9 @@ async fn start_native(
         let t = Instant::now();
         loop {
             let ready = match store {
-                StoreRef::Parents(s) => {
-                    tokio::time::timeout(Duration::from_millis(10), s.wait_until_ready()).await
-                }
-                StoreRef::Deployments(s) => {
-                    tokio::time::timeout(Duration::from_millis(10), s.wait_until_ready()).await
-                }
-                StoreRef::Pods(s) => {
-                    tokio::time::timeout(Duration::from_millis(10), s.wait_until_ready()).await
-                }
+                StoreRef::Parents(s) => tokio::time::timeout(Duration::from_millis(10), s.wait_until_ready()).await,
+                StoreRef::Deployments(s) => tokio::time::timeout(Duration::from_millis(10), s.wait_until_ready()).await,
+                StoreRef::Pods(s) => tokio::time::timeout(Duration::from_millis(10), s.wait_until_ready()).await,
             };
             match ready {
                 Ok(r) => {
@@ -919,10 +769,7 @@ async fn start_native(
                 Err(_) => bail!("native controller: {what} store not ready after 30 s"),
             }
         }
-        tracing::info!(
-            "native controller: {what} store ready after {:.2?}",
-            t.elapsed()
-        );
+        tracing::info!("native controller: {what} store ready after {:.2?}", t.elapsed());
     }
     Ok((task, ctx))
 }
@@ -939,18 +786,14 @@ enum StoreRef<'a> {
 /// the reflector) already has every desired field, and the status is merge-patched unless it
 /// already holds the same fields and conditions (`lastTransitionTime` kept while the status of
 /// a condition does not change, `observedGeneration` set).
-async fn native_reconcile(
-    cr: Arc<DynamicObject>,
-    ctx: Arc<NativeCtx>,
-) -> Result<Action, NativeError> {
+async fn native_reconcile(cr: Arc<DynamicObject>, ctx: Arc<NativeCtx>) -> Result<Action, NativeError> {
     ctx.reconciles.fetch_add(1, Ordering::Relaxed);
     if cr.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     let name = cr.name_any();
     let ns = cr.namespace().unwrap_or_default();
-    let spec = memcached::Memcached::deserialize(&cr.data)
-        .map_err(|e| NativeError(format!("{name}: {e}")))?;
+    let spec = memcached::Memcached::deserialize(&cr.data).map_err(|e| NativeError(format!("{name}: {e}")))?;
     let size = memcached::desired_size(&spec).map_err(|e| NativeError(format!("{name}: {e}")))?;
 
     let mut desired = memcached::deployment(&name, Some(&ns), size);
@@ -971,11 +814,7 @@ async fn native_reconcile(
         .map_err(|e| NativeError(e.to_string()))?;
     if !observed.as_ref().is_some_and(|o| contains(o, &desired)) {
         Api::<Deployment>::namespaced(ctx.client.clone(), &ns)
-            .patch(
-                &name,
-                &PatchParams::apply(NATIVE_MANAGER).force(),
-                &Patch::Apply(&desired),
-            )
+            .patch(&name, &PatchParams::apply(NATIVE_MANAGER).force(), &Patch::Apply(&desired))
             .await?;
         ctx.applies.fetch_add(1, Ordering::Relaxed);
     }
@@ -995,11 +834,7 @@ async fn native_reconcile(
     let available = memcached::available(observed.as_ref(), size);
 
     let existing = cr.data.get("status").cloned().unwrap_or_else(|| json!({}));
-    let old_conditions = existing
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let old_conditions = existing.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
     let status_str = available.status.as_str();
     let transition = old_conditions
         .iter()
@@ -1013,19 +848,12 @@ async fn native_reconcile(
     if let Some(g) = cr.metadata.generation {
         condition["observedGeneration"] = json!(g);
     }
-    let mut conditions: Vec<Value> = old_conditions
-        .into_iter()
-        .filter(|c| c["type"] != available.type_.as_str())
-        .collect();
+    let mut conditions: Vec<Value> = old_conditions.into_iter().filter(|c| c["type"] != available.type_.as_str()).collect();
     conditions.push(condition);
     let status = json!({"nodes": nodes, "conditions": conditions});
     if !contains(&existing, &status) {
         Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ns, &ctx.memcached)
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
             .await?;
         ctx.status_patches.fetch_add(1, Ordering::Relaxed);
     }
@@ -1036,21 +864,15 @@ async fn native_reconcile(
 /// elementwise) — the host's `actions::contains`, restated so the native side is self-contained.
 fn contains(observed: &Value, desired: &Value) -> bool {
     match (observed, desired) {
-        (Value::Object(o), Value::Object(d)) => d
-            .iter()
-            .all(|(k, dv)| o.get(k).is_some_and(|ov| contains(ov, dv))),
-        (Value::Array(o), Value::Array(d)) => {
-            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
-        }
+        (Value::Object(o), Value::Object(d)) => d.iter().all(|(k, dv)| o.get(k).is_some_and(|ov| contains(ov, dv))),
+        (Value::Array(o), Value::Array(d)) => o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv)),
         (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
         (o, d) => o == d,
     }
 }
 
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1059,9 +881,7 @@ fn now() -> String {
 
 /// `apiserver_request_total` summed by `VERB resource[/subresource]`, for the kinds involved.
 async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> {
-    let text = client
-        .request_text(http::Request::get("/metrics").body(Vec::new())?)
-        .await?;
+    let text = client.request_text(http::Request::get("/metrics").body(Vec::new())?).await?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
@@ -1071,28 +891,15 @@ async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> 
             continue;
         };
         let labels = parse_labels(labels);
-        let resource = labels
-            .get("resource")
-            .map(String::as_str)
-            .unwrap_or_default();
+        let resource = labels.get("resource").map(String::as_str).unwrap_or_default();
         if !["memcacheds", "deployments", "replicasets", "pods", "events"].contains(&resource) {
             continue;
         }
-        let sub = labels
-            .get("subresource")
-            .map(String::as_str)
-            .unwrap_or_default();
+        let sub = labels.get("subresource").map(String::as_str).unwrap_or_default();
         let verb = labels.get("verb").map(String::as_str).unwrap_or_default();
-        let mut key = if sub.is_empty() {
-            format!("{verb} {resource}")
-        } else {
-            format!("{verb} {resource}/{sub}")
-        };
+        let mut key = if sub.is_empty() { format!("{verb} {resource}") } else { format!("{verb} {resource}/{sub}") };
         if verb == "LIST" || verb == "WATCH" {
-            key.push_str(&format!(
-                " ({})",
-                labels.get("scope").map(String::as_str).unwrap_or_default()
-            ));
+            key.push_str(&format!(" ({})", labels.get("scope").map(String::as_str).unwrap_or_default()));
         }
         *out.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
     }
@@ -1142,16 +949,8 @@ fn cpu_snapshot() -> BTreeMap<String, f64> {
     };
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for t in tasks.flatten() {
-            if let Some((comm, _, cpu)) = std::fs::read_to_string(t.path().join("stat"))
-                .ok()
-                .as_deref()
-                .and_then(parse)
-            {
-                let group = if comm.starts_with("ctrl") {
-                    "controller (ctrl threads)"
-                } else {
-                    "bench (creates, watches)"
-                };
+            if let Some((comm, _, cpu)) = std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(parse) {
+                let group = if comm.starts_with("ctrl") { "controller (ctrl threads)" } else { "bench (creates, watches)" };
                 *out.entry(group.to_owned()).or_insert(0.0) += cpu;
             }
         }
@@ -1160,38 +959,19 @@ fn cpu_snapshot() -> BTreeMap<String, f64> {
     // other people's work (a shared machine), reported as noise.
     if let Some(busy) = std::fs::read_to_string("/proc/stat").ok().and_then(|stat| {
         let line = stat.lines().next()?.strip_prefix("cpu ")?.to_owned();
-        let v: Vec<f64> = line
-            .split_whitespace()
-            .filter_map(|f| f.parse().ok())
-            .collect();
+        let v: Vec<f64> = line.split_whitespace().filter_map(|f| f.parse().ok()).collect();
         // user nice system idle iowait irq softirq steal
-        Some(
-            v.iter()
-                .take(8)
-                .enumerate()
-                .filter(|(i, _)| *i != 3 && *i != 4)
-                .map(|(_, x)| x)
-                .sum::<f64>()
-                / tick,
-        )
+        Some(v.iter().take(8).enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, x)| x).sum::<f64>() / tick)
     }) {
         out.insert(MACHINE.to_owned(), busy);
     }
     let me = i64::from(std::process::id() as i32);
     if let Ok(procs) = std::fs::read_dir("/proc") {
         for p in procs.flatten() {
-            if !p
-                .file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-            {
+            if !p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
-            if let Some((comm, ppid, cpu)) = std::fs::read_to_string(p.path().join("stat"))
-                .ok()
-                .as_deref()
-                .and_then(parse)
+            if let Some((comm, ppid, cpu)) = std::fs::read_to_string(p.path().join("stat")).ok().as_deref().and_then(parse)
                 && ppid == me
             {
                 *out.entry(comm).or_insert(0.0) += cpu;
@@ -1205,11 +985,7 @@ fn cpu_snapshot() -> BTreeMap<String, f64> {
 const MACHINE: &str = "(machine, all processes)";
 
 fn diff(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
-        .filter(|(_, v)| v.abs() > 1e-9)
-        .collect()
+    after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0))).filter(|(_, v)| v.abs() > 1e-9).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1234,12 +1010,7 @@ impl RunResult {
     /// Busy CPU time of the machine during the bulk phase not spent by this bench or its
     /// control plane: other users of the shared machine.
     fn foreign_cpu(&self) -> f64 {
-        let ours: f64 = self
-            .cpu_bulk
-            .iter()
-            .filter(|(k, _)| k.as_str() != MACHINE)
-            .map(|(_, v)| v)
-            .sum();
+        let ours: f64 = self.cpu_bulk.iter().filter(|(k, _)| k.as_str() != MACHINE).map(|(_, v)| v).sum();
         (self.cpu_bulk.get(MACHINE).copied().unwrap_or(0.0) - ours).max(0.0)
     }
 
@@ -1264,33 +1035,17 @@ impl RunResult {
             );
         }
         println!("API requests (bulk phase | settle | latency phase):");
-        let keys: std::collections::BTreeSet<&String> = self
-            .requests_bulk
-            .keys()
-            .chain(self.requests_settle.keys())
-            .chain(self.requests_lat.keys())
-            .collect();
+        let keys: std::collections::BTreeSet<&String> =
+            self.requests_bulk.keys().chain(self.requests_settle.keys()).chain(self.requests_lat.keys()).collect();
         for k in keys {
             let g = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(0.0);
-            println!(
-                "  {k:<28} {:>7} | {:>6} | {:>5}",
-                g(&self.requests_bulk),
-                g(&self.requests_settle),
-                g(&self.requests_lat)
-            );
+            println!("  {k:<28} {:>7} | {:>6} | {:>5}", g(&self.requests_bulk), g(&self.requests_settle), g(&self.requests_lat));
         }
-        println!(
-            "CPU seconds during the bulk phase ({:.2} s wall, 2 cores):",
-            self.converge.as_secs_f64()
-        );
+        println!("CPU seconds during the bulk phase ({:.2} s wall, 2 cores):", self.converge.as_secs_f64());
         for (k, v) in &self.cpu_bulk {
             println!("  {k:<28} {v:>7.2}");
         }
-        println!(
-            "  {:<28} {:>7.2}",
-            "(others: not this bench)",
-            self.foreign_cpu()
-        );
+        println!("  {:<28} {:>7.2}", "(others: not this bench)", self.foreign_cpu());
         if !self.to_deployment.is_empty() {
             println!(
                 "latency over {} creates: create call p50 {}; returned → Deployment seen p50 {} p90 {} max {}; → converged p50 {} p90 {}; → Available=True p50 {} p90 {}",
@@ -1309,117 +1064,49 @@ impl RunResult {
 }
 
 fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
-    println!(
-        "\n## Summary: N = {n} CRs (size 0), {inflight} creates in flight; latency over {lat} sequential creates\n"
-    );
+    println!("\n## Summary: N = {n} CRs (size 0), {inflight} creates in flight; latency over {lat} sequential creates\n");
     let header: Vec<&str> = results.iter().map(|r| r.which.label()).collect();
     println!("| | {} |", header.join(" | "));
     println!("|---|{}", "---:|".repeat(results.len()));
     let row = |name: &str, f: &dyn Fn(&RunResult) -> String| {
-        println!(
-            "| {name} | {} |",
-            results.iter().map(f).collect::<Vec<_>>().join(" | ")
-        );
+        println!("| {name} | {} |", results.iter().map(f).collect::<Vec<_>>().join(" | "));
     };
-    row("time to converge", &|r| {
-        format!("{:.2} s", r.converge.as_secs_f64())
-    });
+    row("time to converge", &|r| format!("{:.2} s", r.converge.as_secs_f64()));
     row("throughput", &|r| format!("{:.1} CR/s", r.throughput()));
-    row("all Available=True after", &|r| {
-        format!("{:.2} s", r.settled.as_secs_f64())
-    });
-    row("creates returned after", &|r| {
-        format!("{:.2} s", r.creates.as_secs_f64())
-    });
-    row("server-side applies, bulk", &|r| {
-        format!(
-            "{}",
-            r.requests_bulk
-                .get("APPLY deployments")
-                .copied()
-                .unwrap_or(0.0)
-        )
-    });
-    row("status patches, bulk", &|r| {
-        format!(
-            "{}",
-            r.requests_bulk
-                .get("PATCH memcacheds/status")
-                .copied()
-                .unwrap_or(0.0)
-        )
-    });
-    row("controller CPU, bulk", &|r| {
-        format!(
-            "{:.2} s",
-            r.cpu_bulk
-                .get("controller (ctrl threads)")
-                .copied()
-                .unwrap_or(0.0)
-        )
-    });
-    row("kube-apiserver CPU, bulk", &|r| {
-        format!(
-            "{:.2} s",
-            r.cpu_bulk.get("kube-apiserver").copied().unwrap_or(0.0)
-        )
-    });
-    row("etcd CPU, bulk", &|r| {
-        format!("{:.2} s", r.cpu_bulk.get("etcd").copied().unwrap_or(0.0))
-    });
-    row("other processes' CPU, bulk", &|r| {
-        format!("{:.2} s", r.foreign_cpu())
-    });
-    row("create → Deployment seen, p50", &|r| {
-        ms(percentile(&r.to_deployment, 50.0))
-    });
-    row("create → Deployment seen, p90", &|r| {
-        ms(percentile(&r.to_deployment, 90.0))
-    });
-    row("create → converged, p50", &|r| {
-        ms(percentile(&r.to_converged, 50.0))
-    });
-    row("create → converged, p90", &|r| {
-        ms(percentile(&r.to_converged, 90.0))
-    });
-    row("create → Available=True, p50", &|r| {
-        ms(percentile(&r.to_settled, 50.0))
-    });
-    row("create → Available=True, p90", &|r| {
-        ms(percentile(&r.to_settled, 90.0))
-    });
+    row("all Available=True after", &|r| format!("{:.2} s", r.settled.as_secs_f64()));
+    row("creates returned after", &|r| format!("{:.2} s", r.creates.as_secs_f64()));
+    row("server-side applies, bulk", &|r| format!("{}", r.requests_bulk.get("APPLY deployments").copied().unwrap_or(0.0)));
+    row("status patches, bulk", &|r| format!("{}", r.requests_bulk.get("PATCH memcacheds/status").copied().unwrap_or(0.0)));
+    row("controller CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)));
+    row("kube-apiserver CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("kube-apiserver").copied().unwrap_or(0.0)));
+    row("etcd CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("etcd").copied().unwrap_or(0.0)));
+    row("other processes' CPU, bulk", &|r| format!("{:.2} s", r.foreign_cpu()));
+    row("create → Deployment seen, p50", &|r| ms(percentile(&r.to_deployment, 50.0)));
+    row("create → Deployment seen, p90", &|r| ms(percentile(&r.to_deployment, 90.0)));
+    row("create → converged, p50", &|r| ms(percentile(&r.to_converged, 50.0)));
+    row("create → converged, p90", &|r| ms(percentile(&r.to_converged, 90.0)));
+    row("create → Available=True, p50", &|r| ms(percentile(&r.to_settled, 50.0)));
+    row("create → Available=True, p90", &|r| ms(percentile(&r.to_settled, 90.0)));
     let a = results.iter().find(|r| r.which == Which::Host);
     if let Some(a) = a {
         println!();
         for b in results.iter().filter(|r| r.which != Which::Host) {
             let ratio = b.converge.as_secs_f64() / a.converge.as_secs_f64();
             let goal = if b.which == Which::Native {
-                format!(
-                    " (goal ≥ 0.9: {})",
-                    if ratio >= 0.9 { "met" } else { "NOT met" }
-                )
+                format!(" (goal ≥ 0.9: {})", if ratio >= 0.9 { "met" } else { "NOT met" })
             } else {
                 String::new()
             };
             let letter = &b.which.label()[..1];
-            println!(
-                "throughput(A) / throughput({letter}) = time({letter}) / time(A) = {ratio:.3}{goal}"
-            );
-            println!(
-                "  same, to all Available=True: {:.3}",
-                b.settled.as_secs_f64() / a.settled.as_secs_f64()
-            );
+            println!("throughput(A) / throughput({letter}) = time({letter}) / time(A) = {ratio:.3}{goal}");
+            println!("  same, to all Available=True: {:.3}", b.settled.as_secs_f64() / a.settled.as_secs_f64());
         }
         let p50 = percentile(&a.to_deployment, 50.0);
         if !a.to_deployment.is_empty() {
             println!(
                 "A: create → Deployment seen p50 = {} (goal ≤ 10 ms: {})",
                 ms(p50),
-                if p50 <= Duration::from_millis(10) {
-                    "met"
-                } else {
-                    "NOT met"
-                }
+                if p50 <= Duration::from_millis(10) { "met" } else { "NOT met" }
             );
         }
     }

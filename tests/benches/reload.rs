@@ -247,8 +247,7 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
     let artifacts = work.path().join("artifacts");
     std::fs::create_dir_all(&plugins_dir)?;
     let runtime = Runtime::builder().artifact_dir(Some(artifacts.clone())).build()?;
-    let manager =
-        Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, ..Default::default() }));
+    let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, ..Default::default() }));
     let reload_config = ReloadConfig::default();
     let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, reload_config);
 
@@ -279,8 +278,11 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
         bail!("memcached did not start: {:?}", b.reloader.statuses());
     };
     eprintln!("[reload] memcached {} running", controller.plugin().manifest().version);
-    apply(&b.client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": CR, "namespace": NAMESPACE}, "spec": {"size": 0}}))
+    apply(
+        &b.client,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": CR, "namespace": NAMESPACE}, "spec": {"size": 0}}),
+    )
     .await?;
     b.wait_label(false).await.context("the Deployment of the CR")?;
     b.settle().await?;
@@ -316,10 +318,8 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
         load_warm.push(t.elapsed());
         drop(loaded);
     }
-    let artifact_bytes: Vec<u64> = std::fs::read_dir(&b.artifacts)?
-        .filter_map(Result::ok)
-        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
-        .collect();
+    let artifact_bytes: Vec<u64> =
+        std::fs::read_dir(&b.artifacts)?.filter_map(Result::ok).filter_map(|e| e.metadata().ok().map(|m| m.len())).collect();
 
     eprintln!("[reload] phase cold: {reloads} reloads, artifact directory emptied before each");
     let mut cold = Vec::new();
@@ -573,9 +573,8 @@ fn write_then_rename(src: &Path, dst: &Path) -> Result<()> {
 }
 
 fn artifact_count(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| {
-        d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count()
-    })
+    std::fs::read_dir(dir)
+        .map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count())
 }
 
 fn empty_dir(dir: &Path) -> Result<()> {

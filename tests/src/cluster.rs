@@ -71,9 +71,7 @@ pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObjec
 /// # Errors
 /// Parse or API errors.
 pub async fn apply_file(client: &kube::Client, path: &Path) -> Result<()> {
-    wasmop::cli::apply::apply_file(client, path, TEST_MANAGER)
-        .await
-        .map(|_| ())
+    wasmop::cli::apply::apply_file(client, path, TEST_MANAGER).await.map(|_| ())
 }
 
 /// The wasmop host running in this process against the test cluster.
@@ -88,11 +86,7 @@ impl Host {
     ///
     /// # Errors
     /// When a plugin does not load or start.
-    pub async fn start(
-        client: kube::Client,
-        plugins: &[&Path],
-        config: ControllerConfig,
-    ) -> Result<Self> {
+    pub async fn start(client: kube::Client, plugins: &[&Path], config: ControllerConfig) -> Result<Self> {
         Self::start_with(client, plugins, config, Runtime::builder().artifact_dir(None).build()?).await
     }
 
@@ -103,10 +97,7 @@ impl Host {
     pub async fn start_with(client: kube::Client, plugins: &[&Path], config: ControllerConfig, runtime: Runtime) -> Result<Self> {
         let manager = Arc::new(Manager::new(client, runtime.clone(), config));
         for path in plugins {
-            let plugin = runtime
-                .load_file(path)
-                .await
-                .with_context(|| format!("loading {}", path.display()))?;
+            let plugin = runtime.load_file(path).await.with_context(|| format!("loading {}", path.display()))?;
             manager.start(plugin).await?;
         }
         Ok(Self { manager })
@@ -114,9 +105,6 @@ impl Host {
 
     /// A configuration for tests: no periodic resync, fast backoff.
     pub fn test_config() -> ControllerConfig {
-        ControllerConfig {
-            resync: None,
-            ..ControllerConfig::default()
-        }
+        ControllerConfig { resync: None, ..ControllerConfig::default() }
     }
 }

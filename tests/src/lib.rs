@@ -56,11 +56,7 @@ pub struct StaticToken {
 impl StaticToken {
     /// A token for `user` with the given `groups`.
     pub fn new(token: impl Into<String>, user: impl Into<String>, groups: &[&str]) -> Self {
-        Self {
-            token: token.into(),
-            user: user.into(),
-            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-        }
+        Self { token: token.into(), user: user.into(), groups: groups.iter().map(|g| (*g).to_owned()).collect() }
     }
 }
 
@@ -117,20 +113,11 @@ impl ControlPlane {
             fs::create_dir_all(d.join(sub))?;
         }
         // etcd refuses a data dir that others can read.
-        fs::set_permissions(
-            d.join("etcd"),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )?;
+        fs::set_permissions(d.join("etcd"), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
 
         let mut tokens = format!("{ADMIN_TOKEN},admin,admin,system:masters\n");
         for t in extra {
-            tokens.push_str(&format!(
-                "{},{},{},{}\n",
-                t.token,
-                t.user,
-                t.user,
-                csv_groups(&t.groups)
-            ));
+            tokens.push_str(&format!("{},{},{},{}\n", t.token, t.user, t.user, csv_groups(&t.groups)));
         }
         fs::write(d.join("tokens.csv"), tokens)?;
 
@@ -167,26 +154,11 @@ impl ControlPlane {
             Command::new(cp.bin.join("etcd"))
                 .args(["--name", "wasmop", "--data-dir"])
                 .arg(d.join("etcd"))
-                .args([
-                    "--listen-client-urls",
-                    &format!("http://127.0.0.1:{etcd_port}"),
-                ])
-                .args([
-                    "--advertise-client-urls",
-                    &format!("http://127.0.0.1:{etcd_port}"),
-                ])
-                .args([
-                    "--listen-peer-urls",
-                    &format!("http://127.0.0.1:{peer_port}"),
-                ])
-                .args([
-                    "--initial-advertise-peer-urls",
-                    &format!("http://127.0.0.1:{peer_port}"),
-                ])
-                .args([
-                    "--initial-cluster",
-                    &format!("wasmop=http://127.0.0.1:{peer_port}"),
-                ]),
+                .args(["--listen-client-urls", &format!("http://127.0.0.1:{etcd_port}")])
+                .args(["--advertise-client-urls", &format!("http://127.0.0.1:{etcd_port}")])
+                .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer_port}")])
+                .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer_port}")])
+                .args(["--initial-cluster", &format!("wasmop=http://127.0.0.1:{peer_port}")]),
             &d.join("logs/etcd.log"),
         )?;
         *lock(&cp.etcd) = Some(etcd);
@@ -208,10 +180,7 @@ impl ControlPlane {
         *lock(&cp.controller_manager) = Some(kcm);
         // Catch an immediate crash (bad flag etc.) here rather than in a confusing test failure.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        if let Some(status) = lock(&cp.controller_manager)
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten())
-        {
+        if let Some(status) = lock(&cp.controller_manager).as_mut().and_then(|c| c.try_wait().ok().flatten()) {
             return Err(EarlyExit(format!(
                 "kube-controller-manager exited ({status}):\n{}",
                 tail(&d.join("logs/kube-controller-manager.log"), 30)
@@ -234,16 +203,8 @@ impl ControlPlane {
             }
             let child = spawn(
                 Command::new(self.bin.join("kube-apiserver"))
-                    .args([
-                        "--etcd-servers",
-                        &format!("http://127.0.0.1:{}", self.etcd_port),
-                    ])
-                    .args([
-                        "--bind-address",
-                        "127.0.0.1",
-                        "--advertise-address",
-                        "127.0.0.1",
-                    ])
+                    .args(["--etcd-servers", &format!("http://127.0.0.1:{}", self.etcd_port)])
+                    .args(["--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1"])
                     .args(["--secure-port", &self.api_port.to_string()])
                     .arg("--cert-dir")
                     .arg(d.join("certs"))
@@ -317,8 +278,7 @@ impl ControlPlane {
     /// Write a kubeconfig for `token` to `path` (same server and CA as
     /// [`ControlPlane::kubeconfig_path`]), e.g. to run a host process as a non-admin user.
     pub fn write_kubeconfig(&self, path: &Path, token: &str) -> Result<()> {
-        fs::write(path, self.kubeconfig_yaml(token))
-            .with_context(|| format!("writing {}", path.display()))
+        fs::write(path, self.kubeconfig_yaml(token)).with_context(|| format!("writing {}", path.display()))
     }
 
     /// The admin bearer token ([`ADMIN_TOKEN`]).
@@ -356,10 +316,7 @@ impl ControlPlane {
     /// The last `lines` lines of a component's log (`etcd`, `kube-apiserver`,
     /// `kube-controller-manager`), for failure messages.
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
-        tail(
-            &self.dir.path().join(format!("logs/{component}.log")),
-            lines,
-        )
+        tail(&self.dir.path().join(format!("logs/{component}.log")), lines)
     }
 
     fn kubeconfig_yaml(&self, token: &str) -> String {
@@ -383,10 +340,7 @@ impl ControlPlane {
         let mut probe: Option<kube::Client> = None;
         loop {
             for (name, slot) in [("kube-apiserver", &self.apiserver), ("etcd", &self.etcd)] {
-                if let Some(status) = lock(slot)
-                    .as_mut()
-                    .and_then(|c| c.try_wait().ok().flatten())
-                {
+                if let Some(status) = lock(slot).as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                     return Err(EarlyExit(format!(
                         "{name} exited ({status}) before the API server became ready:\n{}",
                         self.log_tail(name, 30)
@@ -399,8 +353,7 @@ impl ControlPlane {
             }
             if let Some(client) = &probe {
                 let req = http::Request::get("/readyz").body(Vec::new())?;
-                if let Ok(Ok(body)) =
-                    tokio::time::timeout(Duration::from_secs(3), client.request_text(req)).await
+                if let Ok(Ok(body)) = tokio::time::timeout(Duration::from_secs(3), client.request_text(req)).await
                     && body.trim() == "ok"
                 {
                     return Ok(());
@@ -478,11 +431,7 @@ fn bin_dir() -> Result<PathBuf> {
             .output()
             .map_err(|e| format!("running {}: {e}", script.display()))?;
         if !out.status.success() {
-            return Err(format!(
-                "{} install failed: {}",
-                script.display(),
-                out.status
-            ));
+            return Err(format!("{} install failed: {}", script.display(), out.status));
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
         let bin = stdout.lines().last().map(str::trim).unwrap_or_default();
@@ -528,26 +477,13 @@ type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let program = cmd.get_program().to_owned();
-    let out = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("opening {}", log.display()))?;
-    cmd.stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out);
+    let out = fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("opening {}", log.display()))?;
+    cmd.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
     let parent = std::process::id();
     // SAFETY: the closure only calls async-signal-safe functions (prctl, getppid, _exit).
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
             // The parent may have died between fork and prctl.
@@ -576,8 +512,7 @@ fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
     let (reply_tx, reply_rx) = mpsc::channel();
     // Hand over the configured command; the caller's `&mut Command` is left as a blank one.
     let owned = std::mem::replace(cmd, Command::new(&program));
-    tx.send((owned, reply_tx))
-        .map_err(|_| anyhow!("spawner thread is gone"))?;
+    tx.send((owned, reply_tx)).map_err(|_| anyhow!("spawner thread is gone"))?;
     reply_rx
         .recv()
         .map_err(|_| anyhow!("spawner thread is gone"))?

@@ -37,10 +37,7 @@ pub fn plugin(package: &str, target: &str) -> PathBuf {
 /// When cargo fails.
 pub fn plugin_with_features(package: &str, target: &str, features: &[&str]) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<(String, String), PathBuf>>> = OnceLock::new();
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     let key = (package.to_owned(), format!("{target}+{}", features.join(",")));
     if let Some(path) = built.get(&key) {
         return path.clone();
@@ -51,27 +48,13 @@ pub fn plugin_with_features(package: &str, target: &str, features: &[&str]) -> P
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(workspace())
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--target",
-            target,
-            "-p",
-            package,
-        ])
+        .args(["build", "--quiet", "--release", "--target", target, "-p", package])
         .args(if features.is_empty() { vec![] } else { vec!["--features".to_owned(), features.join(",")] })
         .env("CARGO_TARGET_DIR", &target_dir)
         .status()
         .expect("running cargo to build a plugin");
-    assert!(
-        status.success(),
-        "building plugin {package} for {target} failed"
-    );
-    let path = target_dir
-        .join(target)
-        .join("release")
-        .join(format!("{}.wasm", package.replace('-', "_")));
+    assert!(status.success(), "building plugin {package} for {target} failed");
+    let path = target_dir.join(target).join("release").join(format!("{}.wasm", package.replace('-', "_")));
     assert!(path.exists(), "{} was not produced", path.display());
     built.insert(key, path.clone());
     path

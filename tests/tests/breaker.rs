@@ -62,7 +62,12 @@ fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
 }
 
 /// The `WasmPlugin` of `plugin` once `accept` holds for it.
-async fn wasm_plugin(client: &kube::Client, plugin: &str, what: &str, accept: impl Fn(&DynamicObject) -> bool) -> Result<DynamicObject> {
+async fn wasm_plugin(
+    client: &kube::Client,
+    plugin: &str,
+    what: &str,
+    accept: impl Fn(&DynamicObject) -> bool,
+) -> Result<DynamicObject> {
     let api = api_for(client, "wasmop.dev/v1alpha1", "WasmPlugin", None).await?;
     eventually(&format!("WasmPlugin {plugin}: {what}"), WAIT, || async { Ok(api.get_opt(plugin).await?.filter(|wp| accept(wp))) })
         .await
@@ -123,8 +128,11 @@ async fn a_hot_looping_plugin_is_throttled_and_a_fixed_version_closes_its_breake
     assert!(cms.get_opt("waiting-out").await?.is_none(), "reconciled while the breaker was open");
     let still = controller.breaker().status();
     assert_eq!((still.phase.as_str(), still.trips), ("Open", trips_before), "the breaker stayed open meanwhile");
-    apply(&s.client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "unaffected", "namespace": "default"}, "spec": {"size": 1}}))
+    apply(
+        &s.client,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "unaffected", "namespace": "default"}, "spec": {"size": 1}}),
+    )
     .await?;
     let deployments = api_for(&s.client, "apps/v1", "Deployment", Some("default")).await?;
     eventually("memcached converges while testbed is throttled", WAIT, || async {
@@ -167,7 +175,10 @@ async fn a_failing_plugin_recovers_through_the_trial_reconcile_once_its_object_i
     let metrics = Arc::clone(s.manager.metrics());
     apply(&s.client, &testbed("broken", "retryable")).await?;
     eventually("the breaker opens for failures", WAIT, || async {
-        Ok(metrics.render().contains(r#"wasmop_plugin_circuit_breaker_trips_total{plugin="testbed",reason="Failing"}"#).then_some(()))
+        Ok(metrics
+            .render()
+            .contains(r#"wasmop_plugin_circuit_breaker_trips_total{plugin="testbed",reason="Failing"}"#)
+            .then_some(()))
     })
     .await?;
     let wp = wasm_plugin(&s.client, "testbed", "throttled for failures", |wp| {

@@ -6,10 +6,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
@@ -39,21 +36,14 @@ async fn owned_replicasets(rs: &Api<ReplicaSet>, uid: &str) -> Result<Vec<Replic
 async fn control_plane_smoke() -> Result<()> {
     let t0 = std::time::Instant::now();
     let cp = ControlPlane::start().await?;
-    eprintln!(
-        "control plane ready in {:?} at {}",
-        t0.elapsed(),
-        cp.server_url()
-    );
+    eprintln!("control plane ready in {:?} at {}", t0.elapsed(), cp.server_url());
     assert!(cp.kubeconfig_path().is_file());
     let client = cp.client().await?;
 
     // Namespace.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
-        )
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": NS}}))?)
         .await
         .context("creating namespace")?;
 
@@ -82,26 +72,17 @@ async fn control_plane_smoke() -> Result<()> {
             }]
         }
     }))?;
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .context("creating CRD")?;
+    crds.create(&PostParams::default(), &crd).await.context("creating CRD")?;
     tokio::time::timeout(
         Duration::from_secs(30),
-        await_condition(
-            crds.clone(),
-            "widgets.e2e.wasmop.dev",
-            conditions::is_crd_established(),
-        ),
+        await_condition(crds.clone(), "widgets.e2e.wasmop.dev", conditions::is_crd_established()),
     )
     .await
     .context("CRD not Established within 30 s")??;
 
     // A custom resource: server-side apply of the object, then of its status subresource.
     // (The first CRD write is what crashed an apiserver built with the old vendored reflect2.)
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("e2e.wasmop.dev", "v1", "Widget"),
-        "widgets",
-    );
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("e2e.wasmop.dev", "v1", "Widget"), "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
     let ssa = PatchParams::apply(MANAGER);
     // The CRD's REST endpoint can lag a moment behind the Established condition.
@@ -113,11 +94,9 @@ async fn control_plane_smoke() -> Result<()> {
         Ok(Some(widgets.patch("w1", &ssa, &Patch::Apply(patch)).await?))
     })
     .await?;
-    let status = json!({"apiVersion": "e2e.wasmop.dev/v1", "kind": "Widget", "metadata": {"name": "w1"}, "status": {"ready": true}});
-    let w = widgets
-        .patch_status("w1", &ssa, &Patch::Apply(status))
-        .await
-        .context("SSA on status")?;
+    let status =
+        json!({"apiVersion": "e2e.wasmop.dev/v1", "kind": "Widget", "metadata": {"name": "w1"}, "status": {"ready": true}});
+    let w = widgets.patch_status("w1", &ssa, &Patch::Apply(status)).await.context("SSA on status")?;
     assert_eq!(w.data["status"]["ready"], json!(true));
     assert_eq!(w.data["spec"]["size"], json!(3));
 
@@ -135,56 +114,33 @@ async fn control_plane_smoke() -> Result<()> {
             }
         }
     });
-    let d = deployments
-        .patch("web", &ssa, &Patch::Apply(deploy))
-        .await
-        .context("SSA of Deployment")?;
+    let d = deployments.patch("web", &ssa, &Patch::Apply(deploy)).await.context("SSA of Deployment")?;
     let uid = d.metadata.uid.clone().context("deployment uid")?;
     let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), NS);
-    let rs = eventually(
-        "ReplicaSet owned by the Deployment",
-        Duration::from_secs(30),
-        || async {
-            let owned = owned_replicasets(&replicasets, &uid).await?;
-            Ok(owned.into_iter().next())
-        },
-    )
+    let rs = eventually("ReplicaSet owned by the Deployment", Duration::from_secs(30), || async {
+        let owned = owned_replicasets(&replicasets, &uid).await?;
+        Ok(owned.into_iter().next())
+    })
     .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    eventually(
-        "2 Pods of the ReplicaSet",
-        Duration::from_secs(30),
-        || async {
-            let n = pods
-                .list(&ListParams::default().labels("app=web"))
-                .await?
-                .items
-                .len();
-            Ok((n == 2).then_some(()))
-        },
-    )
+    eventually("2 Pods of the ReplicaSet", Duration::from_secs(30), || async {
+        let n = pods.list(&ListParams::default().labels("app=web")).await?.items.len();
+        Ok((n == 2).then_some(()))
+    })
     .await?;
 
     // Stop the API server: requests fail; restart it on the same port and same etcd.
     let t1 = std::time::Instant::now();
     cp.stop_apiserver()?;
     eprintln!("apiserver stopped in {:?}", t1.elapsed());
-    assert!(
-        deployments.list(&ListParams::default()).await.is_err(),
-        "list must fail while the API server is down"
-    );
+    assert!(deployments.list(&ListParams::default()).await.is_err(), "list must fail while the API server is down");
     let t1 = std::time::Instant::now();
     cp.start_apiserver().await?;
     eprintln!("apiserver restarted and ready in {:?}", t1.elapsed());
 
     // Same client, same data.
-    let names: Vec<String> = deployments
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|d| d.metadata.name)
-        .collect();
+    let names: Vec<String> =
+        deployments.list(&ListParams::default()).await?.items.into_iter().filter_map(|d| d.metadata.name).collect();
     assert_eq!(names, vec!["web".to_owned()]);
     let w = widgets.get("w1").await?;
     assert_eq!(w.data["status"]["ready"], json!(true));
@@ -197,22 +153,13 @@ async fn control_plane_smoke() -> Result<()> {
 
     // ownerReference garbage collection (by the restarted-against controller-manager).
     let t2 = std::time::Instant::now();
-    deployments
-        .delete("web", &DeleteParams::background())
-        .await?;
+    deployments.delete("web", &DeleteParams::background()).await?;
     let rs_name = rs.metadata.name.clone().unwrap_or_default();
-    eventually(
-        "ReplicaSet garbage-collected",
-        Duration::from_secs(60),
-        || async { Ok(replicasets.get_opt(&rs_name).await?.is_none().then_some(())) },
-    )
+    eventually("ReplicaSet garbage-collected", Duration::from_secs(60), || async {
+        Ok(replicasets.get_opt(&rs_name).await?.is_none().then_some(()))
+    })
     .await
-    .with_context(|| {
-        format!(
-            "controller-manager log:\n{}",
-            cp.log_tail("kube-controller-manager", 20)
-        )
-    })?;
+    .with_context(|| format!("controller-manager log:\n{}", cp.log_tail("kube-controller-manager", 20)))?;
 
     eprintln!("ReplicaSet garbage-collected in {:?}", t2.elapsed());
     Ok(())

@@ -7,9 +7,9 @@ use anyhow::{Result, bail};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use wasmop::controller::ObjectKey;
+use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
-use wasmop_e2e::ControlPlane;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -79,8 +79,14 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
             .filter_map(|p| p.metadata.name)
             .collect();
         let cr = crs.get("sample").await?;
-        let mut nodes: Vec<String> = cr.data.pointer("/status/nodes").and_then(Value::as_array).into_iter().flatten()
-            .filter_map(|n| n.as_str().map(str::to_owned)).collect();
+        let mut nodes: Vec<String> = cr
+            .data
+            .pointer("/status/nodes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect();
         nodes.sort();
         let mut names = names;
         names.sort();
@@ -98,21 +104,21 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     eventually("Available reports the observed Deployment", WAIT, || async {
         let cr = crs.get("sample").await?;
         let c = condition(&cr, "Available").cloned();
-        Ok(c.filter(|c| c["reason"] != "DeploymentMissing" && c["message"].as_str().is_some_and(|m| m.ends_with("/5 replicas available"))))
+        Ok(c.filter(|c| {
+            c["reason"] != "DeploymentMissing" && c["message"].as_str().is_some_and(|m| m.ends_with("/5 replicas available"))
+        }))
     })
     .await?;
 
     // A manual edit of the Deployment is reverted.
-    deployments(&client)
-        .await?
-        .patch("sample", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}})))
-        .await?;
+    deployments(&client).await?.patch("sample", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await?;
     deployment_with_replicas(&client, "sample", 5).await?;
 
     // Deleting the CR removes its children (ownerReference garbage collection).
     crs.delete("sample", &DeleteParams::default()).await?;
     let api = deployments(&client).await?;
-    eventually("deployment garbage-collected", WAIT, || async { Ok(api.get_opt("sample").await?.is_none().then_some(())) }).await?;
+    eventually("deployment garbage-collected", WAIT, || async { Ok(api.get_opt("sample").await?.is_none().then_some(())) })
+        .await?;
     Ok(())
 }
 
@@ -129,9 +135,12 @@ async fn plugin_errors_become_warning_events_and_conditions_with_backoff() -> Re
     assert_eq!(condition(&cr, "Reconciled").unwrap()["reason"], "ReconcileError");
     let events = api_for(&client, "events.k8s.io/v1", "Event", Some("default")).await?;
     eventually("a Warning event about the CR", WAIT, || async {
-        let found = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
-            e.data["type"] == "Warning" && e.data.pointer("/regarding/name") == Some(&json!("failing"))
-        });
+        let found = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .any(|e| e.data["type"] == "Warning" && e.data.pointer("/regarding/name") == Some(&json!("failing")));
         Ok(found.then_some(()))
     })
     .await?;

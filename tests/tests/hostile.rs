@@ -108,7 +108,9 @@ async fn hostile_objects_are_contained_while_memcached_keeps_converging() -> Res
         assert!(message.contains(fragment), "{name} ({mode}): {message}");
         eventually(&format!("{name}: Warning event {reason}"), WAIT, || async {
             let found = events.list(&ListParams::default()).await?.items.iter().any(|e| {
-                e.data["type"] == "Warning" && e.data["reason"] == *reason && e.data.pointer("/regarding/name") == Some(&json!(name))
+                e.data["type"] == "Warning"
+                    && e.data["reason"] == *reason
+                    && e.data.pointer("/regarding/name") == Some(&json!(name))
             });
             Ok(found.then_some(()))
         })
@@ -144,7 +146,12 @@ async fn hostile_objects_are_contained_while_memcached_keeps_converging() -> Res
     let bomb = ObjectKey { namespace: Some("default".into()), name: "bomb".into() };
     eventually("the memory bomb retried", WAIT, || async { Ok((controller.failures(&bomb) >= 4).then_some(())) }).await?;
     let after = rss()?;
-    eprintln!("host RSS: {} MiB before the hostile objects, {} MiB after (testbed cap {} MiB)", baseline >> 20, after >> 20, TESTBED_MEMORY >> 20);
+    eprintln!(
+        "host RSS: {} MiB before the hostile objects, {} MiB after (testbed cap {} MiB)",
+        baseline >> 20,
+        after >> 20,
+        TESTBED_MEMORY >> 20
+    );
     assert!(after < baseline + TESTBED_MEMORY, "RSS grew from {baseline} to {after} bytes");
 
     // The host is up and both plugins still serve.
@@ -152,7 +159,10 @@ async fn hostile_objects_are_contained_while_memcached_keeps_converging() -> Res
     converges(&client, "after").await?;
     apply(&client, &testbed("fine", "ok")).await?;
     let cms = api_for(&client, "v1", "ConfigMap", Some("default")).await?;
-    eventually("the testbed plugin still serves well-behaved objects", WAIT, || async { Ok(cms.get_opt("fine-out").await?.map(|_| ())) }).await?;
+    eventually("the testbed plugin still serves well-behaved objects", WAIT, || async {
+        Ok(cms.get_opt("fine-out").await?.map(|_| ()))
+    })
+    .await?;
     Ok(())
 }
 
@@ -176,14 +186,20 @@ async fn declared_secrets_need_a_grant_and_then_only_the_selected_ones_are_reada
     let grant = "plugins: {testbed: {grants: {secrets: read}}}";
     let _host = Host::start_with(client.clone(), &[&testbed], Host::test_config(), runtime(grant)?).await?;
     for (name, labels) in [("mine", json!({"testbed": "reader"})), ("unlabelled", json!({}))] {
-        apply(&client, &json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": "default", "labels": labels}, "stringData": {"k": "v"}}))
+        apply(
+            &client,
+            &json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": "default", "labels": labels}, "stringData": {"k": "v"}}),
+        )
         .await?;
     }
     let crs = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
     for (secret, found) in [("mine", json!(["mine"])), ("unlabelled", json!([]))] {
-        apply(&client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
-            "metadata": {"name": "reader", "namespace": "default"}, "spec": {"mode": "read-secret", "name": secret}}))
+        apply(
+            &client,
+            &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+            "metadata": {"name": "reader", "namespace": "default"}, "spec": {"mode": "read-secret", "name": secret}}),
+        )
         .await?;
         eventually(&format!("reading Secret {secret} finds {found}"), WAIT, || async {
             let cr = crs.get("reader").await?;

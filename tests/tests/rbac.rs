@@ -25,13 +25,20 @@ async fn host_reconciles_with_exactly_the_generated_rbac() -> Result<()> {
     let manifest = runtime.load_file(&memcached).await?.manifest().as_ref().clone();
     let yaml = wasmop::cli::rbac::render(&[manifest], runtime.policy(), "wasmop", "wasmop-system", "wasmop")?;
     apply(&admin, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wasmop-system"}})).await?;
-    apply(&admin, &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "wasmop", "namespace": "wasmop-system"}})).await?;
+    apply(
+        &admin,
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "wasmop", "namespace": "wasmop-system"}}),
+    )
+    .await?;
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("rbac.yaml"), &yaml)?;
     apply_file(&admin, &dir.path().join("rbac.yaml")).await?;
 
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "wasmop-system");
-    let request = TokenRequest { spec: TokenRequestSpec { audiences: vec![], expiration_seconds: Some(3600), ..Default::default() }, ..Default::default() };
+    let request = TokenRequest {
+        spec: TokenRequestSpec { audiences: vec![], expiration_seconds: Some(3600), ..Default::default() },
+        ..Default::default()
+    };
     let token = sas.create_token_request("wasmop", &PostParams::default(), &request).await?;
     let token = token.status.expect("token issued").token;
     let client = cp.client_with_token(&token).await?;
@@ -41,8 +48,11 @@ async fn host_reconciles_with_exactly_the_generated_rbac() -> Result<()> {
     assert!(secrets.list(&Default::default()).await.is_err(), "the host identity must not read Secrets");
 
     let _host = Host::start(client.clone(), &[&memcached], Host::test_config()).await?;
-    apply(&admin, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "least", "namespace": "default"}, "spec": {"size": 2}}))
+    apply(
+        &admin,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "least", "namespace": "default"}, "spec": {"size": 2}}),
+    )
     .await?;
     let crs = api_for(&admin, "cache.example.com/v1alpha1", "Memcached", Some("default")).await?;
     let deployments = api_for(&admin, "apps/v1", "Deployment", Some("default")).await?;
@@ -52,9 +62,11 @@ async fn host_reconciles_with_exactly_the_generated_rbac() -> Result<()> {
     .await?;
     eventually("status written by the least-privileged host", Duration::from_secs(30), || async {
         let cr = crs.get("least").await?;
-        let ok = cr.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|c| {
-            c.iter().any(|c| c["type"] == "Reconciled" && c["status"] == "True")
-        });
+        let ok = cr
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Reconciled" && c["status"] == "True"));
         Ok(ok.then_some(()))
     })
     .await?;

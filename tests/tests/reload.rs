@@ -179,8 +179,12 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
     let testbed_file = s.dir.path().join("testbed.wasm");
     write_then_rename(&plugin("testbed", "wasm32-wasip2"), &testbed_file)?;
     let cms = api_for(&s.client, "v1", "ConfigMap", Some("default")).await?;
-    apply(&s.client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
-        "metadata": {"name": "one", "namespace": "default"}, "spec": {"mode": "ok"}})).await?;
+    apply(
+        &s.client,
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "one", "namespace": "default"}, "spec": {"mode": "ok"}}),
+    )
+    .await?;
     eventually("testbed reconciles its kind", WAIT, || async { Ok(cms.get_opt("one-out").await?.map(|_| ())) }).await?;
 
     let wasmplugins = api_for(&s.client, "wasmop.dev/v1alpha1", "WasmPlugin", None).await?;
@@ -191,14 +195,24 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
     assert_eq!(wp.data.pointer("/status/conditions/0/status"), Some(&json!("True")));
     assert_eq!(wp.data.pointer("/status/conditions/0/reason"), Some(&json!("Loaded")));
     // The policy it runs under is visible too (the defaults here).
-    assert_eq!(wp.data.pointer("/status/limits"), Some(&json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000})));
+    assert_eq!(
+        wp.data.pointer("/status/limits"),
+        Some(&json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000}))
+    );
     assert_eq!(wp.data.pointer("/status/grants"), Some(&json!({"secrets": "none", "namespaces": []})));
 
     std::fs::remove_file(&testbed_file)?;
     eventually("testbed stopped", WAIT, || async { Ok(s.manager.controller("testbed").is_none().then_some(())) }).await?;
-    eventually("WasmPlugin testbed deleted", WAIT, || async { Ok(wasmplugins.get_opt("testbed").await?.is_none().then_some(())) }).await?;
-    apply(&s.client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
-        "metadata": {"name": "two", "namespace": "default"}, "spec": {"mode": "ok"}})).await?;
+    eventually("WasmPlugin testbed deleted", WAIT, || async {
+        Ok(wasmplugins.get_opt("testbed").await?.is_none().then_some(()))
+    })
+    .await?;
+    apply(
+        &s.client,
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "two", "namespace": "default"}, "spec": {"mode": "ok"}}),
+    )
+    .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(cms.get_opt("two-out").await?.is_none(), "a removed plugin reconciles nothing");
     Ok(())
@@ -246,14 +260,15 @@ async fn a_file_that_switches_plugins_stops_one_and_starts_the_other() -> Result
     write_then_rename(&plugin("memcached", "wasm32-wasip2"), &file)?;
     eventually("memcached started", WAIT, || async { Ok(s.manager.controller("memcached").map(|_| ())) }).await?;
     write_then_rename(&plugin("testbed", "wasm32-wasip2"), &file)?;
-    eventually("testbed replaced memcached", WAIT, || async {
-        Ok((s.manager.plugins() == ["testbed"]).then_some(()))
-    })
-    .await?;
+    eventually("testbed replaced memcached", WAIT, || async { Ok((s.manager.plugins() == ["testbed"]).then_some(())) }).await?;
     // The Memcached watch was released with its last plugin; Testbed objects reconcile.
     let cms = api_for(&s.client, "v1", "ConfigMap", Some("default")).await?;
-    apply(&s.client, &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
-        "metadata": {"name": "switched", "namespace": "default"}, "spec": {"mode": "ok"}})).await?;
+    apply(
+        &s.client,
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "switched", "namespace": "default"}, "spec": {"mode": "ok"}}),
+    )
+    .await?;
     eventually("testbed reconciles", WAIT, || async { Ok(cms.get_opt("switched-out").await?.map(|_| ())) }).await?;
     apply(&s.client, &memcached("orphan")).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;

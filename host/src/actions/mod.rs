@@ -162,9 +162,11 @@ impl Writer<'_> {
                 continue;
             }
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            api.patch(&r.name, &self.params(), &Patch::Apply(&child))
-                .await
-                .map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
+            api.patch(&r.name, &self.params(), &Patch::Apply(&child)).await.map_err(|source| ActionError::Api {
+                action: "apply",
+                object: r.to_string(),
+                source,
+            })?;
             self.applied.record(r, &child);
             written.applied += 1;
         }
@@ -191,11 +193,7 @@ impl Writer<'_> {
     /// The observed children (controlled by the parent) that `desired` no longer lists.
     pub fn absent_children(observed: &[Arc<Value>], desired: &[Value]) -> Vec<ObjectRef> {
         let wanted: std::collections::HashSet<ObjectRef> = desired.iter().filter_map(ObjectRef::of_object).collect();
-        observed
-            .iter()
-            .filter_map(|o| ObjectRef::of_object(o))
-            .filter(|r| !wanted.contains(r))
-            .collect()
+        observed.iter().filter_map(|o| ObjectRef::of_object(o)).filter(|r| !wanted.contains(r)).collect()
     }
 
     /// Merge-patch the parent's status subresource.

@@ -134,10 +134,14 @@ mod tests {
 
     #[test]
     fn another_namespace_is_refused() {
-        let mut r = response(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}));
+        let mut r =
+            response(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}));
         let err = check(&manifest(), &Grants::default(), &parent(), &mut r).unwrap_err();
         assert!(matches!(err, ScopeError::OtherNamespace { .. }));
-        assert_eq!(err.to_string(), "v1/ConfigMap kube-system/c is in namespace \"kube-system\", outside the parent's namespace \"ns\"");
+        assert_eq!(
+            err.to_string(),
+            "v1/ConfigMap kube-system/c is in namespace \"kube-system\", outside the parent's namespace \"ns\""
+        );
     }
 
     #[test]

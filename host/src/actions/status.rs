@@ -76,7 +76,8 @@ mod tests {
 
     #[test]
     fn unchanged_status_keeps_transition_time() {
-        let existing = vec![json!({"type": "Available", "status": "True", "reason": "A", "message": "", "lastTransitionTime": "t0"})];
+        let existing =
+            vec![json!({"type": "Available", "status": "True", "reason": "A", "message": "", "lastTransitionTime": "t0"})];
         let merged = merge_conditions(&existing, &[cond(ConditionStatus::True, "B")], Some(2), "t1");
         assert_eq!(merged[0]["lastTransitionTime"], "t0");
         assert_eq!(merged[0]["reason"], "B");

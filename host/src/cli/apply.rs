@@ -15,7 +15,12 @@ use super::fixtures::read_objects;
 ///
 /// # Errors
 /// When the kind is not served.
-pub async fn api_for(client: &kube::Client, api_version: &str, kind: &str, namespace: Option<&str>) -> anyhow::Result<Api<DynamicObject>> {
+pub async fn api_for(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> anyhow::Result<Api<DynamicObject>> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
         .await

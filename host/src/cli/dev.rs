@@ -114,7 +114,11 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, ReloadConfig::default());
     reloader.sync().await;
     let _watch = tokio::spawn(Arc::clone(&reloader).run());
-    eprintln!("    plugins running: {:?} (drop or replace .wasm files in {} to hot-reload)", manager.plugins(), plugins_dir.display());
+    eprintln!(
+        "    plugins running: {:?} (drop or replace .wasm files in {} to hot-reload)",
+        manager.plugins(),
+        plugins_dir.display()
+    );
 
     stage(6, "applying the samples from crds/samples/ — watch the host reconcile them (Ctrl-C stops everything)");
     let mut samples = Vec::new();
@@ -133,7 +137,10 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
             for s in &samples {
                 let (Some(types), Some(name)) = (&s.types, &s.metadata.name) else { continue };
                 let api = api_for(&client, &types.api_version, &types.kind, s.metadata.namespace.as_deref()).await;
-                if let Ok(Some(obj)) = match api { Ok(a) => a.get_opt(name).await.map_err(anyhow::Error::from), Err(e) => Err(e) } {
+                if let Ok(Some(obj)) = match api {
+                    Ok(a) => a.get_opt(name).await.map_err(anyhow::Error::from),
+                    Err(e) => Err(e),
+                } {
                     lines.push(format!("    {} {name}: {}", types.kind, summarize(obj.data.get("status"))));
                 }
             }
@@ -163,7 +170,14 @@ fn summarize(status: Option<&Value>) -> String {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|c| format!("{}={} ({})", c["type"].as_str().unwrap_or("?"), c["status"].as_str().unwrap_or("?"), c["message"].as_str().unwrap_or("")))
+        .map(|c| {
+            format!(
+                "{}={} ({})",
+                c["type"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?"),
+                c["message"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     parts.extend(status.iter().filter(|(k, _)| *k != "conditions").map(|(k, v)| format!("{k}: {v}")));
     parts.join("; ")

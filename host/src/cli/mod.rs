@@ -8,7 +8,6 @@ pub mod rbac;
 mod reconcile;
 pub mod run;
 
-
 use std::path::PathBuf;
 use std::time::Duration;
 

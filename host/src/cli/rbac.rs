@@ -73,13 +73,20 @@ pub fn rules(manifests: &[Manifest], policy: &HostPolicy) -> Vec<Value> {
 ///
 /// # Errors
 /// Only if YAML serialization fails.
-pub fn render(manifests: &[Manifest], policy: &HostPolicy, name: &str, namespace: &str, service_account: &str) -> anyhow::Result<String> {
+pub fn render(
+    manifests: &[Manifest],
+    policy: &HostPolicy,
+    name: &str,
+    namespace: &str,
+    service_account: &str,
+) -> anyhow::Result<String> {
     let names: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
     let left_out: String = manifests
         .iter()
         .filter_map(|m| {
             let missing = policy.for_plugin(&m.name).grants.ungranted(m);
-            (!missing.is_empty()).then(|| format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")))
+            (!missing.is_empty())
+                .then(|| format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")))
         })
         .collect();
     let role = json!({

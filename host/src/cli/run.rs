@@ -68,7 +68,8 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             // The error's text already carries its cause: no context chain, or it prints twice.
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| anyhow::anyhow!("cannot use kubeconfig {}: {e}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("cannot use kubeconfig {}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await.context("no Kubernetes configuration found (use --kubeconfig)")?,
@@ -111,7 +112,11 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         None => None,
     };
     let elector = args.leader_elect.then(|| {
-        let namespace = args.leader_elect_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "default".into());
+        let namespace = args
+            .leader_elect_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into());
         let host = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
         let config = LeaseConfig {
             lease_duration: args.leader_elect_lease_duration,

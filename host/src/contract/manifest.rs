@@ -138,10 +138,9 @@ impl Manifest {
             if !related_seen.insert(&related.kind) {
                 return Err(ManifestError::DuplicateKind(related.kind.to_string()));
             }
-            related.selector_for("probe").map_err(|source| ManifestError::InvalidSelector {
-                kind: related.kind.to_string(),
-                source,
-            })?;
+            related
+                .selector_for("probe")
+                .map_err(|source| ManifestError::InvalidSelector { kind: related.kind.to_string(), source })?;
         }
         if let Some(schema) = &self.config_schema
             && !schema.is_object()
@@ -175,8 +174,8 @@ impl Manifest {
 fn validate_kind(kind: &Kind) -> Result<(), ManifestError> {
     let ok_group = kind.group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
     let ok_version = !kind.version.is_empty() && kind.version.chars().all(|c| c.is_ascii_alphanumeric());
-    let ok_kind = kind.kind.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-        && kind.kind.chars().all(|c| c.is_ascii_alphanumeric());
+    let ok_kind =
+        kind.kind.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && kind.kind.chars().all(|c| c.is_ascii_alphanumeric());
     if ok_group && ok_version && ok_kind { Ok(()) } else { Err(ManifestError::InvalidKind(kind.to_string())) }
 }
 

@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn controller_reference_needs_controller_flag() {
         let parent = json!({"metadata": {"uid": "u"}});
-        assert!(Request::is_controlled_by(&json!({"metadata": {"ownerReferences": [{"uid": "u", "controller": true}]}}), &parent));
+        assert!(Request::is_controlled_by(
+            &json!({"metadata": {"ownerReferences": [{"uid": "u", "controller": true}]}}),
+            &parent
+        ));
         assert!(!Request::is_controlled_by(&json!({"metadata": {"ownerReferences": [{"uid": "u"}]}}), &parent));
     }
 }

@@ -499,7 +499,8 @@ mod tests {
 
     #[test]
     fn at_the_defaults_a_rollout_pace_never_trips_and_a_hot_loop_pace_trips_within_half_a_second() {
-        let (mut rollout, mut looping, t0) = (Breaker::new(BreakerConfig::default()), Breaker::new(BreakerConfig::default()), Instant::now());
+        let (mut rollout, mut looping, t0) =
+            (Breaker::new(BreakerConfig::default()), Breaker::new(BreakerConfig::default()), Instant::now());
         // Two writes a second for five minutes: a status following each Pod of a big rollout.
         for i in 0..600 {
             assert_eq!(run(&mut rollout, "default/big", WROTE, t0 + i * 500 * MS), None, "write {i}");

@@ -66,8 +66,8 @@ impl Discovery {
             match pinned_kind(&self.client, &gvk).await {
                 Ok(found) => break found,
                 Err(e) => {
-                    let transient = !matches!(&e, kube::Error::Api(s) if s.code == 404)
-                        && !matches!(&e, kube::Error::Discovery(_));
+                    let transient =
+                        !matches!(&e, kube::Error::Api(s) if s.code == 404) && !matches!(&e, kube::Error::Discovery(_));
                     if !transient || started.elapsed() > patience {
                         return Err(DiscoveryError::NotServed { kind: kind.clone(), message: e.to_string() });
                     }

@@ -126,7 +126,11 @@ impl PluginController {
         }
         let controller = Arc::new(Self {
             events: EventSink::new(shared.client.clone(), plugin.name()),
-            breaker: BreakerGate::new(plugin.name(), plugin.breaker_overrides().apply(config.breaker.clone()), Arc::clone(&shared.metrics)),
+            breaker: BreakerGate::new(
+                plugin.name(),
+                plugin.breaker_overrides().apply(config.breaker.clone()),
+                Arc::clone(&shared.metrics),
+            ),
             plugin: ArcSwap::from_pointee(plugin),
             parent,
             queue: WorkQueue::new(config.queue),

@@ -39,12 +39,7 @@ pub struct QueueConfig {
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        Self {
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_secs(1000),
-            rate_per_second: 10.0,
-            burst: 100,
-        }
+        Self { base_delay: Duration::from_millis(5), max_delay: Duration::from_secs(1000), rate_per_second: 10.0, burst: 100 }
     }
 }
 
@@ -104,8 +99,7 @@ impl<K: QueueKey> State<K> {
 
     /// Whether a waiter should re-check: the entry is ready now or is the new earliest.
     fn wants_wakeup(&self, ready_at: Instant, seq: u64) -> bool {
-        ready_at <= Instant::now()
-            || self.schedule.first_key_value().is_some_and(|(first, _)| *first == (ready_at, seq))
+        ready_at <= Instant::now() || self.schedule.first_key_value().is_some_and(|(first, _)| *first == (ready_at, seq))
     }
 
     /// Enqueues `key` at `ready_at` (earliest wins); returns whether to wake a waiter.

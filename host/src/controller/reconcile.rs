@@ -119,7 +119,8 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         for event in &response.events {
             controller.events.publish(&parent, event).await;
         }
-        if deleting && response.finalized
+        if deleting
+            && response.finalized
             && let Err(e) = remove_finalizer(&writer.parent_api(), &parent, &finalizer).await
         {
             tracing::warn!(error = %e, "cannot remove finalizer; retrying");

@@ -60,11 +60,7 @@ impl MemoryCache {
 impl ObjectCache for MemoryCache {
     fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Value>> {
         let Some(objects) = self.objects.get(kind) else { return Vec::new() };
-        objects
-            .iter()
-            .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
-            .map(|(_, o)| Arc::clone(o))
-            .collect()
+        objects.iter().filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns)).map(|(_, o)| Arc::clone(o)).collect()
     }
 
     fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>> {

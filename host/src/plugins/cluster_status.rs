@@ -13,9 +13,9 @@ use serde_json::json;
 use super::reloader::FileStatus;
 use crate::actions::merge_conditions;
 use crate::contract::{Condition, ConditionStatus};
+use crate::controller::{BreakerPhase, BreakerStatus};
 use crate::policy::{grants_json, limits_json};
 use crate::runtime::Plugin;
-use crate::controller::{BreakerPhase, BreakerStatus};
 
 const FIELD_MANAGER: &str = "wasmop";
 const BREAKER_FIELD_MANAGER: &str = "wasmop-breaker";
@@ -83,13 +83,20 @@ impl ClusterStatus {
                 reason: "NotStarted".into(),
                 message: format!("the plugin is not running: {e}"),
             },
-            None => Condition { type_: "Ready".into(), status: ConditionStatus::True, reason: "Loaded".into(),
-                message: format!("version {} serving", file.version.as_deref().unwrap_or("?")) },
+            None => Condition {
+                type_: "Ready".into(),
+                status: ConditionStatus::True,
+                reason: "Loaded".into(),
+                message: format!("version {} serving", file.version.as_deref().unwrap_or("?")),
+            },
             Some(e) => Condition {
                 type_: "Ready".into(),
                 status: ConditionStatus::False,
                 reason: "Rejected".into(),
-                message: format!("the file's new content was rejected; version {} keeps serving: {e}", file.version.as_deref().unwrap_or("?")),
+                message: format!(
+                    "the file's new content was rejected; version {} keeps serving: {e}",
+                    file.version.as_deref().unwrap_or("?")
+                ),
             },
         };
         // Only this manager's condition: `Throttled` belongs to the breaker's.
@@ -118,7 +125,8 @@ impl ClusterStatus {
         // Absent, not null: the schema's fields are not nullable.
         let status: serde_json::Map<String, serde_json::Value> =
             status.as_object().into_iter().flatten().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let patch = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "status": status});
+        let patch =
+            json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "status": status});
         if let Err(e) = api.patch_status(name, &params, &Patch::Apply(&patch)).await {
             tracing::warn!(plugin = %name, error = %e, "cannot write WasmPlugin status");
         }

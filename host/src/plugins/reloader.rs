@@ -72,7 +72,11 @@ enum Report {
     Loaded(FileStatus, Option<Arc<crate::runtime::Plugin>>),
     Removed(String),
     /// A plugin's circuit breaker changed; `opened` when it tripped since the last report.
-    Breaker { plugin: String, status: BreakerStatus, opened: bool },
+    Breaker {
+        plugin: String,
+        status: BreakerStatus,
+        opened: bool,
+    },
 }
 
 impl std::fmt::Debug for Reloader {
@@ -178,10 +182,13 @@ impl Reloader {
             }
         };
         let new_digest = digest(&bytes);
-        let known = self.files.lock().expect("files lock").get(path).cloned().unwrap_or_else(|| FileStatus {
-            file: path.to_owned(),
-            ..FileStatus::default()
-        });
+        let known = self
+            .files
+            .lock()
+            .expect("files lock")
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| FileStatus { file: path.to_owned(), ..FileStatus::default() });
         if known.digest == new_digest {
             return;
         }
@@ -192,12 +199,8 @@ impl Reloader {
             Ok(plugin) => {
                 let name = plugin.name().to_owned();
                 attempted = Some(name.clone());
-                let claimed_elsewhere = self
-                    .files
-                    .lock()
-                    .expect("files lock")
-                    .values()
-                    .any(|s| s.file != path && s.plugin.as_deref() == Some(&name));
+                let claimed_elsewhere =
+                    self.files.lock().expect("files lock").values().any(|s| s.file != path && s.plugin.as_deref() == Some(&name));
                 if claimed_elsewhere {
                     Err(PluginError::Duplicate(name))
                 } else {

@@ -155,7 +155,8 @@ impl HostPolicy {
     /// # Errors
     /// See [`HostPolicy::from_yaml`]; [`PolicyError::Read`] when the file cannot be read.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
         Self::from_yaml(&text)
     }
 
@@ -304,7 +305,10 @@ mod tests {
 
     #[test]
     fn breaker_settings_override_the_hosts_per_plugin() {
-        let p = HostPolicy::from_yaml("defaults: {breaker: {cooldown: 1m}}\nplugins: {busy: {breaker: {hotLoopWrites: 100, failureRatio: 0.5}}}").unwrap();
+        let p = HostPolicy::from_yaml(
+            "defaults: {breaker: {cooldown: 1m}}\nplugins: {busy: {breaker: {hotLoopWrites: 100, failureRatio: 0.5}}}",
+        )
+        .unwrap();
         let host = BreakerConfig::default();
         let busy = p.for_plugin("busy").breaker.apply(host.clone());
         assert_eq!((busy.hot_loop_writes, busy.failure_ratio, busy.cooldown), (100, 0.5, Duration::from_secs(60)));

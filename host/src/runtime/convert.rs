@@ -2,8 +2,8 @@
 
 use super::bindings::{guest, types};
 use crate::contract::{
-    Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawResponse, RelatedKind,
-    Request, Scope,
+    Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawResponse, RelatedKind, Request,
+    Scope,
 };
 
 fn kind(k: types::KindRef) -> Kind {
@@ -26,11 +26,7 @@ pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestErr
             types::Scope::Cluster => Scope::Cluster,
         },
         children: m.children.into_iter().map(kind).collect(),
-        related: m
-            .related
-            .into_iter()
-            .map(|r| RelatedKind { kind: kind(r.kind), label_selector: r.label_selector })
-            .collect(),
+        related: m.related.into_iter().map(|r| RelatedKind { kind: kind(r.kind), label_selector: r.label_selector }).collect(),
         finalizer: m.finalizer,
         prune: m.prune,
         config_schema,

@@ -1,9 +1,7 @@
 //! From bytes to a compiled [`Component`]: format detection, wasip1 componentization, digest.
 
 use sha2::{Digest, Sha256};
-use wasi_preview1_component_adapter_provider::{
-    WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-};
+use wasi_preview1_component_adapter_provider::{WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 

@@ -41,7 +41,8 @@ impl HostState {
     /// `note: run with RUST_BACKTRACE=1` hint is skipped.
     pub(super) fn last_stderr_line(&self) -> Option<String> {
         let text = self.stderr.text();
-        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
+        let lines: Vec<&str> =
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
         if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
             let at = lines[i].split_once("panicked at").map_or(lines[i], |(_, at)| at.trim());
             return Some(match lines.get(i + 1) {

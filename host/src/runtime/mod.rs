@@ -41,10 +41,10 @@ pub use limits::{Limits, MemoryLimitExceeded};
 pub use loader::{WasmFormat, componentize, detect, digest};
 pub use plugin::{CallStats, Plugin};
 
+use crate::policy::HostPolicy;
 use bindings::Operator;
 use engine::EpochTicker;
 use state::HostState;
-use crate::policy::HostPolicy;
 
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -106,9 +106,7 @@ impl RuntimeBuilder {
         Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));
-        Ok(Runtime {
-            inner: Arc::new(Inner { engine, linker, policy: self.policy, metered, artifacts, ticker }),
-        })
+        Ok(Runtime { inner: Arc::new(Inner { engine, linker, policy: self.policy, metered, artifacts, ticker }) })
     }
 }
 
@@ -162,10 +160,9 @@ impl Runtime {
         let digest = loader::digest(&bytes);
         let inner = Arc::clone(&self.inner);
         let d = digest.clone();
-        let component =
-            tokio::task::spawn_blocking(move || loader::compile(&inner.engine, &bytes, &d, inner.artifacts.as_ref()))
-                .await
-                .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
+        let component = tokio::task::spawn_blocking(move || loader::compile(&inner.engine, &bytes, &d, inner.artifacts.as_ref()))
+            .await
+            .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
         let engine = plugin::Linked { engine: &self.inner.engine, linker: &self.inner.linker, metered: self.inner.metered };
         Plugin::new(engine, &component, digest, &self.inner.policy, Arc::clone(&self.inner.ticker)).await
     }

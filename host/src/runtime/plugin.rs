@@ -13,8 +13,8 @@ use super::error::{CallError, LoadError};
 use super::limits::{Limits, MemoryLimitExceeded};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, Request, Response, Scope};
-use crate::policy::{BreakerOverrides, Grants, HostPolicy, PluginPolicy};
 use crate::objects::{ObjectCache, name_of, namespace_of};
+use crate::policy::{BreakerOverrides, Grants, HostPolicy, PluginPolicy};
 
 /// One version of a plugin: compiled, linked against the host's imports and type-checked
 /// against the world once; every call then gets a fresh instance in a fresh store.
@@ -83,16 +83,18 @@ impl Plugin {
         let manifest = convert::manifest(raw)?;
         let name = Arc::from(manifest.name.as_str());
         let policy = policy.for_plugin(&manifest.name);
-        Ok(Self { inner: Arc::new(Inner {
-            pre,
-            engine: engine.clone(),
-            metered,
-            manifest: Arc::new(manifest),
-            name,
-            digest,
-            policy,
-            _ticker: ticker,
-        }) })
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pre,
+                engine: engine.clone(),
+                metered,
+                manifest: Arc::new(manifest),
+                name,
+                digest,
+                policy,
+                _ticker: ticker,
+            }),
+        })
     }
 
     /// The plugin's validated manifest.
@@ -145,11 +147,9 @@ impl Plugin {
         let parent_name = name_of(&request.parent).unwrap_or_default().to_owned();
         let lookup = LookupScope { manifest, grants: self.inner.policy.grants.clone(), namespace, parent_name, cache };
         let raw_request = convert::request(request);
-        let (result, stats) = call(
-            self.call_params(),
-            Some(lookup),
-            async |op: Operator, store: &mut Store<HostState>| op.wasmop_plugin_reconciler().call_reconcile(store, &raw_request).await,
-        )
+        let (result, stats) = call(self.call_params(), Some(lookup), async |op: Operator, store: &mut Store<HostState>| {
+            op.wasmop_plugin_reconciler().call_reconcile(store, &raw_request).await
+        })
         .await?;
         match result {
             Ok(raw) => Ok((convert::response(raw).validate(&self.inner.policy.limits.output)?, stats)),

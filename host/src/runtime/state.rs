@@ -9,8 +9,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::limits::MemoryLimiter;
 use crate::contract::Manifest;
-use crate::policy::Grants;
 use crate::objects::ObjectCache;
+use crate::policy::Grants;
 
 /// Bytes of guest stdout/stderr kept per call; the rest is dropped.
 const MAX_GUEST_OUTPUT: usize = 64 << 10;
@@ -57,7 +57,16 @@ impl HostState {
     pub fn new(plugin: Arc<str>, memory_bytes: u64, lookup: Option<LookupScope>) -> Self {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_bytes), plugin, lookup: lookup.map(Arc::new), refused_lookups: Vec::new(), stdout, stderr }
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(memory_bytes),
+            plugin,
+            lookup: lookup.map(Arc::new),
+            refused_lookups: Vec::new(),
+            stdout,
+            stderr,
+        }
     }
 }
 
@@ -135,10 +144,7 @@ impl tokio::io::AsyncWrite for GuestOutput {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
     }
 }

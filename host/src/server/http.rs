@@ -54,7 +54,9 @@ fn route(req: &Request<Incoming>, metrics: &Metrics, ready: &Readiness) -> Respo
         "/metrics" => text(StatusCode::OK, metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
         "/healthz" | "/livez" => text(StatusCode::OK, "ok\n".into(), "text/plain"),
         "/readyz" if ready() => text(StatusCode::OK, "ok\n".into(), "text/plain"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready: plugins loading or watches syncing\n".into(), "text/plain"),
+        "/readyz" => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "not ready: plugins loading or watches syncing\n".into(), "text/plain")
+        }
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
 }

@@ -100,30 +100,43 @@ impl Collector for ControllerSet {
             list.retain(|w| w.strong_count() > 0);
             list.iter().filter_map(Weak::upgrade).collect()
         };
-        let queue = |name: &str, help: &str, value: &dyn Fn(&PluginController) -> u64, counter: bool, enc: &mut DescriptorEncoder| {
-            let mut family = if counter {
-                enc.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?
-            } else {
-                enc.encode_descriptor(name, help, None, ConstGauge::new(0i64).metric_type())?
-            };
-            for c in &controllers {
-                let labels = [("name", c.plugin().name().to_owned())];
-                let metric = family.encode_family(&labels)?;
-                if counter {
-                    ConstCounter::new(value(c)).encode(metric)?;
+        let queue =
+            |name: &str, help: &str, value: &dyn Fn(&PluginController) -> u64, counter: bool, enc: &mut DescriptorEncoder| {
+                let mut family = if counter {
+                    enc.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?
                 } else {
-                    ConstGauge::new(value(c) as i64).encode(metric)?;
+                    enc.encode_descriptor(name, help, None, ConstGauge::new(0i64).metric_type())?
+                };
+                for c in &controllers {
+                    let labels = [("name", c.plugin().name().to_owned())];
+                    let metric = family.encode_family(&labels)?;
+                    if counter {
+                        ConstCounter::new(value(c)).encode(metric)?;
+                    } else {
+                        ConstGauge::new(value(c) as i64).encode(metric)?;
+                    }
                 }
-            }
-            Ok::<(), std::fmt::Error>(())
-        };
+                Ok::<(), std::fmt::Error>(())
+            };
         queue("workqueue_depth", "Current depth of the work queue", &|c| c.queue_depth() as u64, false, &mut encoder)?;
         queue("workqueue_adds", "Total number of adds handled by the work queue", &|c| c.queue_adds(), true, &mut encoder)?;
-        queue("workqueue_retries", "Total number of retries handled by the work queue", &|c| c.queue_retries(), true, &mut encoder)?;
-        let mut info = encoder.encode_descriptor("wasmop_plugin_info", "Loaded plugin versions", None, ConstGauge::new(0i64).metric_type())?;
+        queue(
+            "workqueue_retries",
+            "Total number of retries handled by the work queue",
+            &|c| c.queue_retries(),
+            true,
+            &mut encoder,
+        )?;
+        let mut info = encoder.encode_descriptor(
+            "wasmop_plugin_info",
+            "Loaded plugin versions",
+            None,
+            ConstGauge::new(0i64).metric_type(),
+        )?;
         for c in &controllers {
             let p = c.plugin();
-            let labels = [("plugin", p.name().to_owned()), ("version", p.manifest().version.clone()), ("digest", p.digest().to_owned())];
+            let labels =
+                [("plugin", p.name().to_owned()), ("version", p.manifest().version.clone()), ("digest", p.digest().to_owned())];
             ConstGauge::new(1i64).encode(info.encode_family(&labels)?)?;
         }
         Ok(())
@@ -142,12 +155,10 @@ impl Metrics {
         let mut registry = Registry::default();
         let reconcile_total = Family::<ResultLabels, Counter>::default();
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
-        let reconcile_time = Family::<ControllerLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.001, 2.0, 16))
-        });
-        let call_duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.000_01, 2.0, 20))
-        });
+        let reconcile_time =
+            Family::<ControllerLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 16)));
+        let call_duration =
+            Family::<PluginLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_01, 2.0, 20)));
         let call_failures = Family::<FailureLabels, Counter>::default();
         let memory_high_water = Family::<PluginLabels, Gauge>::default();
         let refused = Family::<PluginLabels, Counter>::default();
@@ -156,17 +167,49 @@ impl Metrics {
         let breaker_state = Family::<PluginLabels, Gauge>::default();
         let breaker_trips = Family::<FailureLabels, Counter>::default();
         let controllers = Arc::new(ControllerSet::default());
-        registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
-        registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
-        registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
-        registry.register("wasmop_plugin_call_duration_seconds", "Time of one plugin call, instantiation included", call_duration.clone());
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            reconcile_time.clone(),
+        );
+        registry.register(
+            "wasmop_plugin_call_duration_seconds",
+            "Time of one plugin call, instantiation included",
+            call_duration.clone(),
+        );
         registry.register("wasmop_plugin_call_failures", "Plugin calls that failed, by reason", call_failures.clone());
-        registry.register("wasmop_plugin_memory_high_water_bytes", "Largest linear memory a plugin call reached", memory_high_water.clone());
+        registry.register(
+            "wasmop_plugin_memory_high_water_bytes",
+            "Largest linear memory a plugin call reached",
+            memory_high_water.clone(),
+        );
         registry.register("wasmop_refused_actions", "Responses refused by the scope checks (nothing written)", refused.clone());
         registry.register("wasmop_plugin_loads", "Successful loads of a plugin file", loads.clone());
-        registry.register("wasmop_plugin_rejections", "Rejected contents of a plugin file (the previous version kept serving)", rejections.clone());
-        registry.register("wasmop_plugin_circuit_breaker_state", "Circuit breaker of a plugin: 0 closed, 1 open, 2 half-open", breaker_state.clone());
-        registry.register("wasmop_plugin_circuit_breaker_trips", "Times a plugin's circuit breaker opened, by reason", breaker_trips.clone());
+        registry.register(
+            "wasmop_plugin_rejections",
+            "Rejected contents of a plugin file (the previous version kept serving)",
+            rejections.clone(),
+        );
+        registry.register(
+            "wasmop_plugin_circuit_breaker_state",
+            "Circuit breaker of a plugin: 0 closed, 1 open, 2 half-open",
+            breaker_state.clone(),
+        );
+        registry.register(
+            "wasmop_plugin_circuit_breaker_trips",
+            "Times a plugin's circuit breaker opened, by reason",
+            breaker_trips.clone(),
+        );
         registry.register_collector(Box::new(Arc::clone(&controllers)));
         Self {
             registry: Mutex::new(registry),

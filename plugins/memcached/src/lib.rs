@@ -68,11 +68,7 @@ pub struct MemcachedStatus {
 
 /// The validated replica count: `spec.size`, which must be present and within `0..=i32::MAX`.
 pub fn desired_size(memcached: &Memcached) -> Result<i32, Error> {
-    let size = memcached
-        .spec
-        .as_ref()
-        .and_then(|s| s.size)
-        .ok_or_else(|| Error::terminal("spec.size is required"))?;
+    let size = memcached.spec.as_ref().and_then(|s| s.size).ok_or_else(|| Error::terminal("spec.size is required"))?;
     if size < 0 {
         return Err(Error::terminal(format!("spec.size must be 0 or more, got {size}")));
     }
@@ -276,7 +272,10 @@ mod tests {
     fn available_is_false_while_replicas_are_missing() {
         let resp = reconcile(memcached(json!(3)).with_child(observed_deployment(Some(1)))).unwrap();
         let c = resp.condition_of("Available").unwrap();
-        assert_eq!((c.status, c.reason.as_str(), c.message.as_str()), (ConditionStatus::False, "Progressing", "1/3 replicas available"));
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (ConditionStatus::False, "Progressing", "1/3 replicas available")
+        );
         // A fresh Deployment has no availableReplicas field at all.
         let resp = reconcile(memcached(json!(2)).with_child(observed_deployment(None))).unwrap();
         assert_eq!(resp.condition_of("Available").unwrap().message, "0/2 replicas available");

@@ -80,9 +80,8 @@ impl Plugin for Testbed {
             "retryable" => Err(Error::retryable("testbed asked for a retryable error")),
             "terminal" => Err(Error::terminal("testbed asked for a terminal error")),
             "bad-json" => Ok(Response::new().apply_raw_json("{\"apiVersion\": \"v1\", \"kind\": ")),
-            "no-kind" => Ok(Response::new().apply_raw_json(
-                json!({"apiVersion": "v1", "metadata": {"name": format!("{name}-no-kind")}}).to_string(),
-            )),
+            "no-kind" => Ok(Response::new()
+                .apply_raw_json(json!({"apiVersion": "v1", "metadata": {"name": format!("{name}-no-kind")}}).to_string())),
             "other-namespace" => Ok(Response::new().apply(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": format!("{name}-escaped"), "namespace": "kube-system"},
@@ -198,9 +197,11 @@ fn probe(ctx: &Context, read: impl FnOnce(&Context) -> Result<Vec<Value>, Lookup
         Ok(found) => (names(&found), None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
-    Response::new()
-        .status(json!({"phase": "Ready", "probe": {"found": found, "error": error}}))
-        .condition(Condition::true_("Ready", "Probed", "read attempted"))
+    Response::new().status(json!({"phase": "Ready", "probe": {"found": found, "error": error}})).condition(Condition::true_(
+        "Ready",
+        "Probed",
+        "read attempted",
+    ))
 }
 
 fn names(objects: &[Value]) -> Vec<Value> {
@@ -302,8 +303,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": n, "namespace": "default", "labels": {"testbed": owner}}})
         };
-        let ctx = Context::fixture(vec![cm("b", "tb"), cm("a", "tb"), cm("c", "other")])
-            .restrict_to(&Testbed::manifest());
+        let ctx = Context::fixture(vec![cm("b", "tb"), cm("a", "tb"), cm("c", "other")]).restrict_to(&Testbed::manifest());
         let resp = Testbed::reconcile(request(json!({"mode": "lookup"})), &ctx).unwrap();
         let lookup = &resp.status_patch().unwrap()["lookup"];
         assert_eq!(lookup["configMaps"], json!(["a", "b"]));

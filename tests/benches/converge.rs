@@ -143,6 +143,7 @@ fn gather_probe() -> Result<()> {
         }],
         finalizer: false,
         prune: true,
+        adopt_unowned: false,
         config_schema: None,
     };
     println!("K Memcacheds and their K Deployments in one namespace, in a MemoryCache:");

@@ -113,6 +113,7 @@ mod tests {
             related: vec![],
             finalizer: false,
             prune: false,
+            adopt_unowned: false,
             config_schema: None,
         }
     }

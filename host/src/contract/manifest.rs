@@ -80,6 +80,10 @@ pub struct Manifest {
     pub finalizer: bool,
     /// Whether owned children absent from a response are deleted.
     pub prune: bool,
+    /// Whether the plugin may take over an existing object of a child kind that no controller
+    /// owns (the object then gets this parent as its controller). Objects controlled by
+    /// another owner are never taken over.
+    pub adopt_unowned: bool,
     /// JSON Schema of the plugin's configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<serde_json::Value>,
@@ -211,6 +215,7 @@ pub(crate) mod fixtures {
             related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: related.into() }],
             finalizer: false,
             prune: true,
+            adopt_unowned: false,
             config_schema: None,
         }
     }

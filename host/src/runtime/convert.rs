@@ -29,6 +29,8 @@ pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestErr
         related: m.related.into_iter().map(|r| RelatedKind { kind: kind(r.kind), label_selector: r.label_selector }).collect(),
         finalizer: m.finalizer,
         prune: m.prune,
+        // WIT 0.1.0 has no way to opt in.
+        adopt_unowned: false,
         config_schema,
     };
     manifest.validate()?;

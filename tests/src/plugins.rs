@@ -22,7 +22,8 @@ pub fn workspace() -> PathBuf {
 /// to date.
 ///
 /// Plugins build in their own target directory (`$CARGO_TARGET_DIR/test-plugins`): the `cargo test`
-/// running us holds the lock on the main one.
+/// running us holds the lock on the main one. `WASMOP_TEST_PLUGINS_DIR` puts them elsewhere, so
+/// two checkouts sharing one `CARGO_TARGET_DIR` never build over each other's plugins.
 ///
 /// # Panics
 /// When cargo fails: a test cannot run without its plugin.
@@ -42,7 +43,8 @@ pub fn plugin_with_features(package: &str, target: &str, features: &[&str]) -> P
     if let Some(path) = built.get(&key) {
         return path.clone();
     }
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+    let target_dir = std::env::var_os("WASMOP_TEST_PLUGINS_DIR")
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR"))
         .map_or_else(|| workspace().join("target"), PathBuf::from)
         .join(if features.is_empty() { "test-plugins".to_owned() } else { format!("test-plugins-{}", features.join("-")) });
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

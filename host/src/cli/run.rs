@@ -93,6 +93,14 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     if !args.plugins.is_dir() {
         anyhow::bail!("plugins directory {} does not exist", args.plugins.display());
     }
+    // A server too old is refused now; one not reachable yet is waited for by discovery.
+    match client.apiserver_version().await {
+        Ok(version) => {
+            crate::controller::server_version::check(&version)?;
+            tracing::info!(kubernetes = %version.git_version, "API server");
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read the API server's version yet"),
+    }
     let runtime = runtime.runtime()?;
     let policy = runtime.policy();
     tracing::info!(defaults = %limits_json(&policy.defaults().limits), plugin_entries = ?policy.plugin_names(),

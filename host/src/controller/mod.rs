@@ -14,6 +14,7 @@ mod plugin_controller;
 pub mod queue;
 mod rate_limit;
 mod reconcile;
+pub mod server_version;
 pub mod watches;
 
 use std::time::Duration;

@@ -1,0 +1,89 @@
+//! The Kubernetes versions the host works with, checked against the API server at start.
+//!
+//! The host uses only APIs that are served from Kubernetes 1.20 on: `apps/v1`,
+//! `coordination.k8s.io/v1` Leases, `events.k8s.io/v1` Events (new in 1.19), CRDs through
+//! `apiextensions.k8s.io/v1`, and server-side apply with `managedFields` in the 1.18+ format
+//! (on by default since 1.16, GA in 1.22). Kubernetes types are compiled from k8s-openapi's
+//! newest API, but every object the host reads or writes is one of these stable kinds, so a
+//! newer server is fine; an older one is refused at start with one line saying why.
+
+use k8s_openapi::apimachinery::pkg::version::Info;
+
+/// The oldest Kubernetes minor version the host supports (and the one its tests run on).
+pub const OLDEST_SUPPORTED: (u32, u32) = (1, 20);
+
+/// Why the API server's version is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    /// The server is older than [`OLDEST_SUPPORTED`].
+    #[error(
+        "the API server runs Kubernetes {found}, older than 1.{} (the oldest wasmop supports: it needs events.k8s.io/v1 and server-side apply as of 1.20)",
+        OLDEST_SUPPORTED.1
+    )]
+    TooOld {
+        /// `major.minor` as the server reported it.
+        found: String,
+    },
+    /// The server's version does not parse as numbers.
+    #[error("the API server reports an unreadable version (major {major:?}, minor {minor:?})")]
+    Unreadable {
+        /// `major` as reported.
+        major: String,
+        /// `minor` as reported.
+        minor: String,
+    },
+}
+
+/// Check the version an API server reports. Providers' minor versions with a suffix
+/// (`"27+"` on GKE and EKS) count as their number.
+///
+/// ```
+/// use k8s_openapi::apimachinery::pkg::version::Info;
+/// use wasmop::controller::server_version::check;
+/// let info = |major: &str, minor: &str| Info { major: major.into(), minor: minor.into(), ..Default::default() };
+/// assert!(check(&info("1", "20")).is_ok());
+/// assert!(check(&info("1", "35+")).is_ok());
+/// assert!(check(&info("1", "19")).is_err());
+/// ```
+///
+/// # Errors
+/// [`VersionError`] when the server is too old or its version unreadable.
+pub fn check(info: &Info) -> Result<(u32, u32), VersionError> {
+    let number = |s: &str| s.trim_end_matches('+').parse::<u32>().ok();
+    let (Some(major), Some(minor)) = (number(&info.major), number(&info.minor)) else {
+        return Err(VersionError::Unreadable { major: info.major.clone(), minor: info.minor.clone() });
+    };
+    if (major, minor) < OLDEST_SUPPORTED {
+        return Err(VersionError::TooOld { found: format!("{major}.{minor}") });
+    }
+    Ok((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(major: &str, minor: &str) -> Info {
+        Info { major: major.into(), minor: minor.into(), git_version: format!("v{major}.{minor}.0"), ..Default::default() }
+    }
+
+    #[test]
+    fn versions_from_1_20_on_are_accepted() {
+        assert_eq!(check(&info("1", "20")), Ok((1, 20)));
+        assert_eq!(check(&info("1", "33+")), Ok((1, 33)));
+        assert_eq!(check(&info("2", "0")), Ok((2, 0)));
+    }
+
+    #[test]
+    fn older_servers_are_refused_with_the_reason() {
+        let err = check(&info("1", "19")).unwrap_err();
+        assert_eq!(err, VersionError::TooOld { found: "1.19".into() });
+        assert!(err.to_string().contains("older than 1.20"), "{err}");
+    }
+
+    #[test]
+    fn unreadable_versions_are_refused() {
+        assert!(matches!(check(&info("1", "")), Err(VersionError::Unreadable { .. })));
+        assert!(matches!(check(&info("one", "20")), Err(VersionError::Unreadable { .. })));
+    }
+}

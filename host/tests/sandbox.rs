@@ -10,7 +10,7 @@ use support::{testbed, testbed_cr};
 use wasmop::contract::Request;
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
-use wasmop::runtime::{CallError, Limits, Plugin, Runtime};
+use wasmop::runtime::{CallError, Limits, MIN_MEMORY_BYTES, Plugin, Runtime};
 
 fn runtime(limits: Limits) -> Runtime {
     Runtime::builder().limits(limits).artifact_dir(None).build().expect("runtime starts")
@@ -184,4 +184,142 @@ async fn fuel_stops_a_loop_deterministically_and_leaves_normal_calls_alone() {
     assert!(call(&plugin, "ok", json!({})).await.is_ok());
     let memcached = rt.load_file(support::memcached()).await.unwrap();
     assert_eq!(memcached.limits().fuel, None, "unmetered plugins get unlimited fuel on a metered engine");
+}
+
+#[tokio::test]
+async fn smallest_memory_cap_runs_the_example_plugins() {
+    let rt = runtime(Limits::default().memory_bytes(MIN_MEMORY_BYTES));
+    let testbed = rt.load_file(testbed()).await.unwrap();
+    let (_, stats) = testbed.reconcile(&Request::new(testbed_cr("t", "ok", json!({}))), empty_cache()).await.unwrap();
+    let memcached = rt.load_file(support::memcached()).await.unwrap();
+    let (_, m_stats) = memcached.reconcile(&Request::new(support::memcached_cr("m", 3)), empty_cache()).await.unwrap();
+    for high_water in [stats.memory_high_water, m_stats.memory_high_water] {
+        assert!(high_water > 1 << 20 && high_water < MIN_MEMORY_BYTES, "{high_water}: the documented measurement is off");
+    }
+}
+
+#[tokio::test]
+async fn a_memory_cap_below_what_the_plugin_needs_to_start_says_so() {
+    for pooling in [true, false] {
+        let limits = Limits::default().memory_bytes(1 << 20);
+        let rt = Runtime::builder().limits(limits).pooling(pooling).artifact_dir(None).build().unwrap();
+        let err = rt.load_file(testbed()).await.unwrap_err().to_string();
+        let needs = "describing the plugin failed: plugin needs ";
+        assert!(
+            err.starts_with(needs) && err.contains("to start, more than its memory limit of 1048576 bytes"),
+            "{pooling}: {err}"
+        );
+    }
+    let policy = HostPolicy::from_yaml("plugins: {testbed: {memory: 2Mi}}").unwrap();
+    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let plugin = rt.load_file(testbed()).await.unwrap();
+    let err = call(&plugin, "huge", json!({"bytes": 4_000_000})).await.unwrap_err();
+    assert_eq!(err, CallError::OutOfMemory { limit: 2 << 20 }, "past the start, running out is OutOfMemory");
+}
+
+#[tokio::test]
+async fn every_long_field_is_refused_naming_it() {
+    let rt = runtime(Limits::default().memory_bytes(256 << 20));
+    let plugin = rt.load_file(testbed()).await.unwrap();
+    let cases = [
+        ("condition-message", 40_000, "condition Ready: message has 40000 bytes, more than Kubernetes' 32768"),
+        ("event-note", 2_000, "event Reconciled: note has 2000 bytes, more than Kubernetes' 1024"),
+        ("delete-name", 5_000_000, "delete #0: name \"xxxx"),
+        ("label-value", 64, "child #1: metadata.labels.testbed \"xxxx"),
+        ("condition-message", 20_000_000, "response has 20000"),
+    ];
+    for (field, bytes, expected) in cases {
+        let err = call(&plugin, "long-field", json!({"field": field, "bytes": bytes})).await.unwrap_err();
+        let CallError::MalformedOutput(refusal) = &err else { panic!("{field}: expected a refusal, got {err}") };
+        let text = refusal.to_string();
+        assert!(text.starts_with(expected) && text.len() < 400, "{field} of {bytes} bytes: {}", &text[..text.len().min(400)]);
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_error_message_is_one_bounded_line() {
+    let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
+    let err = call(&plugin, "long-field", json!({"field": "error", "bytes": 1_000_000})).await.unwrap_err();
+    let CallError::Terminal(message) = &err else { panic!("expected the plugin's terminal error, got {err:?}") };
+    assert!(message.len() <= wasmop::runtime::MAX_PLUGIN_MESSAGE + 32, "{} bytes", message.len());
+    assert!(!message.contains('\n') && message.starts_with("line\\n2026-11-30T09:00:00"), "{message}");
+}
+
+/// Log output of the calls made while it is held, in the host's text format.
+#[derive(Clone, Default)]
+struct CapturedLogs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_env_filter(tracing_subscriber::EnvFilter::new("wasmop=trace"))
+            .compact()
+            .finish();
+        (logs.clone(), tracing::subscriber::set_default(subscriber))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_log_flood_is_cut_to_the_per_call_budget_with_one_line_saying_so() {
+    use wasmop::runtime::{MAX_LOG_BYTES, MAX_LOG_LINES};
+    let plugin = runtime(Limits::default().deadline(Duration::from_secs(30))).load_file(testbed()).await.unwrap();
+    let (logs, _guard) = CapturedLogs::start();
+    call(&plugin, "log-flood", json!({"lines": 2000, "width": 4000})).await.unwrap();
+    let text = logs.text();
+    let plugin_lines: Vec<&str> = text.lines().filter(|l| l.contains("wasmop::plugin")).collect();
+    assert!(plugin_lines.len() <= MAX_LOG_LINES + 1, "{} lines logged", plugin_lines.len());
+    assert!(text.len() < MAX_LOG_BYTES + (MAX_LOG_LINES + 1) * 200, "{} bytes logged", text.len());
+    let reports: Vec<&&str> = plugin_lines.iter().filter(|l| l.contains("over the limit")).collect();
+    assert_eq!(reports.len(), 1, "one line says what was dropped:\n{}", &text[text.len().saturating_sub(2000)..]);
+    // 16 lines of 4011 bytes fit in 64 KiB; the other 1984 logged and 2 × 2000 printed do not.
+    assert!(reports[0].contains("dropped 598"), "{}", reports[0]);
+
+    let (logs, _guard) = CapturedLogs::start();
+    call(&plugin, "log-flood", json!({"lines": 150, "width": 10})).await.unwrap();
+    let text = logs.text();
+    assert_eq!(text.lines().filter(|l| l.contains("testbed t: ffff")).count(), MAX_LOG_LINES, "lines are capped too");
+    assert!(text.contains("dropped 350 lines"), "{}", &text[text.len().saturating_sub(500)..]);
+}
+
+#[tokio::test]
+async fn plugin_text_cannot_forge_a_host_log_line() {
+    let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
+    let (logs, _guard) = CapturedLogs::start();
+    call(&plugin, "log-forge", json!({})).await.unwrap();
+    call(&plugin, "panic", json!({})).await.unwrap_err();
+    let text = logs.text();
+    assert_eq!(text.matches("forged host line").count(), 5, "{text}");
+    for line in text.lines() {
+        assert!(!line.starts_with("2026-11-30T09:00:00"), "a forged line:\n{text}");
+        if line.contains("forged host line") {
+            assert!(line.contains("wasmop::plugin"), "forged text outside a plugin line: {line}");
+        }
+    }
+    assert!(!text.contains(['\r', '\u{1b}', '\u{85}', '\u{2028}']), "control characters reached the log: {text:?}");
 }

@@ -14,8 +14,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::policy::HostPolicy;
-use crate::runtime::{ArtifactCache, Runtime};
-use crate::units;
+use crate::runtime::{self, ArtifactCache, Runtime};
 
 /// Kubernetes operators as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -44,11 +43,13 @@ pub enum LogFormat {
 /// Options of the plugin runtime.
 #[derive(Debug, clap::Args)]
 pub struct RuntimeArgs {
-    /// Deadline of one plugin call (e.g. `100ms`, `1s`) [default: the policy's, else 1s].
-    #[arg(long, global = true, value_parser = units::parse_duration)]
+    /// Deadline of one plugin call (e.g. `100ms`, `1s`; more than 0, at most 5m) [default: the
+    /// policy's, else 1s].
+    #[arg(long, global = true, value_name = "DURATION", value_parser = runtime::parse_deadline)]
     pub deadline: Option<Duration>,
-    /// Memory cap of one plugin instance (e.g. `64Mi`) [default: the policy's, else 64Mi].
-    #[arg(long, global = true, value_parser = units::parse_bytes)]
+    /// Memory cap of one plugin instance (e.g. `64Mi`; from 2Mi to 4Gi) [default: the policy's,
+    /// else 64Mi].
+    #[arg(long, global = true, value_name = "SIZE", value_parser = runtime::parse_memory)]
     pub memory: Option<u64>,
     /// Host policy file: per-plugin limits and grants (Secrets, extra namespaces). Owned by
     /// the host's operator; see `wasmop::policy` and the README.

@@ -24,12 +24,12 @@ pub struct RunArgs {
     /// Kubeconfig file (default: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster config).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Reconciles of one plugin running at once.
-    #[arg(long, default_value_t = 8)]
+    /// Reconciles of one plugin running at once (1 to 256, the runtime's instance slots).
+    #[arg(long, default_value_t = 8, value_parser = |s: &str| units::count_in(s, 1, 256))]
     pub concurrency: usize,
     /// Address of `/metrics`, `/healthz` and `/readyz` (`none` disables).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub metrics_addr: String,
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_addr)]
+    pub metrics_addr: MetricsAddr,
     /// Only the holder of a Lease reconciles (run several replicas for availability).
     #[arg(long)]
     pub leader_elect: bool,
@@ -39,18 +39,31 @@ pub struct RunArgs {
     /// Name of the leader Lease.
     #[arg(long, default_value = "wasmop")]
     pub leader_elect_name: String,
-    /// How long the Lease stays valid without renewal.
-    #[arg(long, default_value = "15s", value_parser = units::parse_duration)]
+    /// How long the Lease stays valid without renewal (1s to 1h; the Lease stores seconds).
+    #[arg(long, default_value = "15s", value_parser = |s: &str| units::duration_in(s, SECOND, HOUR))]
     pub leader_elect_lease_duration: Duration,
-    /// How long the leader tries to renew before giving up.
-    #[arg(long, default_value = "10s", value_parser = units::parse_duration)]
+    /// How long the leader tries to renew before giving up (100ms to 1h).
+    #[arg(long, default_value = "10s", value_parser = |s: &str| units::duration_in(s, 100 * MILLI, HOUR))]
     pub leader_elect_renew_deadline: Duration,
-    /// Pause between acquire or renew attempts.
-    #[arg(long, default_value = "2s", value_parser = units::parse_duration)]
+    /// Pause between acquire or renew attempts (100ms to 1h).
+    #[arg(long, default_value = "2s", value_parser = |s: &str| units::duration_in(s, 100 * MILLI, HOUR))]
     pub leader_elect_retry_period: Duration,
-    /// Re-queue every parent this often (`0s` disables).
-    #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
+    /// Re-queue every parent this often (1s to 168h; `0s` disables).
+    #[arg(long, default_value = "10m", value_parser = resync_period)]
     pub resync: Duration,
+}
+
+/// The address of `/metrics`, or `None` (`none` on the command line). An alias, so that clap
+/// takes `parse_addr`'s result as the value rather than making the flag optional.
+pub type MetricsAddr = Option<std::net::SocketAddr>;
+
+const MILLI: Duration = Duration::from_millis(1);
+const SECOND: Duration = Duration::from_secs(1);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// `0s` (off), or a period from 1s to a week.
+fn resync_period(s: &str) -> Result<Duration, String> {
+    if units::parse_duration(s)?.is_zero() { Ok(Duration::ZERO) } else { units::duration_in(s, SECOND, 168 * HOUR) }
 }
 
 fn parse_addr(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
@@ -108,7 +121,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     let manager = Arc::new(Manager::new(client.clone(), runtime, args.controller_config()));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
     let started = Arc::new(AtomicBool::new(false));
-    let _server = match parse_addr(&args.metrics_addr).map_err(anyhow::Error::msg)? {
+    let _server = match args.metrics_addr {
         Some(addr) => {
             let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
             let ready: crate::server::Readiness = Arc::new(move || s.load(Ordering::Relaxed) && m.synced());

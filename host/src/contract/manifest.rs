@@ -3,10 +3,23 @@
 use serde::Serialize;
 
 use super::kind::{Kind, Scope};
+pub use super::names::is_dns1123_label;
+use super::names::preview;
 use crate::objects::selector::{LabelSelector, SelectorError};
 
 /// The placeholder in a related kind's selector replaced by the parent's name.
 pub const PARENT_NAME_PLACEHOLDER: &str = "$(parent.name)";
+
+/// Longest description, in bytes: one line of text.
+pub const MAX_DESCRIPTION: usize = 1024;
+/// Most child kinds, and most related kinds, a manifest may declare (each is one watch).
+pub const MAX_KINDS: usize = 64;
+/// Longest label selector of a related kind, in bytes.
+pub const MAX_SELECTOR: usize = 1024;
+/// Largest configuration schema, serialized as JSON, in bytes.
+pub const MAX_CONFIG_SCHEMA: usize = 64 << 10;
+/// Longest version string, in bytes (the semantic version and its suffix).
+pub const MAX_VERSION: usize = 128;
 
 /// A kind the plugin may read, limited by a label selector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -92,14 +105,15 @@ pub struct Manifest {
 /// Why a manifest was rejected.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ManifestError {
-    /// The name is not a DNS-1123 label.
-    #[error("plugin name {0:?} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)")]
+    /// The name is not a DNS-1123 label (quoted, and cut when long).
+    #[error("plugin name {0} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)")]
     InvalidName(String),
     /// The version is not `MAJOR.MINOR.PATCH` with an optional suffix.
     #[error("plugin version {0:?} is not a semantic version (MAJOR.MINOR.PATCH)")]
     InvalidVersion(String),
-    /// A kind has an empty version or kind name, or characters that cannot appear in one.
-    #[error("invalid kind {0:?}: version and kind must be non-empty and the kind CamelCase")]
+    /// A kind (quoted, and cut when long) has an empty version or kind name, characters that cannot appear in one, or a
+    /// part longer than Kubernetes allows (group 253, version and kind 63 bytes).
+    #[error("invalid kind {0}: version and kind must be non-empty and the kind CamelCase, at most 63 characters each")]
     InvalidKind(String),
     /// The same kind is declared twice, or the parent is also declared as a child.
     #[error("kind {0} is declared more than once")]
@@ -115,6 +129,28 @@ pub enum ManifestError {
     /// The configuration schema is not a JSON object.
     #[error("config schema is not a JSON object: {0}")]
     InvalidConfigSchema(String),
+    /// A field is larger than the host accepts: `description` over [`MAX_DESCRIPTION`] bytes,
+    /// a related kind's selector over [`MAX_SELECTOR`] bytes, `configSchema` over
+    /// [`MAX_CONFIG_SCHEMA`] bytes of JSON, `version` over [`MAX_VERSION`] bytes.
+    #[error("{field} has {size} bytes, more than the limit of {limit}")]
+    TooLarge {
+        /// The field, e.g. `description`.
+        field: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// More child kinds, or more related kinds, than [`MAX_KINDS`].
+    #[error("{field} declares {count} kinds, more than the limit of {limit}")]
+    TooManyKinds {
+        /// `children` or `related`.
+        field: &'static str,
+        /// Kinds declared.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl Manifest {
@@ -123,8 +159,9 @@ impl Manifest {
     /// # Errors
     /// The first [`ManifestError`] found.
     pub fn validate(&self) -> Result<(), ManifestError> {
+        self.check_sizes()?;
         if !is_dns1123_label(&self.name) {
-            return Err(ManifestError::InvalidName(self.name.clone()));
+            return Err(ManifestError::InvalidName(preview(&self.name)));
         }
         if !is_semver(&self.version) {
             return Err(ManifestError::InvalidVersion(self.version.clone()));
@@ -154,6 +191,27 @@ impl Manifest {
         Ok(())
     }
 
+    /// Refuse fields larger than the host accepts, before looking into any of them.
+    fn check_sizes(&self) -> Result<(), ManifestError> {
+        let too_large = |field: &str, size: usize, limit: usize| {
+            if size > limit { Err(ManifestError::TooLarge { field: field.to_owned(), size, limit }) } else { Ok(()) }
+        };
+        too_large("description", self.description.len(), MAX_DESCRIPTION)?;
+        too_large("version", self.version.len(), MAX_VERSION)?;
+        for (field, count) in [("children", self.children.len()), ("related", self.related.len())] {
+            if count > MAX_KINDS {
+                return Err(ManifestError::TooManyKinds { field, count, limit: MAX_KINDS });
+            }
+        }
+        for (i, related) in self.related.iter().enumerate() {
+            too_large(&format!("related #{i} labelSelector"), related.label_selector.len(), MAX_SELECTOR)?;
+        }
+        if let Some(schema) = &self.config_schema {
+            too_large("configSchema", serde_json::to_string(schema).map_or(usize::MAX, |s| s.len()), MAX_CONFIG_SCHEMA)?;
+        }
+        Ok(())
+    }
+
     /// The field manager the host uses for this plugin's writes: `wasmop/<name>`.
     pub fn field_manager(&self) -> String {
         format!("wasmop/{}", self.name)
@@ -176,20 +234,16 @@ impl Manifest {
 }
 
 fn validate_kind(kind: &Kind) -> Result<(), ManifestError> {
+    let ok_size = kind.group.len() <= 253 && kind.version.len() <= 63 && kind.kind.len() <= 63;
     let ok_group = kind.group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
     let ok_version = !kind.version.is_empty() && kind.version.chars().all(|c| c.is_ascii_alphanumeric());
     let ok_kind =
         kind.kind.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && kind.kind.chars().all(|c| c.is_ascii_alphanumeric());
-    if ok_group && ok_version && ok_kind { Ok(()) } else { Err(ManifestError::InvalidKind(kind.to_string())) }
-}
-
-/// Whether `s` is a DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    if ok_size && ok_group && ok_version && ok_kind {
+        Ok(())
+    } else {
+        Err(ManifestError::InvalidKind(preview(&kind.to_string())))
+    }
 }
 
 fn is_semver(s: &str) -> bool {
@@ -267,6 +321,42 @@ mod tests {
     fn related_selector_substitutes_parent_name() {
         let sel = memcached().related[0].selector_for("a").unwrap();
         assert_eq!(sel.to_string(), "app=memcached,memcached_cr=a");
+    }
+
+    #[test]
+    fn oversized_fields_are_refused_naming_the_field_and_limit() {
+        let m = Manifest { description: "d".repeat(20 << 20), ..memcached() };
+        assert_eq!(m.validate().unwrap_err().to_string(), "description has 20971520 bytes, more than the limit of 1024");
+        let m = Manifest { version: format!("1.0.0-{}", "x".repeat(200)), ..memcached() };
+        assert!(matches!(m.validate(), Err(ManifestError::TooLarge { limit: MAX_VERSION, .. })));
+        let mut m = memcached();
+        m.related[0].label_selector = format!("app in ({})", "a,".repeat(1000));
+        assert_eq!(m.validate().unwrap_err().to_string(), "related #0 labelSelector has 2009 bytes, more than the limit of 1024");
+        let schema = serde_json::json!({"type": "object", "description": "s".repeat(70_000)});
+        let m = Manifest { config_schema: Some(schema), ..memcached() };
+        assert!(matches!(m.validate(), Err(ManifestError::TooLarge { ref field, limit: 65536, .. }) if field == "configSchema"));
+        let m = Manifest { description: "d".repeat(MAX_DESCRIPTION), ..memcached() };
+        assert_eq!(m.validate(), Ok(()));
+    }
+
+    #[test]
+    fn at_most_64_child_and_related_kinds() {
+        let kinds = |n: usize| (0..n).map(|i| Kind::new("example.com", "v1", format!("K{i}"))).collect::<Vec<_>>();
+        let m = Manifest { children: kinds(5000), ..memcached() };
+        assert_eq!(m.validate().unwrap_err().to_string(), "children declares 5000 kinds, more than the limit of 64");
+        let related = kinds(65).into_iter().map(|kind| RelatedKind { kind, label_selector: String::new() }).collect();
+        let m = Manifest { related, ..memcached() };
+        assert!(matches!(m.validate(), Err(ManifestError::TooManyKinds { field: "related", count: 65, limit: 64 })));
+        assert_eq!(Manifest { children: kinds(64), ..memcached() }.validate(), Ok(()));
+    }
+
+    #[test]
+    fn huge_names_and_kinds_are_refused_without_repeating_them() {
+        let m = Manifest { name: "N".repeat(1 << 20), ..memcached() };
+        assert!(m.validate().unwrap_err().to_string().len() < 500);
+        let m = Manifest { children: vec![Kind::new("", "v1", "K".repeat(1 << 20))], ..memcached() };
+        let err = m.validate().unwrap_err();
+        assert!(matches!(err, ManifestError::InvalidKind(_)) && err.to_string().len() < 500, "{err}");
     }
 
     #[test]

@@ -2,11 +2,14 @@
 //! boundary (`wit/v0.1.0`). The runtime converts to and from the generated bindings; everything
 //! else in the host works with these types.
 
+mod fields;
 mod kind;
 pub(crate) mod manifest;
+pub mod names;
 mod request;
 mod response;
 
+pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
 pub use kind::{Kind, ObjectRef, Scope};
 pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
 pub use request::Request;

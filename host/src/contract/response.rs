@@ -6,12 +6,16 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, check_child, check_delete, check_size};
 use super::kind::ObjectRef;
+use super::names::preview;
 
 /// Bounds on a plugin's output, checked before anything is parsed further.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
-    /// Total bytes of JSON in the response (children + status).
+    /// Total bytes of every string in the response: children and status JSON, every field of
+    /// the delete references, condition types, reasons and messages, event reasons, actions
+    /// and notes. Counted before anything is parsed.
     pub max_bytes: usize,
     /// Total entries in the response (children + deletes + conditions + events).
     pub max_actions: usize,
@@ -67,7 +71,9 @@ pub struct Event {
     pub reason: String,
     /// What was done, CamelCase.
     pub action: String,
-    /// Human-readable description (at most 1 KiB; longer notes are truncated).
+    /// Human-readable description, at most 1 KiB as in `events.k8s.io/v1`. A longer note
+    /// refuses the response: truncating would record a different text than the plugin wrote,
+    /// without anyone noticing.
     pub note: String,
 }
 
@@ -122,8 +128,8 @@ fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::
 /// Why a plugin's output was refused. Nothing of a refused response is applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResponseError {
-    /// The response holds more JSON than [`OutputLimits::max_bytes`].
-    #[error("response has {bytes} bytes of JSON, more than the limit of {limit}")]
+    /// The strings of the response add up to more than [`OutputLimits::max_bytes`].
+    #[error("response has {bytes} bytes, more than the limit of {limit}")]
     TooLarge {
         /// Bytes returned.
         bytes: usize,
@@ -169,9 +175,16 @@ pub enum ResponseError {
     /// An event has an empty or over-long reason or action.
     #[error("invalid event: {0}")]
     InvalidEvent(String),
+    /// A field breaks a rule Kubernetes enforces on it (its size, its syntax, its type).
+    #[error("{0}")]
+    Field(FieldError),
 }
 
-const MAX_EVENT_NOTE: usize = 1024;
+impl From<FieldError> for ResponseError {
+    fn from(e: FieldError) -> Self {
+        ResponseError::Field(e)
+    }
+}
 
 impl RawResponse {
     /// Parse and check everything the host will act on.
@@ -179,7 +192,7 @@ impl RawResponse {
     /// # Errors
     /// The first [`ResponseError`] found; nothing of the response should be applied then.
     pub fn validate(self, limits: &OutputLimits) -> Result<Response, ResponseError> {
-        let bytes = self.children.iter().map(String::len).sum::<usize>() + self.status.as_ref().map_or(0, String::len);
+        let bytes = self.bytes();
         if bytes > limits.max_bytes {
             return Err(ResponseError::TooLarge { bytes, limit: limits.max_bytes });
         }
@@ -201,6 +214,7 @@ impl RawResponse {
                         return Err(ResponseError::MissingField { what, field: name });
                     }
                 }
+                check_child(&what, &child)?;
                 let id = ObjectRef::of_object(&child).expect("fields checked above");
                 if !seen.insert(id.clone()) {
                     return Err(ResponseError::DuplicateChild(id.to_string()));
@@ -208,30 +222,40 @@ impl RawResponse {
                 Ok(child)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        for (i, d) in self.delete.iter().enumerate() {
+            check_delete(&format!("delete #{i}"), d)?;
+        }
         let status = self.status.as_deref().map(|s| parse_object("status", s)).transpose()?;
         let mut types = HashSet::new();
         for c in &self.conditions {
             if !is_camel_identifier(&c.type_) || !types.insert(c.type_.as_str()) {
-                return Err(ResponseError::InvalidCondition(format!("type {:?} is empty, malformed or set twice", c.type_)));
+                return Err(ResponseError::InvalidCondition(format!(
+                    "type {} is empty, malformed or set twice",
+                    preview(&c.type_)
+                )));
             }
             if !is_camel_identifier(&c.reason) {
                 return Err(ResponseError::InvalidCondition(format!(
-                    "condition {} has reason {:?}; a reason is a non-empty CamelCase word",
-                    c.type_, c.reason
+                    "condition {} has reason {}; a reason is a non-empty CamelCase word",
+                    c.type_,
+                    preview(&c.reason)
                 )));
             }
+            let field = || format!("condition {}: message", c.type_);
+            check_size(field, c.message.len(), MAX_CONDITION_MESSAGE)?;
         }
         let events = self
             .events
             .into_iter()
-            .map(|mut e| {
+            .map(|e| {
                 if e.reason.is_empty() || e.reason.len() > 128 || e.action.is_empty() || e.action.len() > 128 {
                     return Err(ResponseError::InvalidEvent(format!(
-                        "reason {:?} and action {:?} must each be 1 to 128 characters",
-                        e.reason, e.action
+                        "reason {} and action {} must each be 1 to 128 characters",
+                        preview(&e.reason),
+                        preview(&e.action)
                     )));
                 }
-                truncate_utf8(&mut e.note, MAX_EVENT_NOTE);
+                check_size(|| format!("event {}: note", e.reason), e.note.len(), MAX_EVENT_NOTE)?;
                 Ok(e)
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -244,6 +268,25 @@ impl RawResponse {
             requeue_after: self.requeue_after_ms.map(Duration::from_millis),
             finalized: self.finalized,
         })
+    }
+}
+
+impl RawResponse {
+    /// Bytes of every string in the response, saturating.
+    fn bytes(&self) -> usize {
+        let strings = self
+            .children
+            .iter()
+            .chain(&self.status)
+            .map(String::len)
+            .chain(
+                self.delete
+                    .iter()
+                    .flat_map(|d| [d.api_version.len(), d.kind.len(), d.name.len(), d.namespace.as_ref().map_or(0, String::len)]),
+            )
+            .chain(self.conditions.iter().flat_map(|c| [c.type_.len(), c.reason.len(), c.message.len()]))
+            .chain(self.events.iter().flat_map(|e| [e.reason.len(), e.action.len(), e.note.len()]));
+        strings.fold(0, usize::saturating_add)
     }
 }
 
@@ -342,10 +385,77 @@ mod tests {
         assert!(matches!(twice.validate(&OutputLimits::default()), Err(ResponseError::InvalidCondition(_))));
     }
 
+    fn event(note: &str) -> Event {
+        Event { type_: EventType::Normal, reason: "Created".into(), action: "Create".into(), note: note.into() }
+    }
+
+    fn delete(namespace: Option<&str>, name: &str) -> ObjectRef {
+        ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: namespace.map(Into::into), name: name.into() }
+    }
+
     #[test]
-    fn long_event_notes_are_truncated_not_refused() {
-        let e = Event { type_: EventType::Normal, reason: "R".into(), action: "A".into(), note: "é".repeat(1000) };
-        let r = RawResponse { events: vec![e], ..Default::default() }.validate(&OutputLimits::default()).unwrap();
-        assert!(r.events[0].note.len() <= MAX_EVENT_NOTE);
+    fn children_and_deletes_are_checked_as_kubernetes_would() {
+        let err = refusal(child(json!({"name": "Bad_Name"})));
+        assert!(err.starts_with("child #0: metadata.name \"Bad_Name\" is not a DNS-1123 subdomain"), "{err}");
+        let err = refusal(RawResponse { delete: vec![delete(None, "a"), delete(Some("No"), "a")], ..Default::default() });
+        assert!(err.starts_with("delete #1: namespace \"No\" is not a DNS-1123 label"), "{err}");
+    }
+
+    fn refusal(raw: RawResponse) -> String {
+        raw.validate(&OutputLimits::default()).unwrap_err().to_string()
+    }
+
+    fn child(metadata: Value) -> RawResponse {
+        RawResponse {
+            children: vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}).to_string()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_string_counts_toward_max_bytes() {
+        let limits = OutputLimits { max_bytes: 100, max_actions: 10 };
+        let long = "x".repeat(101);
+        let mut message = condition("Ready", "Ok");
+        message.message.clone_from(&long);
+        let cases = [
+            RawResponse { conditions: vec![message], ..Default::default() },
+            RawResponse { events: vec![event(&long)], ..Default::default() },
+            RawResponse { delete: vec![delete(None, &long)], ..Default::default() },
+            RawResponse { delete: vec![delete(Some(&long), "a")], ..Default::default() },
+        ];
+        for raw in cases {
+            let err = raw.clone().validate(&limits).unwrap_err();
+            assert!(matches!(err, ResponseError::TooLarge { limit: 100, .. }), "{raw:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn condition_messages_over_32_kib_are_refused_naming_the_condition() {
+        let mut c = condition("Ready", "Ok");
+        c.message = "m".repeat(40_000);
+        let err = refusal(RawResponse { conditions: vec![c.clone()], ..Default::default() });
+        assert_eq!(err, "condition Ready: message has 40000 bytes, more than Kubernetes' 32768");
+        c.message = "m".repeat(MAX_CONDITION_MESSAGE);
+        assert!(RawResponse { conditions: vec![c], ..Default::default() }.validate(&OutputLimits::default()).is_ok());
+    }
+
+    /// Refused rather than truncated: a cut note would be recorded as if the plugin wrote it.
+    #[test]
+    fn event_notes_over_1_kib_are_refused_not_truncated() {
+        let err = refusal(RawResponse { events: vec![event(&"é".repeat(1000))], ..Default::default() });
+        assert_eq!(err, "event Created: note has 2000 bytes, more than Kubernetes' 1024");
+        let ok = RawResponse { events: vec![event(&"n".repeat(1024))], ..Default::default() };
+        assert_eq!(ok.validate(&OutputLimits::default()).unwrap().events[0].note.len(), 1024);
+    }
+
+    #[test]
+    fn refusals_quote_at_most_64_bytes_of_a_value() {
+        let mut c = condition("Ready", "Ok");
+        c.reason = "r r".repeat(1 << 20);
+        let err = refusal(RawResponse { conditions: vec![c], ..Default::default() });
+        assert!(err.len() < 300, "{}", &err[..300]);
+        let e = Event { reason: "x".repeat(1 << 20), ..event("") };
+        assert!(refusal(RawResponse { events: vec![e], ..Default::default() }).len() < 300);
     }
 }

@@ -37,7 +37,7 @@ pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret};
 pub use view::{grants_json, limits_json};
 
 use crate::controller::BreakerConfig;
-use crate::runtime::Limits;
+use crate::runtime::{Limits, parse_deadline, parse_memory};
 use crate::units::{parse_bytes, parse_duration};
 use file::{PluginEntry, PolicyFile};
 
@@ -191,11 +191,6 @@ impl HostPolicy {
         &self.defaults
     }
 
-    /// The largest memory cap of any plugin (the engine's memory slots are sized for it).
-    pub fn max_memory_bytes(&self) -> u64 {
-        self.all().map(|p| p.limits.memory_bytes).max().unwrap_or_default()
-    }
-
     /// Whether any plugin is metered with fuel (the engine then counts it for all).
     pub fn uses_fuel(&self) -> bool {
         self.all().any(|p| p.limits.fuel.is_some())
@@ -212,16 +207,10 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     let mut policy = base.clone();
     let limits = &mut policy.limits;
     if let Some(d) = &entry.deadline {
-        limits.deadline = parse_duration(d).map_err(|e| bad("deadline", e))?;
-        if limits.deadline.is_zero() {
-            return Err(bad("deadline", "must be more than 0".into()));
-        }
+        limits.deadline = parse_deadline(d).map_err(|e| bad("deadline", e))?;
     }
     if let Some(m) = &entry.memory {
-        limits.memory_bytes = parse_bytes(m).map_err(|e| bad("memory", e))?;
-        if limits.memory_bytes < 1 << 20 {
-            return Err(bad("memory", format!("{m} is less than the 1Mi a plugin needs to start")));
-        }
+        limits.memory_bytes = parse_memory(m).map_err(|e| bad("memory", e))?;
     }
     if let Some(fuel) = entry.fuel {
         limits.fuel = (fuel > 0).then_some(fuel);
@@ -287,7 +276,6 @@ mod tests {
         let b = p.for_plugin("b");
         assert_eq!((b.limits.memory_bytes, b.limits.fuel, b.grants.secrets), (64 << 20, None, SecretAccess::None));
         assert!(p.uses_fuel());
-        assert_eq!(p.max_memory_bytes(), 64 << 20);
     }
 
     #[test]

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::limits::MAX_MEMORY_BYTES;
+
 /// How often the ticker advances the engine's epoch: the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
@@ -17,15 +19,18 @@ const POOL_INSTANCES: u32 = 256;
 ///
 /// Epoch interruption is on (deadlines), component-model async machinery is off (plugins are
 /// synchronous WASIp2 components; this halves the cost of a call), and instances come from a
-/// pooling allocator sized for `POOL_INSTANCES` concurrent calls, each slot bounded by
-/// `memory_bytes`; reused slots keep up to 2 MiB of memory resident.
+/// pooling allocator sized for `POOL_INSTANCES` concurrent calls; reused slots keep up to
+/// 2 MiB of memory resident. A slot admits memories up to [`MAX_MEMORY_BYTES`] (the 4 GiB
+/// each slot reserves anyway): the per-call memory cap is the store's limiter's job, which
+/// names it when a plugin needs more to start, where a smaller slot would refuse the module
+/// as if it were invalid.
 ///
 /// With `fuel`, calls are metered (every store must then be given fuel).
 ///
 /// # Errors
 /// If wasmtime rejects the configuration (for example when virtual memory for the pool
 /// cannot be reserved).
-pub fn new_engine(memory_bytes: u64, pooling: bool, fuel: bool) -> wasmtime::Result<Engine> {
+pub fn new_engine(pooling: bool, fuel: bool) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.consume_fuel(fuel);
@@ -39,7 +44,7 @@ pub fn new_engine(memory_bytes: u64, pooling: bool, fuel: bool) -> wasmtime::Res
             .total_memories(POOL_INSTANCES * 2)
             .total_tables(POOL_INSTANCES * 4)
             .total_stacks(POOL_INSTANCES)
-            .max_memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX).max(1 << 20))
+            .max_memory_size(usize::try_from(MAX_MEMORY_BYTES).unwrap_or(usize::MAX))
             // Keep the first pages of a reused slot resident and reset them in place (with the
             // kernel's pagemap scan where available, Linux 6.7+) instead of unmapping them:
             // measured 22 → 0 page faults and 190 → 130 µs per memcached reconcile.

@@ -56,13 +56,19 @@ impl From<ResponseError> for CallError {
     }
 }
 
+/// Longest error message kept from a plugin (escaped as a log line, then cut): it reaches the
+/// log, and the Warning event (whose note Kubernetes caps at 1 KiB) and condition the host
+/// records about the parent.
+pub const MAX_PLUGIN_MESSAGE: usize = 512;
+
 /// Why a call into a plugin failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CallError {
-    /// The plugin returned a retryable error.
+    /// The plugin returned a retryable error (its message escaped and cut to
+    /// [`MAX_PLUGIN_MESSAGE`] bytes).
     #[error("plugin error (retryable): {0}")]
     Retryable(String),
-    /// The plugin returned a terminal error.
+    /// The plugin returned a terminal error (its message escaped and cut as for `Retryable`).
     #[error("plugin error (terminal): {0}")]
     Terminal(String),
     /// The call ran past its deadline and was interrupted.
@@ -84,6 +90,18 @@ pub enum CallError {
     OutOfMemory {
         /// The cap.
         limit: u64,
+    },
+    /// The memory limit is smaller than the memory the plugin's instance has when it starts
+    /// (its initial linear memories): no call can succeed under this limit.
+    #[error(
+        "plugin needs {needed} bytes of memory to start, more than its memory limit of {limit} bytes \
+         (raise --memory or the host policy's memory)"
+    )]
+    MemoryTooSmall {
+        /// The cap.
+        limit: u64,
+        /// What instantiation asked for.
+        needed: u64,
     },
     /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access, a stack overflow).
     #[error("plugin trapped: {message}")]
@@ -118,7 +136,7 @@ impl CallError {
             CallError::Terminal(_) => "ReconcileFailed",
             CallError::Timeout { .. } => "PluginTimeout",
             CallError::OutOfFuel { .. } => "PluginOutOfFuel",
-            CallError::OutOfMemory { .. } => "PluginOutOfMemory",
+            CallError::OutOfMemory { .. } | CallError::MemoryTooSmall { .. } => "PluginOutOfMemory",
             CallError::LookupRefused(_) => "LookupRefused",
             CallError::Trap { .. } => "PluginTrapped",
             CallError::MalformedOutput(_) => "MalformedOutput",

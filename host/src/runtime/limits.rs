@@ -3,6 +3,55 @@
 use std::time::Duration;
 
 use crate::contract::OutputLimits;
+use crate::units;
+
+/// Longest call deadline accepted (flag `--deadline`, policy `deadline`): 5 minutes. A call
+/// holds a worker for that long; work that needs more belongs in several reconciles.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(300);
+/// Smallest memory cap accepted (flag `--memory`, policy `memory`): 2 MiB. Plugins built with
+/// the SDK peak at about 1.1 MiB starting and running one small reconcile (measured: testbed
+/// 1,114,112 bytes, memcached 1,179,648; the test `smallest_memory_cap_runs_the_example_plugins`
+/// runs both at this cap); below 2 MiB nothing useful fits.
+pub const MIN_MEMORY_BYTES: u64 = 2 << 20;
+/// Largest memory cap accepted: 4 GiB, all a 32-bit wasm memory can address and the address
+/// space wasmtime reserves per memory.
+pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
+
+/// Parse a call deadline: more than 0, at most [`MAX_DEADLINE`].
+///
+/// ```
+/// use wasmop::runtime::parse_deadline;
+/// assert!(parse_deadline("250ms").is_ok());
+/// assert_eq!(parse_deadline("0s").unwrap_err(), "must be more than 0");
+/// assert_eq!(parse_deadline("10m").unwrap_err(), "10m is more than the maximum of 5m");
+/// ```
+///
+/// # Errors
+/// One line saying what is wrong, without naming the flag or field (the caller does).
+pub fn parse_deadline(s: &str) -> Result<Duration, String> {
+    if units::parse_duration(s)?.is_zero() {
+        return Err("must be more than 0".into());
+    }
+    units::duration_in(s, Duration::from_millis(1), MAX_DEADLINE)
+}
+
+/// Parse a memory cap: from [`MIN_MEMORY_BYTES`] to [`MAX_MEMORY_BYTES`].
+///
+/// ```
+/// use wasmop::runtime::parse_memory;
+/// assert_eq!(parse_memory("64Mi"), Ok(64 << 20));
+/// assert_eq!(parse_memory("1Mi").unwrap_err(), "1Mi is less than the 2Mi a plugin needs to start");
+/// assert_eq!(parse_memory("8Gi").unwrap_err(), "8Gi is more than the maximum of 4Gi");
+/// ```
+///
+/// # Errors
+/// One line saying what is wrong, without naming the flag or field (the caller does).
+pub fn parse_memory(s: &str) -> Result<u64, String> {
+    if units::parse_bytes(s)? < MIN_MEMORY_BYTES {
+        return Err(format!("{s} is less than the {} a plugin needs to start", units::format_bytes(MIN_MEMORY_BYTES)));
+    }
+    units::bytes_in(s, MIN_MEMORY_BYTES, MAX_MEMORY_BYTES)
+}
 
 /// Limits applied to every call into a plugin.
 ///

@@ -36,9 +36,10 @@ use wasmtime::component::{HasSelf, Linker};
 
 pub use artifact_cache::ArtifactCache;
 pub use engine::EPOCH_TICK;
-pub use error::{CallError, LoadError};
-pub use limits::{Limits, MemoryLimitExceeded};
+pub use error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
+pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, MemoryLimitExceeded, parse_deadline, parse_memory};
 pub use loader::{WasmFormat, componentize, detect, digest};
+pub use log::{MAX_LOG_BYTES, MAX_LOG_LINES};
 pub use plugin::{CallStats, Plugin};
 
 use crate::policy::HostPolicy;
@@ -100,7 +101,7 @@ impl RuntimeBuilder {
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         let err = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
         let metered = self.policy.uses_fuel();
-        let engine = engine::new_engine(self.policy.max_memory_bytes(), self.pooling, metered).map_err(err)?;
+        let engine = engine::new_engine(self.pooling, metered).map_err(err)?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
         Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;

@@ -9,8 +9,9 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use super::bindings::{Operator, OperatorPre, guest};
 use super::convert;
 use super::engine::{EPOCH_TICK, EpochTicker};
-use super::error::{CallError, LoadError};
+use super::error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
 use super::limits::{Limits, MemoryLimitExceeded};
+use super::log::one_line;
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, Request, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
@@ -153,8 +154,8 @@ impl Plugin {
         .await?;
         match result {
             Ok(raw) => Ok((convert::response(raw).validate(&self.inner.policy.limits.output)?, stats)),
-            Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(m)),
-            Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(m)),
+            Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(one_line(&m, MAX_PLUGIN_MESSAGE))),
+            Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(one_line(&m, MAX_PLUGIN_MESSAGE))),
         }
     }
 }
@@ -181,24 +182,31 @@ async fn call<R>(
     if metered {
         store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).map_err(|e| CallError::Host(format!("cannot set fuel: {e}")))?;
     }
-    let deadline = started + limits.deadline;
+    // `None`: past what an `Instant` can hold, so never. Flags and the policy cap the deadline
+    // at `MAX_DEADLINE`; only `Limits` built in code can get here.
+    let deadline = started.checked_add(limits.deadline);
     store.epoch_deadline_callback(move |_| {
-        Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+        Ok(if deadline.is_some_and(|d| Instant::now() >= d) { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
     store.set_epoch_deadline(1);
+    let mut instantiated = false;
     let run = async {
         let instance = pre.instantiate_async(&mut store).await?;
+        instantiated = true;
         f(instance, &mut store).await
     };
     // The epoch callback interrupts the guest; the timer also covers time spent in the host.
-    let outcome = tokio::time::timeout(limits.deadline + 4 * EPOCH_TICK, run).await;
+    let outcome = tokio::time::timeout(limits.deadline.saturating_add(4 * EPOCH_TICK), run).await;
+    store.data_mut().flush_guest_output();
     let state = store.data();
-    state.flush_guest_output();
     let stats = CallStats { elapsed: started.elapsed(), memory_high_water: state.limiter.high_water() };
     match outcome {
         Ok(Ok(_)) if !state.refused_lookups.is_empty() => Err(CallError::LookupRefused(state.refused_lookups.join("; "))),
         Ok(Ok(value)) => Ok((value, stats)),
-        Ok(Err(error)) => Err(classify(&error, limits, stats.elapsed, state.last_stderr_line())),
+        Ok(Err(error)) => match error.downcast_ref::<MemoryLimitExceeded>() {
+            Some(oom) if !instantiated => Err(CallError::MemoryTooSmall { limit: oom.limit, needed: oom.requested }),
+            _ => Err(classify(&error, limits, stats.elapsed, state.last_stderr_line())),
+        },
         Err(_) => Err(CallError::Timeout { deadline: limits.deadline, elapsed: stats.elapsed }),
     }
 }

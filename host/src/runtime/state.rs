@@ -8,11 +8,13 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::limits::MemoryLimiter;
+use super::log::LogBudget;
 use crate::contract::Manifest;
 use crate::objects::ObjectCache;
 use crate::policy::Grants;
 
-/// Bytes of guest stdout/stderr kept per call; the rest is dropped.
+/// Bytes of guest stdout, and of stderr, held in memory per call; the rest is dropped (and
+/// counted). As much as the log takes from one call ([`super::log::MAX_LOG_BYTES`]).
 const MAX_GUEST_OUTPUT: usize = 64 << 10;
 
 /// What one call may read through the `cache` import.
@@ -49,6 +51,8 @@ pub struct HostState {
     pub(super) refused_lookups: Vec<String>,
     pub(super) stdout: GuestOutput,
     pub(super) stderr: GuestOutput,
+    /// What the plugin may still log during this call.
+    pub(super) log_budget: LogBudget,
 }
 
 impl HostState {
@@ -66,6 +70,7 @@ impl HostState {
             refused_lookups: Vec::new(),
             stdout,
             stderr,
+            log_budget: LogBudget::default(),
         }
     }
 }
@@ -76,21 +81,37 @@ impl WasiView for HostState {
     }
 }
 
-/// A bounded in-memory sink for guest stdout or stderr. Writes past the bound are dropped,
-/// never failed, so a chatty guest cannot trap on output.
+/// A bounded in-memory sink for guest stdout or stderr: at most `MAX_GUEST_OUTPUT` bytes are
+/// kept. Writes past the bound are dropped and counted, never failed, so a chatty guest cannot
+/// trap on output nor grow the host's memory.
 #[derive(Debug, Clone, Default)]
-pub struct GuestOutput(Arc<Mutex<Vec<u8>>>);
+pub struct GuestOutput(Arc<Mutex<Captured>>);
+
+#[derive(Debug, Default)]
+struct Captured {
+    kept: Vec<u8>,
+    dropped_bytes: usize,
+    dropped_lines: usize,
+}
 
 impl GuestOutput {
-    /// Everything written so far, lossily decoded.
+    /// Everything kept so far, lossily decoded.
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("guest output lock")).into_owned()
+        String::from_utf8_lossy(&self.0.lock().expect("guest output lock").kept).into_owned()
+    }
+
+    /// Lines (newlines) and bytes written past the bound.
+    pub fn dropped(&self) -> (usize, usize) {
+        let c = self.0.lock().expect("guest output lock");
+        (c.dropped_lines, c.dropped_bytes)
     }
 
     fn push(&self, bytes: &[u8]) {
-        let mut buf = self.0.lock().expect("guest output lock");
-        let room = MAX_GUEST_OUTPUT.saturating_sub(buf.len());
-        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        let mut c = self.0.lock().expect("guest output lock");
+        let (kept, dropped) = bytes.split_at(bytes.len().min(MAX_GUEST_OUTPUT.saturating_sub(c.kept.len())));
+        c.kept.extend_from_slice(kept);
+        c.dropped_bytes = c.dropped_bytes.saturating_add(dropped.len());
+        c.dropped_lines = c.dropped_lines.saturating_add(dropped.iter().filter(|&&b| b == b'\n').count());
     }
 }
 
@@ -160,5 +181,8 @@ mod tests {
             out.write(bytes::Bytes::from(vec![b'x'; MAX_GUEST_OUTPUT / 2 + 1])).unwrap();
         }
         assert_eq!(out.text().len(), MAX_GUEST_OUTPUT);
+        assert_eq!(out.dropped(), (0, 3 * (MAX_GUEST_OUTPUT / 2 + 1) - MAX_GUEST_OUTPUT));
+        out.write(bytes::Bytes::from_static(b"a\nb\n")).unwrap();
+        assert_eq!(out.dropped().0, 2);
     }
 }

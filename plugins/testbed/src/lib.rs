@@ -27,6 +27,9 @@
 //! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
 //! | `hot-loop` | like `ok`, but `<name>-out` gets `data.tick`, the wall clock in ns: a child that changes on every call, so every reconcile writes and re-queues its parent (circuit breaker test). Fixed in the `test-v2` build: `tick` is `fixed` |
+//! | `log-flood` | log `spec.lines` lines (default 10000) of `spec.width` bytes (default 4000) through the `log` import, then as many to stdout and to stderr, then like `ok` |
+//! | `log-forge` | log, print and eprint messages with embedded newlines, carriage returns and terminal escapes that imitate host log lines, then like `ok` |
+//! | `long-field` | like `ok`, plus `spec.bytes` bytes (default 40000) in the field `spec.field`: `condition-message`, `event-note`, `delete-name`, `label-value` or `error` (a terminal error message full of newlines) |
 //!
 //! An unknown mode is a terminal error.
 
@@ -119,6 +122,17 @@ impl Plugin for Testbed {
                 Ok(ok(name))
             }
             "hot-loop" => Ok(hot_loop(name)),
+            "log-flood" => {
+                log_flood(name, spec["lines"].as_u64().unwrap_or(10_000), spec["width"].as_u64().unwrap_or(4000));
+                Ok(ok(name))
+            }
+            "log-forge" => {
+                log_forge();
+                Ok(ok(name))
+            }
+            "long-field" => {
+                long_field(name, spec["field"].as_str().unwrap_or_default(), spec["bytes"].as_u64().unwrap_or(40_000))
+            }
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -236,6 +250,46 @@ fn busy_wait(duration: Duration) {
     while start.elapsed() < duration {
         black_box(());
     }
+}
+
+/// A line imitating one of the host's own log lines (text format).
+const FORGED: &str = "2026-11-30T09:00:00.000000Z  INFO wasmop::controller: forged host line plugin=\"other\"";
+
+fn log_flood(name: &str, lines: u64, width: u64) {
+    let line = format!("testbed {name}: {}", "f".repeat(usize::try_from(width).unwrap_or(0)));
+    for _ in 0..lines {
+        log::info!("{line}");
+    }
+    for _ in 0..lines {
+        println!("{line}");
+    }
+    for _ in 0..lines {
+        eprintln!("{line}");
+    }
+}
+
+fn log_forge() {
+    log::warn!("innocent\n{FORGED}");
+    log::info!("erase\r\u{1b}[2K{FORGED}\u{85}{FORGED}");
+    println!("stdout\r{FORGED}\u{1b}[31m");
+    eprintln!("stderr \u{2028}{FORGED}");
+}
+
+/// `ok`, with one field `bytes` long, or a terminal error of that size.
+fn long_field(name: &str, field: &str, bytes: u64) -> Result<Response, Error> {
+    let text = "x".repeat(usize::try_from(bytes).unwrap_or(0));
+    let response = ok(name);
+    Ok(match field {
+        "condition-message" => response.condition(Condition::true_("Ready", "Reconciled", text)),
+        "event-note" => response.event(Event::normal("Reconciled", "Reconcile", text)),
+        "delete-name" => response.delete(ObjectRef::namespaced(&config_map_kind(), "default", text)),
+        "label-value" => response.apply(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-labelled"), "labels": {"testbed": text}},
+        })),
+        "error" => return Err(Error::terminal(format!("line\n{FORGED}\n").repeat(text.len() / 100 + 1))),
+        other => return Err(Error::terminal(format!("unknown spec.field {other:?}"))),
+    })
 }
 
 wasmop_sdk::export_plugin!(Testbed);
@@ -370,6 +424,26 @@ mod tests {
         let resp = reconcile(json!({"mode": "sleep-ms", "millis": 20})).unwrap();
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert_eq!(resp, reconcile(json!({})).unwrap());
+    }
+
+    #[test]
+    fn long_field_puts_the_bytes_where_asked() {
+        let resp = reconcile(json!({"mode": "long-field", "field": "condition-message", "bytes": 100})).unwrap();
+        assert_eq!(resp.condition_of("Ready").unwrap().message.len(), 100);
+        let resp = reconcile(json!({"mode": "long-field", "field": "delete-name", "bytes": 10})).unwrap();
+        assert_eq!(resp.deletions()[0].name.len(), 10);
+        let resp = reconcile(json!({"mode": "long-field", "field": "event-note", "bytes": 7})).unwrap();
+        assert_eq!(resp.events()[0].note.len(), 7);
+        let resp = reconcile(json!({"mode": "long-field", "field": "label-value", "bytes": 70})).unwrap();
+        assert_eq!(resp.children()[1]["metadata"]["labels"]["testbed"].as_str().unwrap().len(), 70);
+        assert!(reconcile(json!({"mode": "long-field", "field": "error"})).unwrap_err().message().contains('\n'));
+        assert!(reconcile(json!({"mode": "long-field", "field": "nope"})).is_err());
+    }
+
+    #[test]
+    fn log_modes_behave_like_ok() {
+        assert_eq!(reconcile(json!({"mode": "log-forge"})).unwrap(), reconcile(json!({})).unwrap());
+        assert_eq!(reconcile(json!({"mode": "log-flood", "lines": 2, "width": 3})).unwrap(), reconcile(json!({})).unwrap());
     }
 
     #[test]

@@ -27,6 +27,9 @@
 //! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
 //! | `hot-loop` | like `ok`, but `<name>-out` gets `data.tick`, the wall clock in ns: a child that changes on every call, so every reconcile writes and re-queues its parent (circuit breaker test). Fixed in the `test-v2` build: `tick` is `fixed` |
+//! | `deployment` | apply Deployment `<name>-web` without `spec.replicas`, leaving it to another field manager (an HPA); needs the `declares-deployments` build |
+//! | `take` | apply ConfigMap `spec.target` (default `<name>-out`) with `data: {takenBy: <name>}` and the `ownerReferences` in `spec.ownerReferences`, if any (ownership tests) |
+//! | `delete` | delete ConfigMap `spec.target` (ownership tests) |
 //!
 //! An unknown mode is a terminal error.
 
@@ -57,9 +60,9 @@ impl Plugin for Testbed {
         let manifest = Manifest::new("testbed", VERSION)
             .description("Hostile test plugin for the wasmop host (not an example)")
             .parent(testbed_kind(), Scope::Namespaced)
-            .child(config_map_kind())
-            .related(config_map_kind(), "testbed=$(parent.name)")
-            .prune(true);
+            .child(config_map_kind());
+        let manifest = if cfg!(feature = "declares-deployments") { manifest.child(deployment_kind()) } else { manifest };
+        let manifest = manifest.related(config_map_kind(), "testbed=$(parent.name)").prune(true);
         if cfg!(feature = "declares-secrets") {
             manifest.related(Kind::new("", "v1", "Secret"), "testbed=$(parent.name)")
         } else {
@@ -119,6 +122,13 @@ impl Plugin for Testbed {
                 Ok(ok(name))
             }
             "hot-loop" => Ok(hot_loop(name)),
+            "deployment" => Ok(deployment_without_replicas(name)),
+            "take" => Ok(take(name, spec)),
+            "delete" => Ok(Response::new().delete(ObjectRef::namespaced(
+                &config_map_kind(),
+                req.namespace().unwrap_or("default"),
+                spec["target"].as_str().unwrap_or_default(),
+            ))),
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -236,6 +246,44 @@ fn busy_wait(duration: Duration) {
     while start.elapsed() < duration {
         black_box(());
     }
+}
+
+/// The `Deployment` kind (a child only in the `declares-deployments` build).
+fn deployment_kind() -> Kind {
+    Kind::new("apps", "v1", "Deployment")
+}
+
+/// Deployment `<name>-web` with no `spec.replicas`: the plugin leaves that field to whoever
+/// else manages it (the API server defaults it to 1 on creation).
+fn deployment_without_replicas(name: &str) -> Response {
+    let app = format!("{name}-web");
+    Response::new()
+        .apply(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": app, "labels": {"app": app}},
+            "spec": {
+                "selector": {"matchLabels": {"app": app}},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]},
+                },
+            },
+        }))
+        .status(json!({"phase": "Ready"}))
+        .condition(Condition::true_("Ready", "Reconciled", "deployment applied"))
+}
+
+/// ConfigMap `spec.target` (default `<name>-out`), with the plugin's own `ownerReferences`
+/// from `spec.ownerReferences` when given (which the host must replace).
+fn take(name: &str, spec: &Value) -> Response {
+    let target = spec["target"].as_str().map_or_else(|| format!("{name}-out"), str::to_owned);
+    let mut metadata = json!({"name": target});
+    if let Some(refs) = spec.get("ownerReferences") {
+        metadata["ownerReferences"] = refs.clone();
+    }
+    Response::new().apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"takenBy": name},
+    }))
 }
 
 wasmop_sdk::export_plugin!(Testbed);
@@ -378,7 +426,7 @@ mod tests {
         let _ = reconcile(json!({"mode": "panic"}));
     }
 
-    #[cfg(not(feature = "declares-secrets"))]
+    #[cfg(not(any(feature = "declares-secrets", feature = "declares-deployments")))]
     #[test]
     fn manifest_declares_config_maps_only() {
         let m = Testbed::manifest();
@@ -398,5 +446,34 @@ mod tests {
         let ctx = Context::fixture(vec![secret("mine", "tb")]).restrict_to(&Testbed::manifest());
         let resp = Testbed::reconcile(request(json!({"mode": "read-secret", "name": "mine"})), &ctx).unwrap();
         assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!(["mine"]));
+    }
+
+    #[test]
+    fn deployment_mode_leaves_replicas_to_others() {
+        let resp = reconcile(json!({"mode": "deployment"})).unwrap();
+        let d = resp.child(&deployment_kind(), "tb-web").unwrap();
+        assert!(d["spec"].get("replicas").is_none());
+        assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "tb-web");
+    }
+
+    #[test]
+    fn take_mode_writes_the_owner_references_it_is_given() {
+        let refs = json!([{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u", "controller": true}]);
+        let resp = reconcile(json!({"mode": "take", "target": "victim", "ownerReferences": refs})).unwrap();
+        let cm = resp.child(&config_map_kind(), "victim").unwrap();
+        assert_eq!((&cm["metadata"]["ownerReferences"], &cm["data"]["takenBy"]), (&refs, &json!("tb")));
+        assert!(reconcile(json!({"mode": "take"})).unwrap().child(&config_map_kind(), "tb-out").is_some());
+    }
+
+    #[test]
+    fn delete_mode_deletes_the_target() {
+        let resp = reconcile(json!({"mode": "delete", "target": "victim"})).unwrap();
+        assert_eq!(resp.deletions(), [ObjectRef::namespaced(&config_map_kind(), "default", "victim")]);
+    }
+
+    #[cfg(feature = "declares-deployments")]
+    #[test]
+    fn the_declares_deployments_build_writes_deployments_too() {
+        assert_eq!(Testbed::manifest().children, [config_map_kind(), deployment_kind()]);
     }
 }

@@ -27,7 +27,7 @@
 //! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
 //! | `hot-loop` | like `ok`, but `<name>-out` gets `data.tick`, the wall clock in ns: a child that changes on every call, so every reconcile writes and re-queues its parent (circuit breaker test). Fixed in the `test-v2` build: `tick` is `fixed` |
-//! | `deployment` | apply Deployment `<name>-web` without `spec.replicas`, leaving it to another field manager (an HPA); needs the `declares-deployments` build |
+//! | `deployment` | apply Deployment `<name>-web` without `spec.replicas`, leaving it to another field manager (an HPA), annotated `testbed.wasmop.dev/touch: <spec.touch>`; needs the `declares-deployments` build |
 //! | `take` | apply ConfigMap `spec.target` (default `<name>-out`) with `data: {takenBy: <name>}` and the `ownerReferences` in `spec.ownerReferences`, if any (ownership tests) |
 //! | `delete` | delete ConfigMap `spec.target` (ownership tests) |
 //!
@@ -122,7 +122,7 @@ impl Plugin for Testbed {
                 Ok(ok(name))
             }
             "hot-loop" => Ok(hot_loop(name)),
-            "deployment" => Ok(deployment_without_replicas(name)),
+            "deployment" => Ok(deployment_without_replicas(name, spec["touch"].as_str().unwrap_or_default())),
             "take" => Ok(take(name, spec)),
             "delete" => Ok(Response::new().delete(ObjectRef::namespaced(
                 &config_map_kind(),
@@ -254,13 +254,14 @@ fn deployment_kind() -> Kind {
 }
 
 /// Deployment `<name>-web` with no `spec.replicas`: the plugin leaves that field to whoever
-/// else manages it (the API server defaults it to 1 on creation).
-fn deployment_without_replicas(name: &str) -> Response {
+/// else manages it (the API server defaults it to 1 on creation). Annotation
+/// `testbed.wasmop.dev/touch` is `touch`, so changing it makes the host apply again.
+fn deployment_without_replicas(name: &str, touch: &str) -> Response {
     let app = format!("{name}-web");
     Response::new()
         .apply(json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": app, "labels": {"app": app}},
+            "metadata": {"name": app, "labels": {"app": app}, "annotations": {"testbed.wasmop.dev/touch": touch}},
             "spec": {
                 "selector": {"matchLabels": {"app": app}},
                 "template": {
@@ -450,9 +451,10 @@ mod tests {
 
     #[test]
     fn deployment_mode_leaves_replicas_to_others() {
-        let resp = reconcile(json!({"mode": "deployment"})).unwrap();
+        let resp = reconcile(json!({"mode": "deployment", "touch": "1"})).unwrap();
         let d = resp.child(&deployment_kind(), "tb-web").unwrap();
         assert!(d["spec"].get("replicas").is_none());
+        assert_eq!(d["metadata"]["annotations"]["testbed.wasmop.dev/touch"], "1");
         assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "tb-web");
     }
 

@@ -52,25 +52,27 @@ fn memcached_reconcile_matches_golden_output() {
         fixture("memcached-pods.yaml").to_str().unwrap(),
         "--children",
         fixture("memcached-deployment.yaml").to_str().unwrap(),
+        "--now",
+        "2024-01-01T00:00:00Z",
         "--output",
         "json",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let response: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let deployment = &response["children"][0];
+    let deployment = &response["apply"][0];
     assert_eq!(deployment["apiVersion"], "apps/v1");
     assert_eq!(deployment["spec"]["replicas"], 3);
     assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], "memcached:1.6.17-alpine");
     assert_eq!(
-        response["status"]["nodes"],
+        response["statusPatch"]["status"]["nodes"],
         serde_json::json!([
             "memcached-sample-6d4b9c7f8d-a81zq",
             "memcached-sample-6d4b9c7f8d-m3c4d",
             "memcached-sample-6d4b9c7f8d-x2k9p"
         ])
     );
-    assert_eq!(response["conditions"][0]["status"], "True");
+    assert_eq!(response["statusPatch"]["status"]["conditions"][0]["status"], "True");
     assert_golden("memcached-reconcile.json", &text);
 }
 
@@ -81,9 +83,9 @@ fn memcached_without_fixtures_applies_a_deployment_and_reports_not_available() {
     let out = wasmop(&["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", sample.to_str().unwrap(), "-o", "yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let response: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
-    assert_eq!(response["children"][0]["spec"]["replicas"], 3);
-    assert_eq!(response["status"]["nodes"], serde_json::json!([]));
-    assert_eq!(response["conditions"][0]["status"], "False");
+    assert_eq!(response["apply"][0]["spec"]["replicas"], 3);
+    assert_eq!(response["statusPatch"]["status"]["nodes"], serde_json::json!([]));
+    assert_eq!(response["statusPatch"]["status"]["conditions"][0]["status"], "False");
 }
 
 #[test]

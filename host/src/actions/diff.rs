@@ -37,6 +37,13 @@ mod tests {
     }
 
     #[test]
+    fn fields_left_to_other_managers_are_not_changes() {
+        // The plugin omits spec.replicas; an HPA set it to 5: nothing for the plugin to apply.
+        let observed = json!({"spec": {"replicas": 5, "template": {"metadata": {"labels": {"app": "a"}}}}});
+        assert!(contains(&observed, &json!({"spec": {"template": {"metadata": {"labels": {"app": "a"}}}}})));
+    }
+
+    #[test]
     fn missing_fields_are_changes() {
         assert!(!contains(&json!({}), &json!({"a": null})));
         assert!(contains(&json!({"a": 1.0}), &json!({"a": 1})));

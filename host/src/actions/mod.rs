@@ -1,24 +1,28 @@
-//! Applying a plugin's response to the cluster: scope checks, children, pruning, status,
-//! events, finalizers. Data flows one way: response → checks → writes.
+//! Applying a plugin's response to the cluster. Data flows one way: response → [`plan`]
+//! (scope and ownership checks, the writes decided) → [`Writer::execute`] (the writes made).
 
 mod diff;
 mod events;
 mod finalizer;
+mod ownership;
+mod plan;
 mod scope;
 mod status;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::discovery::ApiResource;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use diff::contains;
 
 pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
+pub use ownership::Control;
+pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{ScopeError, check as check_scope};
 pub use status::{RECONCILED, merge_conditions, now, status_patch};
 
@@ -78,7 +82,7 @@ pub struct Writer<'a> {
     pub parent: &'a Value,
     /// The parent's resource.
     pub parent_resource: &'a ApiResource,
-    /// The object cache (to skip unchanged applies).
+    /// The object cache (to skip unchanged applies; the plan's checks read the same cache).
     pub cache: &'a dyn ObjectCache,
     /// What was last applied to each child, so an apply is skipped only when both the
     /// desired content is unchanged and the observed object still contains it.
@@ -119,6 +123,15 @@ impl std::fmt::Debug for Writer<'_> {
 }
 
 impl Writer<'_> {
+    /// Server-side apply with the plugin's field manager, forced.
+    ///
+    /// How a plugin shares objects with other field managers: the plugin owns exactly the
+    /// fields it sends. `force` takes a field the plugin sends away from any other manager that
+    /// set it (controllers are expected to force: the plugin is the source of truth for what it
+    /// returns, and a manual edit of such a field is reverted). A field the plugin omits is
+    /// never touched, because server-side apply manages only what the applier sends: to leave
+    /// a field to someone else (an HPA's `spec.replicas`), omit it. A field the plugin sent
+    /// before and stops sending is removed, unless another manager also set it.
     fn params(&self) -> PatchParams {
         PatchParams::apply(&self.manifest.field_manager()).force()
     }
@@ -131,69 +144,70 @@ impl Writer<'_> {
         })
     }
 
-    /// The controller ownerReference to the parent.
-    fn owner_reference(&self) -> Value {
-        json!({
-            "apiVersion": self.parent_resource.api_version,
-            "kind": self.parent_resource.kind,
-            "name": name_of(self.parent).unwrap_or_default(),
-            "uid": self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default(),
-            "controller": true,
-            "blockOwnerDeletion": true,
-        })
-    }
-
-    /// Server-side apply each child with the plugin's field manager and a controller
-    /// ownerReference, skipping children whose observed state already matches.
+    /// Make the writes of `plan`, in order: apply its children, delete its prunes and
+    /// deletes, patch the parent's status. Events and the finalizer are the caller's.
     ///
     /// # Errors
-    /// The first failed write.
-    pub async fn apply_children(&self, children: Vec<Value>, written: &mut Written) -> Result<(), ActionError> {
-        let owner = self.owner_reference();
-        for mut child in children {
-            child["metadata"]["ownerReferences"] = json!([owner]);
-            let r = ObjectRef::of_object(&child).expect("validated children have identity");
+    /// The first failed write; the writes before it stay done (each is idempotent).
+    pub async fn execute(&self, plan: &Plan) -> Result<Written, ActionError> {
+        let mut written = Written::default();
+        self.apply_children(&plan.apply, &mut written).await?;
+        self.delete(plan.prune.iter().chain(&plan.delete), &mut written).await?;
+        if let Some(patch) = &plan.status_patch {
+            self.patch_status(patch).await?;
+            written.status = true;
+        }
+        Ok(written)
+    }
+
+    /// Server-side apply each child (see [`Writer::params`] for field ownership), skipping
+    /// those last applied with the same content whose observed state still contains it. The
+    /// skip compares only the fields the plugin sends, so a field left to another manager (and
+    /// changed by it) never causes a write.
+    async fn apply_children(&self, children: &[Value], written: &mut Written) -> Result<(), ActionError> {
+        for child in children {
+            let r = ObjectRef::of_object(child).expect("planned children have identity");
             let kind = r.kind();
-            if self.applied.unchanged(&r, &child)
+            if self.applied.unchanged(&r, child)
                 && let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)
-                && contains(&observed, &child)
+                && contains(&observed, child)
             {
                 written.unchanged += 1;
                 continue;
             }
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            api.patch(&r.name, &self.params(), &Patch::Apply(&child)).await.map_err(|source| ActionError::Api {
+            api.patch(&r.name, &self.params(), &Patch::Apply(child)).await.map_err(|source| ActionError::Api {
                 action: "apply",
                 object: r.to_string(),
                 source,
             })?;
-            self.applied.record(r, &child);
+            self.applied.record(r, child);
             written.applied += 1;
         }
         Ok(())
     }
 
-    /// Delete children by reference. A child that is already gone is fine.
-    ///
-    /// # Errors
-    /// The first failed delete.
-    pub async fn delete(&self, refs: &[ObjectRef], written: &mut Written) -> Result<(), ActionError> {
-        for r in refs {
+    /// Delete objects, each on the condition that its uid is still the one checked. An object
+    /// already gone, or replaced by a same-named one since (the precondition fails), is left.
+    async fn delete(&self, deletions: impl Iterator<Item = &Deletion>, written: &mut Written) -> Result<(), ActionError> {
+        for d in deletions {
+            let r = &d.object;
             let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
             self.applied.forget(r);
-            match api.delete(&r.name, &DeleteParams::background()).await {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions { uid: d.uid.clone(), resource_version: None }),
+                ..DeleteParams::background()
+            };
+            match api.delete(&r.name, &params).await {
                 Ok(_) => written.deleted += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    tracing::info!(object = %r, "not deleted: replaced by another object since it was checked");
+                }
                 Err(source) => return Err(ActionError::Api { action: "delete", object: r.to_string(), source }),
             }
         }
         Ok(())
-    }
-
-    /// The observed children (controlled by the parent) that `desired` no longer lists.
-    pub fn absent_children(observed: &[Arc<Value>], desired: &[Value]) -> Vec<ObjectRef> {
-        let wanted: std::collections::HashSet<ObjectRef> = desired.iter().filter_map(ObjectRef::of_object).collect();
-        observed.iter().filter_map(|o| ObjectRef::of_object(o)).filter(|r| !wanted.contains(r)).collect()
     }
 
     /// Merge-patch the parent's status subresource.

@@ -1,10 +1,16 @@
-//! Reading Kubernetes objects from YAML or JSON files, as `kubectl apply -f` does.
+//! Reading Kubernetes objects from YAML or JSON files, as `kubectl apply -f` does, and turning
+//! fixture files into the observed objects of an offline reconcile.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::actions::{Control, owner_reference};
+use crate::contract::{Kind, Manifest, ObjectRef, Scope};
+use crate::objects::{MemoryCache, namespace_of};
+use crate::policy::Grants;
 
 /// Every object in a file: YAML documents separated by `---` (JSON is YAML too), with
 /// `kind: List` / `*List` documents expanded into their items. Empty documents are skipped.
@@ -56,6 +62,153 @@ pub fn default_namespace(object: &mut Value, namespace: &str) {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.entry("namespace").or_insert_with(|| Value::String(namespace.to_owned()));
     }
+}
+
+/// The objects an offline reconcile observes: the fixtures as the host's watch cache would hold
+/// them, and one warning for every fixture the host would not show the plugin, saying why.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// The objects kept (standing in for the watch cache: the plugin's children, related
+    /// objects and lookups read them, and the ownership checks see them).
+    pub cache: MemoryCache,
+    /// `<file>: <object> ...: <why>`, one per fixture dropped or not given as a child.
+    pub warnings: Vec<String>,
+}
+
+/// Fill [`Observed`] for `parent` (namespace and uid already set) from child and related fixture
+/// files. Objects without a namespace get the parent's.
+///
+/// A child fixture without `ownerReferences` is one of the parent's children: it gets the
+/// parent's controller reference. With `ownerReferences` (`[]` for an object nobody controls,
+/// or another controller's uid) it stays an existing object that is not the parent's: the
+/// plugin does not get it as a child, and applying it is refused as `run` would refuse it.
+///
+/// # Errors
+/// A file that cannot be read or parsed.
+pub fn observe(
+    manifest: &Manifest,
+    grants: &Grants,
+    parent: &Value,
+    children: &[PathBuf],
+    related: &[PathBuf],
+) -> anyhow::Result<Observed> {
+    let parent_ns = match manifest.scope {
+        Scope::Namespaced => namespace_of(parent).map(str::to_owned),
+        Scope::Cluster => None,
+    };
+    let uid = parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+    let mut observed = Observed::default();
+    for (file, role) in children.iter().map(|f| (f, Role::Child)).chain(related.iter().map(|f| (f, Role::Related))) {
+        for mut object in read_objects(file)? {
+            if let Some(ns) = &parent_ns {
+                default_namespace(&mut object, ns);
+            }
+            let r = ObjectRef::of_object(&object).expect("read_objects checks apiVersion, kind and metadata.name");
+            let verdict = match role {
+                Role::Child => child_verdict(manifest, grants, parent_ns.as_deref(), uid, &mut object, parent),
+                Role::Related => related_verdict(manifest, grants, parent_ns.as_deref(), parent, &object),
+            };
+            let keep = match verdict {
+                Verdict::Keep => true,
+                Verdict::KeepWarn(why) => {
+                    observed.warnings.push(format!("{}: {r} is kept but not a child of the parent: {why}", file.display()));
+                    true
+                }
+                Verdict::Ignore(why) => {
+                    observed.warnings.push(format!("{}: {r} is ignored: {why}", file.display()));
+                    false
+                }
+            };
+            if keep {
+                observed.cache.insert(object).with_context(|| file.display().to_string())?;
+            }
+        }
+    }
+    Ok(observed)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Child,
+    Related,
+}
+
+/// What the host does with one fixture.
+enum Verdict {
+    /// Observed, as given to the plugin.
+    Keep,
+    /// Observed, but not what the file's role says, for this reason.
+    KeepWarn(String),
+    /// Never observed, for this reason.
+    Ignore(String),
+}
+
+fn child_verdict(
+    manifest: &Manifest,
+    grants: &Grants,
+    parent_ns: Option<&str>,
+    uid: &str,
+    object: &mut Value,
+    parent: &Value,
+) -> Verdict {
+    let kind = Kind::of_object(object).expect("checked by read_objects");
+    if !manifest.may_write(&kind) {
+        let hint = if manifest.related.iter().any(|r| r.kind == kind) { " (pass it with --related)" } else { "" };
+        return Verdict::Ignore(format!("{kind} is not a child kind of plugin {}{hint}", manifest.name));
+    }
+    if !grants.may_read_kind(&kind) {
+        return Verdict::Ignore(format!("the host's policy does not grant {kind} to plugin {}", manifest.name));
+    }
+    if let Some(why) = other_namespace(parent_ns, object, None) {
+        return Verdict::Ignore(why);
+    }
+    if object.pointer("/metadata/ownerReferences").is_none() {
+        object["metadata"]["ownerReferences"] = json!([owner_reference(manifest, parent, uid)]);
+        return Verdict::Keep;
+    }
+    match Control::of(object, uid) {
+        Control::ThisParent => Verdict::Keep,
+        control if control.may_apply(manifest) => Verdict::KeepWarn(format!("it is {control}, and the plugin may adopt it")),
+        control => Verdict::KeepWarn(format!("it is {control}; applying it would be refused (AlreadyOwned)")),
+    }
+}
+
+fn related_verdict(manifest: &Manifest, grants: &Grants, parent_ns: Option<&str>, parent: &Value, object: &Value) -> Verdict {
+    let kind = Kind::of_object(object).expect("checked by read_objects");
+    let Some(related) = manifest.related.iter().find(|r| r.kind == kind) else {
+        return Verdict::Ignore(if kind == manifest.parent {
+            format!("{kind} is the parent's kind, and a plugin sees no other object of it")
+        } else if manifest.may_write(&kind) {
+            format!("{kind} is declared only as a child kind of plugin {} (pass it with --children)", manifest.name)
+        } else {
+            format!("plugin {} does not declare {kind}", manifest.name)
+        });
+    };
+    if !grants.may_read_kind(&kind) {
+        return Verdict::Ignore(format!("the host's policy does not grant {kind} to plugin {}", manifest.name));
+    }
+    if let Some(why) = other_namespace(parent_ns, object, Some(grants)) {
+        return Verdict::Ignore(why);
+    }
+    let name = crate::objects::name_of(parent).unwrap_or_default();
+    match related.selector_for(name) {
+        Ok(selector) if !manifest.may_write(&kind) && !selector.matches_object(object) => {
+            Verdict::Ignore(format!("its labels do not match the related selector {selector}"))
+        }
+        Ok(_) => Verdict::Keep,
+        Err(e) => Verdict::Ignore(format!("the related selector does not parse for this parent: {e}")),
+    }
+}
+
+/// Why `object` is out of reach in its namespace: not the parent's, and (for reads) not granted.
+fn other_namespace(parent_ns: Option<&str>, object: &Value, reads: Option<&Grants>) -> Option<String> {
+    let parent_ns = parent_ns?;
+    let ns = namespace_of(object).unwrap_or_default();
+    if ns == parent_ns || reads.is_some_and(|g| g.may_read_namespace(ns, Some(parent_ns))) {
+        return None;
+    }
+    let granted = if reads.is_some() { " and not granted by the host's policy" } else { "" };
+    Some(format!("namespace {ns:?} is not the parent's namespace {parent_ns:?}{granted}"))
 }
 
 #[cfg(test)]

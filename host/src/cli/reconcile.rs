@@ -1,15 +1,21 @@
-//! `wasmop reconcile`: run a plugin once, offline, and print its response.
+//! `wasmop reconcile`: run a plugin once, offline, and print the host's plan — what `run` would
+//! write — after the same scope, ownership and size checks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
-use super::fixtures::{default_namespace, read_objects, read_one};
+use super::fixtures::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
+use crate::actions::{now, plan};
 use crate::contract::{Kind, Request, Scope};
-use crate::objects::{MemoryCache, ObjectCache};
+use crate::objects::ObjectCache;
+
+/// The uid given to a parent fixture that has none, so that the plan's owner references and
+/// ownership checks have one to name.
+pub const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
 
 /// Arguments of `wasmop reconcile`.
 #[derive(Debug, clap::Args)]
@@ -17,10 +23,13 @@ pub struct ReconcileArgs {
     /// The plugin file.
     #[arg(long)]
     pub plugin: PathBuf,
-    /// The parent object (YAML or JSON, one object).
+    /// The parent object (YAML or JSON, one object). Without `metadata.uid` it gets a
+    /// placeholder uid.
     #[arg(long)]
     pub object: PathBuf,
-    /// Observed children (YAML/JSON, any number of objects per file; repeatable).
+    /// Observed children (YAML/JSON, any number of objects per file; repeatable). An object
+    /// without `ownerReferences` is the parent's child; one with `ownerReferences` (`[]` for
+    /// nobody, or another controller) is an existing object the parent does not control.
     #[arg(long)]
     pub children: Vec<PathBuf>,
     /// Related objects the plugin may read (repeatable).
@@ -32,6 +41,10 @@ pub struct ReconcileArgs {
     /// The plugin's configuration (a YAML/JSON object).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The time conditions that change are stamped with (RFC 3339, e.g. `2024-01-01T00:00:00Z`)
+    /// [default: now]; for reproducible output.
+    #[arg(long, value_parser = parse_time)]
+    pub now: Option<String>,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
     pub output: Output,
@@ -45,42 +58,36 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     if kind != manifest.parent {
         bail!("{}: the object is a {kind}, but plugin {} reconciles {}", args.object.display(), manifest.name, manifest.parent);
     }
-    let namespace = match manifest.scope {
-        Scope::Namespaced => {
-            default_namespace(&mut parent, "default");
-            parent["metadata"]["namespace"].as_str().map(str::to_owned)
-        }
-        Scope::Cluster => None,
-    };
-    let mut cache = MemoryCache::default();
-    let mut load = |files: &[PathBuf], role: &str| -> anyhow::Result<()> {
-        for file in files {
-            for mut object in read_objects(file)? {
-                let kind = Kind::of_object(&object).expect("read_objects checks apiVersion and kind");
-                let allowed = if role == "child" { manifest.may_write(&kind) } else { manifest.may_read(&kind) };
-                if !allowed {
-                    bail!("{}: {kind} is not a {role} kind of plugin {}", file.display(), manifest.name);
-                }
-                if let Some(ns) = &namespace {
-                    default_namespace(&mut object, ns);
-                }
-                cache.insert(object).with_context(|| format!("{}", file.display()))?;
-            }
-        }
-        Ok(())
-    };
-    load(&args.children, "child")?;
-    load(&args.related, "related")?;
-    let mut request = Request::gather(Arc::new(parent), &manifest, &cache, false)?;
+    if manifest.scope == Scope::Namespaced {
+        default_namespace(&mut parent, "default");
+    }
+    if parent.pointer("/metadata/uid").and_then(Value::as_str).is_none_or(str::is_empty) {
+        parent["metadata"]["uid"] = Value::String(PLACEHOLDER_UID.into());
+    }
+    let observed = observe(&manifest, plugin.grants(), &parent, &args.children, &args.related)?;
+    for warning in &observed.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let cache: Arc<dyn ObjectCache> = Arc::new(observed.cache);
+    let parent = Arc::new(parent);
+    let mut request = Request::gather(Arc::clone(&parent), &manifest, &*cache, true)?;
     request.finalizing = args.finalizing;
     if let Some(path) = &args.config {
         request.config = read_config(path)?;
     }
-    let cache: Arc<dyn ObjectCache> = Arc::new(cache);
-    let (response, stats) = plugin.reconcile(&request, cache).await?;
+    let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
-    print!("{}", args.output.render(&response)?);
+    let now = args.now.unwrap_or_else(now);
+    let plan = plan(&manifest, plugin.grants(), &parent, response, &*cache, &now)
+        .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;
+    print!("{}", args.output.render(&plan)?);
     Ok(())
+}
+
+fn parse_time(text: &str) -> Result<String, String> {
+    let t: k8s_openapi::jiff::Timestamp =
+        text.parse().map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2024-01-01T00:00:00Z: {e}"))?;
+    Ok(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
 fn read_config(path: &std::path::Path) -> anyhow::Result<Value> {

@@ -1,4 +1,4 @@
-//! One reconcile of one parent: cache → request → plugin → checks → writes.
+//! One reconcile of one parent: cache → request → plugin → plan (checks) → writes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +8,7 @@ use tracing::Instrument;
 
 use super::mapping::ObjectKey;
 use super::plugin_controller::PluginController;
-use crate::actions::{
-    ActionError, RECONCILED, Writer, Written, add_finalizer, check_scope, has_finalizer, now, remove_finalizer, status_patch,
-};
+use crate::actions::{RECONCILED, Writer, add_finalizer, has_finalizer, now, plan, remove_finalizer, status_patch};
 use crate::contract::{Condition, ConditionStatus, Event, EventType, Request};
 use crate::objects::ObjectCache;
 
@@ -78,7 +76,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         let cache: Arc<dyn ObjectCache> = watches.clone();
         let metrics = &controller.shared.metrics;
         let called = std::time::Instant::now();
-        let (mut response, stats) = match plugin.reconcile(&request, cache).await {
+        let (response, stats) = match plugin.reconcile(&request, cache).await {
             Ok(ok) => ok,
             Err(e) => {
                 metrics.called(&manifest.name, called.elapsed().as_secs_f64(), 0, Some(e.reason()));
@@ -86,41 +84,25 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-        if let Err(e) = check_scope(&manifest, plugin.grants(), &parent, &mut response) {
-            metrics.refused(&manifest.name);
-            return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
-        }
-        let mut written = Written::default();
-        let result: Result<(), ActionError> = async {
-            let desired = response.children.clone();
-            writer.apply_children(std::mem::take(&mut response.children), &mut written).await?;
-            if manifest.prune {
-                writer.delete(&Writer::absent_children(&request.children, &desired), &mut written).await?;
+        let plan = match plan(&manifest, plugin.grants(), &parent, response, &*watches, &now()) {
+            Ok(plan) => plan,
+            Err(e) => {
+                metrics.refused(&manifest.name);
+                return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
             }
-            writer.delete(&response.delete, &mut written).await?;
-            let mut conditions = response.conditions.clone();
-            conditions.push(Condition {
-                type_: RECONCILED.into(),
-                status: ConditionStatus::True,
-                reason: "ReconcileSucceeded".into(),
-                message: format!("reconciled by {} {}", manifest.name, manifest.version),
-            });
-            if let Some(patch) = status_patch(&parent, response.status.as_ref(), &conditions, &now()) {
-                writer.patch_status(&patch).await?;
-                written.status = true;
+        };
+        let written = match writer.execute(&plan).await {
+            Ok(written) => written,
+            Err(e) => {
+                tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
+                return Outcome::Retry;
             }
-            Ok(())
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
-            return Outcome::Retry;
-        }
-        for event in &response.events {
+        };
+        for event in &plan.events {
             controller.events.publish(&parent, event).await;
         }
         if deleting
-            && response.finalized
+            && plan.finalized
             && let Err(e) = remove_finalizer(&writer.parent_api(), &parent, &finalizer).await
         {
             tracing::warn!(error = %e, "cannot remove finalizer; retrying");
@@ -128,7 +110,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
         }
         tracing::debug!(elapsed = ?stats.elapsed, applied = written.applied, unchanged = written.unchanged,
             deleted = written.deleted, status = written.status, "reconciled");
-        Outcome::Done { requeue_after: response.requeue_after, wrote: written.anything() || response.finalized }
+        Outcome::Done { requeue_after: plan.requeue_after, wrote: written.anything() || plan.finalized }
     }
     .instrument(span)
     .await

@@ -30,6 +30,9 @@
 //! | `log-flood` | log `spec.lines` lines (default 10000) of `spec.width` bytes (default 4000) through the `log` import, then as many to stdout and to stderr, then like `ok` |
 //! | `log-forge` | log, print and eprint messages with embedded newlines, carriage returns and terminal escapes that imitate host log lines, then like `ok` |
 //! | `long-field` | like `ok`, plus `spec.bytes` bytes (default 40000) in the field `spec.field`: `condition-message`, `event-note`, `delete-name`, `label-value` or `error` (a terminal error message full of newlines) |
+//! | `deployment` | apply Deployment `<name>-web` without `spec.replicas`, leaving it to another field manager (an HPA), annotated `testbed.wasmop.dev/touch: <spec.touch>`; needs the `declares-deployments` build |
+//! | `take` | apply ConfigMap `spec.target` (default `<name>-out`) with `data: {takenBy: <name>}` and the `ownerReferences` in `spec.ownerReferences`, if any (ownership tests) |
+//! | `delete` | delete ConfigMap `spec.target` (ownership tests) |
 //!
 //! An unknown mode is a terminal error.
 
@@ -60,9 +63,9 @@ impl Plugin for Testbed {
         let manifest = Manifest::new("testbed", VERSION)
             .description("Hostile test plugin for the wasmop host (not an example)")
             .parent(testbed_kind(), Scope::Namespaced)
-            .child(config_map_kind())
-            .related(config_map_kind(), "testbed=$(parent.name)")
-            .prune(true);
+            .child(config_map_kind());
+        let manifest = if cfg!(feature = "declares-deployments") { manifest.child(deployment_kind()) } else { manifest };
+        let manifest = manifest.related(config_map_kind(), "testbed=$(parent.name)").prune(true);
         if cfg!(feature = "declares-secrets") {
             manifest.related(Kind::new("", "v1", "Secret"), "testbed=$(parent.name)")
         } else {
@@ -133,6 +136,13 @@ impl Plugin for Testbed {
             "long-field" => {
                 long_field(name, spec["field"].as_str().unwrap_or_default(), spec["bytes"].as_u64().unwrap_or(40_000))
             }
+            "deployment" => Ok(deployment_without_replicas(name, spec["touch"].as_str().unwrap_or_default())),
+            "take" => Ok(take(name, spec)),
+            "delete" => Ok(Response::new().delete(ObjectRef::namespaced(
+                &config_map_kind(),
+                req.namespace().unwrap_or("default"),
+                spec["target"].as_str().unwrap_or_default(),
+            ))),
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -290,6 +300,43 @@ fn long_field(name: &str, field: &str, bytes: u64) -> Result<Response, Error> {
         "error" => return Err(Error::terminal(format!("line\n{FORGED}\n").repeat(text.len() / 100 + 1))),
         other => return Err(Error::terminal(format!("unknown spec.field {other:?}"))),
     })
+/// The `Deployment` kind (a child only in the `declares-deployments` build).
+fn deployment_kind() -> Kind {
+    Kind::new("apps", "v1", "Deployment")
+}
+
+/// Deployment `<name>-web` with no `spec.replicas`: the plugin leaves that field to whoever
+/// else manages it (the API server defaults it to 1 on creation). Annotation
+/// `testbed.wasmop.dev/touch` is `touch`, so changing it makes the host apply again.
+fn deployment_without_replicas(name: &str, touch: &str) -> Response {
+    let app = format!("{name}-web");
+    Response::new()
+        .apply(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": app, "labels": {"app": app}, "annotations": {"testbed.wasmop.dev/touch": touch}},
+            "spec": {
+                "selector": {"matchLabels": {"app": app}},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]},
+                },
+            },
+        }))
+        .status(json!({"phase": "Ready"}))
+        .condition(Condition::true_("Ready", "Reconciled", "deployment applied"))
+}
+
+/// ConfigMap `spec.target` (default `<name>-out`), with the plugin's own `ownerReferences`
+/// from `spec.ownerReferences` when given (which the host must replace).
+fn take(name: &str, spec: &Value) -> Response {
+    let target = spec["target"].as_str().map_or_else(|| format!("{name}-out"), str::to_owned);
+    let mut metadata = json!({"name": target});
+    if let Some(refs) = spec.get("ownerReferences") {
+        metadata["ownerReferences"] = refs.clone();
+    }
+    Response::new().apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"takenBy": name},
+    }))
 }
 
 wasmop_sdk::export_plugin!(Testbed);
@@ -452,7 +499,7 @@ mod tests {
         let _ = reconcile(json!({"mode": "panic"}));
     }
 
-    #[cfg(not(feature = "declares-secrets"))]
+    #[cfg(not(any(feature = "declares-secrets", feature = "declares-deployments")))]
     #[test]
     fn manifest_declares_config_maps_only() {
         let m = Testbed::manifest();
@@ -472,5 +519,35 @@ mod tests {
         let ctx = Context::fixture(vec![secret("mine", "tb")]).restrict_to(&Testbed::manifest());
         let resp = Testbed::reconcile(request(json!({"mode": "read-secret", "name": "mine"})), &ctx).unwrap();
         assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!(["mine"]));
+    }
+
+    #[test]
+    fn deployment_mode_leaves_replicas_to_others() {
+        let resp = reconcile(json!({"mode": "deployment", "touch": "1"})).unwrap();
+        let d = resp.child(&deployment_kind(), "tb-web").unwrap();
+        assert!(d["spec"].get("replicas").is_none());
+        assert_eq!(d["metadata"]["annotations"]["testbed.wasmop.dev/touch"], "1");
+        assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "tb-web");
+    }
+
+    #[test]
+    fn take_mode_writes_the_owner_references_it_is_given() {
+        let refs = json!([{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u", "controller": true}]);
+        let resp = reconcile(json!({"mode": "take", "target": "victim", "ownerReferences": refs})).unwrap();
+        let cm = resp.child(&config_map_kind(), "victim").unwrap();
+        assert_eq!((&cm["metadata"]["ownerReferences"], &cm["data"]["takenBy"]), (&refs, &json!("tb")));
+        assert!(reconcile(json!({"mode": "take"})).unwrap().child(&config_map_kind(), "tb-out").is_some());
+    }
+
+    #[test]
+    fn delete_mode_deletes_the_target() {
+        let resp = reconcile(json!({"mode": "delete", "target": "victim"})).unwrap();
+        assert_eq!(resp.deletions(), [ObjectRef::namespaced(&config_map_kind(), "default", "victim")]);
+    }
+
+    #[cfg(feature = "declares-deployments")]
+    #[test]
+    fn the_declares_deployments_build_writes_deployments_too() {
+        assert_eq!(Testbed::manifest().children, [config_map_kind(), deployment_kind()]);
     }
 }

@@ -1,0 +1,104 @@
+//! Ownership: which existing objects one parent's plugin may write, by controller-runtime's rule.
+//!
+//! An object is *controlled* by the owner its `metadata.ownerReferences` entry with
+//! `controller: true` names (Kubernetes allows at most one). A plugin may apply an object that
+//! does not exist yet or that its parent controls; it may delete (or have pruned) only objects
+//! its parent controls. An object controlled by nobody may be taken over only when the
+//! manifest opts in ([`Manifest::adopt_unowned`]); one controlled by another owner never.
+//!
+//! The rule is checked against the host's watch cache, as controller-runtime's cached client
+//! does: an object created in the instant between the cache's last update and the write is not
+//! seen. Deletes carry a uid precondition, so what is deleted is exactly the object checked.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::contract::Manifest;
+
+/// Who controls an existing object, as seen from one parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// Its controller ownerReference names the parent (same uid).
+    ThisParent,
+    /// It has no controller ownerReference: a user's own object, or an orphan.
+    Nobody,
+    /// Another owner controls it, described as `Kind name (uid …)`.
+    Other(String),
+}
+
+impl Control {
+    /// Who controls `object`, relative to the parent with uid `parent_uid`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use wasmop::actions::Control;
+    /// let owned = json!({"metadata": {"ownerReferences": [
+    ///     {"kind": "Testbed", "name": "a", "uid": "u1", "controller": true}]}});
+    /// assert_eq!(Control::of(&owned, "u1"), Control::ThisParent);
+    /// assert_eq!(Control::of(&owned, "u2"), Control::Other("Testbed a (uid u1)".into()));
+    /// assert_eq!(Control::of(&json!({"metadata": {}}), "u1"), Control::Nobody);
+    /// ```
+    pub fn of(object: &Value, parent_uid: &str) -> Self {
+        let controller = object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .and_then(|refs| refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true)));
+        let Some(controller) = controller else { return Self::Nobody };
+        let field = |f: &str| controller.get(f).and_then(Value::as_str).unwrap_or_default();
+        if field("uid") == parent_uid {
+            Self::ThisParent
+        } else {
+            Self::Other(format!("{} {} (uid {})", field("kind"), field("name"), field("uid")))
+        }
+    }
+
+    /// Whether the plugin of `manifest` may apply to an existing object controlled so.
+    pub fn may_apply(&self, manifest: &Manifest) -> bool {
+        match self {
+            Self::ThisParent => true,
+            Self::Nobody => manifest.adopt_unowned,
+            Self::Other(_) => false,
+        }
+    }
+}
+
+impl fmt::Display for Control {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ThisParent => f.write_str("controlled by this parent"),
+            Self::Nobody => f.write_str("controlled by nobody"),
+            Self::Other(owner) => write!(f, "controlled by {owner}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn manifest(adopt_unowned: bool) -> Manifest {
+        Manifest { adopt_unowned, ..crate::contract::manifest::fixtures::memcached("a=b") }
+    }
+
+    #[test]
+    fn a_non_controller_owner_reference_does_not_control() {
+        let object = json!({"metadata": {"ownerReferences": [{"kind": "X", "name": "x", "uid": "u1"}]}});
+        assert_eq!(Control::of(&object, "u1"), Control::Nobody);
+    }
+
+    #[test]
+    fn unowned_objects_are_applied_only_when_the_manifest_adopts() {
+        assert!(!Control::Nobody.may_apply(&manifest(false)));
+        assert!(Control::Nobody.may_apply(&manifest(true)));
+    }
+
+    #[test]
+    fn objects_of_another_owner_are_never_applied() {
+        let other = Control::Other("Testbed b (uid u2)".into());
+        assert!(!other.may_apply(&manifest(false)));
+        assert!(!other.may_apply(&manifest(true)));
+        assert!(Control::ThisParent.may_apply(&manifest(false)));
+    }
+}

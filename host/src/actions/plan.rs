@@ -1,0 +1,392 @@
+//! The host's plan for one response: every write a reconcile makes, decided before any is made.
+//!
+//! [`plan`] is a pure function of the manifest, the grants, the parent, the plugin's validated
+//! response, the observed objects and the time. The controller executes the plan with
+//! [`Writer`](super::Writer); `wasmop reconcile` prints it. Both therefore make the same scope
+//! and ownership checks, and a response either passes all of them or nothing of it is written.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::ownership::Control;
+use super::scope::{self, ScopeError};
+use super::status::{RECONCILED, status_patch};
+use crate::contract::{Condition, ConditionStatus, Event, Manifest, ObjectRef, Response, Scope};
+use crate::objects::{ObjectCache, name_of, namespace_of};
+use crate::policy::Grants;
+
+/// Why a response was refused. Nothing of a refused response is written; the controller
+/// records the reason on the parent (a Warning event and `Reconciled=False`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A child or delete is outside what the manifest declares, the policy grants, or the
+    /// parent's namespace.
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    /// The parent has no `metadata.uid`, so no owner reference can name it (objects read from
+    /// the API server always have one; `wasmop reconcile` supplies a placeholder).
+    #[error("the parent {parent} has no metadata.uid")]
+    ParentWithoutUid {
+        /// The parent's name.
+        parent: String,
+    },
+    /// A child exists and is not controlled by this parent: another owner's child, or an
+    /// object nobody controls (a user's own) that the manifest does not adopt.
+    #[error(
+        "{object} already exists and is {control}; a plugin applies only objects that do not exist yet or that its parent controls"
+    )]
+    AlreadyOwned {
+        /// The child.
+        object: String,
+        /// Who controls it.
+        control: Control,
+    },
+    /// An explicit delete names an existing object this parent does not control.
+    #[error("cannot delete {object}: it is {control}, and a plugin deletes only its parent's children")]
+    NotControlled {
+        /// The object.
+        object: String,
+        /// Who controls it.
+        control: Control,
+    },
+}
+
+impl PlanError {
+    /// CamelCase reason for events and conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Scope(e) => e.reason(),
+            Self::ParentWithoutUid { .. } => "ParentWithoutUid",
+            Self::AlreadyOwned { .. } => "AlreadyOwned",
+            Self::NotControlled { .. } => "NotControlled",
+        }
+    }
+}
+
+/// An object to delete, and the uid it had when checked: the delete is conditional on it, so a
+/// same-named object created since is left alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deletion {
+    /// The object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// Its uid as observed (absent only for offline fixtures without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// Every write of one reconcile, in the order the controller makes them: apply, prune,
+/// delete, patch status; then events are recorded and, when `finalized`, the finalizer removed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Children to server-side apply: namespace defaulted to the parent's, and
+    /// `ownerReferences` replaced by the host's single controller reference to the parent.
+    pub apply: Vec<Value>,
+    /// Observed children this parent controls that the response no longer lists (only when the
+    /// manifest prunes).
+    pub prune: Vec<Deletion>,
+    /// The response's explicit deletes of existing children (those already gone are dropped).
+    pub delete: Vec<Deletion>,
+    /// The merge patch of the parent's status (plugin fields, conditions and `Reconciled=True`),
+    /// or `None` when the parent already has it all.
+    pub status_patch: Option<Value>,
+    /// Events to record about the parent.
+    pub events: Vec<Event>,
+    /// Reconcile again after this delay.
+    #[serde(rename = "requeueAfterMs", serialize_with = "millis")]
+    pub requeue_after: Option<Duration>,
+    /// Cleanup done: the finalizer may go.
+    pub finalized: bool,
+}
+
+fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        None => s.serialize_none(),
+    }
+}
+
+/// The controller ownerReference the host puts on every child of `parent`.
+pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value {
+    json!({
+        "apiVersion": manifest.parent.api_version(),
+        "kind": manifest.parent.kind,
+        "name": name_of(parent).unwrap_or_default(),
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// Plan the writes of `response` for `parent`, checking it against `manifest`, `grants` and
+/// the observed objects in `cache`; `now` stamps changed conditions.
+///
+/// Checks, in order: the scope of every child and delete ([`scope::check`]); each child either
+/// does not exist in `cache` or is controlled by the parent (or nobody, with
+/// [`Manifest::adopt_unowned`]); each explicit delete names an object the parent controls.
+/// Prunes are the parent's controlled children of the declared kinds that the response does
+/// not list; nothing else is ever pruned.
+///
+/// # Errors
+/// The first [`PlanError`]; the response must then be dropped whole.
+pub fn plan(
+    manifest: &Manifest,
+    grants: &Grants,
+    parent: &Value,
+    mut response: Response,
+    cache: &dyn ObjectCache,
+    now: &str,
+) -> Result<Plan, PlanError> {
+    scope::check(manifest, grants, parent, &mut response)?;
+    let uid = parent
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| PlanError::ParentWithoutUid { parent: name_of(parent).unwrap_or_default().to_owned() })?;
+    let owner = owner_reference(manifest, parent, uid);
+    let mut apply = response.children;
+    for child in &mut apply {
+        let r = ObjectRef::of_object(child).expect("validated children have identity");
+        if let Some(observed) = cache.get(&r.kind(), r.namespace.as_deref(), &r.name) {
+            let control = Control::of(&observed, uid);
+            if !control.may_apply(manifest) {
+                return Err(PlanError::AlreadyOwned { object: r.to_string(), control });
+            }
+        }
+        child["metadata"]["ownerReferences"] = json!([owner]);
+    }
+    let mut delete = Vec::new();
+    for r in response.delete {
+        let Some(observed) = cache.get(&r.kind(), r.namespace.as_deref(), &r.name) else { continue };
+        match Control::of(&observed, uid) {
+            Control::ThisParent => delete.push(Deletion { object: r, uid: uid_of(&observed) }),
+            control => return Err(PlanError::NotControlled { object: r.to_string(), control }),
+        }
+    }
+    let prune = if manifest.prune { absent_children(manifest, parent, uid, &apply, &delete, cache) } else { Vec::new() };
+    let mut conditions = response.conditions;
+    conditions.push(Condition {
+        type_: RECONCILED.into(),
+        status: ConditionStatus::True,
+        reason: "ReconcileSucceeded".into(),
+        message: format!("reconciled by {} {}", manifest.name, manifest.version),
+    });
+    Ok(Plan {
+        status_patch: status_patch(parent, response.status.as_ref(), &conditions, now),
+        apply,
+        prune,
+        delete,
+        events: response.events,
+        requeue_after: response.requeue_after,
+        finalized: response.finalized,
+    })
+}
+
+/// The parent's controlled children (declared kinds, the parent's namespace) that are neither
+/// applied nor explicitly deleted.
+fn absent_children(
+    manifest: &Manifest,
+    parent: &Value,
+    uid: &str,
+    apply: &[Value],
+    delete: &[Deletion],
+    cache: &dyn ObjectCache,
+) -> Vec<Deletion> {
+    let namespace = match manifest.scope {
+        Scope::Namespaced => namespace_of(parent),
+        Scope::Cluster => None,
+    };
+    let kept: HashSet<ObjectRef> =
+        apply.iter().filter_map(ObjectRef::of_object).chain(delete.iter().map(|d| d.object.clone())).collect();
+    manifest
+        .children
+        .iter()
+        .flat_map(|kind| cache.controlled_by(kind, namespace, uid))
+        .filter_map(|observed| {
+            let object = ObjectRef::of_object(&observed)?;
+            (!kept.contains(&object)).then(|| Deletion { object, uid: uid_of(&observed) })
+        })
+        .collect()
+}
+
+fn uid_of(object: &Value) -> Option<String> {
+    object.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{EventType, Kind};
+    use crate::objects::MemoryCache;
+
+    const NOW: &str = "2026-01-01T00:00:00Z";
+
+    fn manifest() -> Manifest {
+        Manifest {
+            children: vec![Kind::new("", "v1", "ConfigMap")],
+            related: vec![],
+            ..crate::contract::manifest::fixtures::memcached("a=b")
+        }
+    }
+
+    fn parent() -> Value {
+        json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u-p", "generation": 2}})
+    }
+
+    fn config_map(name: &str, controller: Option<&str>) -> Value {
+        let refs =
+            controller.map(|uid| json!([{"apiVersion": "x/v1", "kind": "Owner", "name": "o", "uid": uid, "controller": true}]));
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")}});
+        if let Some(refs) = refs {
+            cm["metadata"]["ownerReferences"] = refs;
+        }
+        cm
+    }
+
+    fn child(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+    }
+
+    fn cache(objects: &[Value]) -> MemoryCache {
+        let mut cache = MemoryCache::default();
+        for o in objects {
+            cache.insert(o.clone()).unwrap();
+        }
+        cache
+    }
+
+    fn delete(name: &str) -> ObjectRef {
+        ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: name.into() }
+    }
+
+    fn run(response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
+        plan(&manifest(), &Grants::default(), &parent(), response, &cache(objects), NOW)
+    }
+
+    #[test]
+    fn new_children_get_the_parent_namespace_and_the_host_owner_reference() {
+        let p = run(Response { children: vec![child("new")], ..Default::default() }, &[]).unwrap();
+        assert_eq!(p.apply[0]["metadata"]["namespace"], "ns");
+        assert_eq!(
+            p.apply[0]["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "p", "uid": "u-p",
+                "controller": true, "blockOwnerDeletion": true}])
+        );
+    }
+
+    #[test]
+    fn a_plugin_cannot_point_a_child_at_another_owner() {
+        let mut forged = child("mine");
+        forged["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "Owner", "name": "victim", "uid": "u-victim", "controller": true}]);
+        let p = run(Response { children: vec![forged], ..Default::default() }, &[]).unwrap();
+        let refs = p.apply[0]["metadata"]["ownerReferences"].as_array().unwrap();
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0]["uid"], "u-p");
+    }
+
+    #[test]
+    fn children_this_parent_controls_are_applied() {
+        let p = run(Response { children: vec![child("mine")], ..Default::default() }, &[config_map("mine", Some("u-p"))]);
+        assert_eq!(p.unwrap().apply.len(), 1);
+    }
+
+    #[test]
+    fn another_owners_child_is_already_owned() {
+        let err = run(Response { children: vec![child("theirs")], ..Default::default() }, &[config_map("theirs", Some("u-q"))])
+            .unwrap_err();
+        assert_eq!(err.reason(), "AlreadyOwned");
+        assert_eq!(
+            err.to_string(),
+            "v1/ConfigMap ns/theirs already exists and is controlled by Owner o (uid u-q); \
+             a plugin applies only objects that do not exist yet or that its parent controls"
+        );
+    }
+
+    #[test]
+    fn a_users_own_object_is_already_owned_unless_the_manifest_adopts() {
+        let response = || Response { children: vec![child("users")], ..Default::default() };
+        let objects = [config_map("users", None)];
+        let err = run(response(), &objects).unwrap_err();
+        assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "{err}");
+        let adopting = Manifest { adopt_unowned: true, ..manifest() };
+        let p = plan(&adopting, &Grants::default(), &parent(), response(), &cache(&objects), NOW).unwrap();
+        assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "u-p");
+        let theirs = [config_map("users", Some("u-q"))];
+        let err = plan(&adopting, &Grants::default(), &parent(), response(), &cache(&theirs), NOW).unwrap_err();
+        assert_eq!(err.reason(), "AlreadyOwned", "adoption never takes another owner's object");
+    }
+
+    #[test]
+    fn explicit_deletes_touch_only_the_parents_children() {
+        let objects = [config_map("mine", Some("u-p")), config_map("theirs", Some("u-q")), config_map("users", None)];
+        let p = run(Response { delete: vec![delete("mine"), delete("gone")], ..Default::default() }, &objects).unwrap();
+        assert_eq!(p.delete.len(), 1, "an object already gone needs no delete");
+        assert_eq!((p.delete[0].object.namespace.as_deref(), p.delete[0].uid.as_deref()), (Some("ns"), Some("uid-mine")));
+        for name in ["theirs", "users"] {
+            let err = run(Response { delete: vec![delete(name)], ..Default::default() }, &objects).unwrap_err();
+            assert_eq!(err.reason(), "NotControlled", "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn prune_takes_only_controlled_children_missing_from_the_response() {
+        let objects = [
+            config_map("kept", Some("u-p")),
+            config_map("stale", Some("u-p")),
+            config_map("deleted", Some("u-p")),
+            config_map("theirs", Some("u-q")),
+            config_map("users", None),
+        ];
+        let response = Response { children: vec![child("kept")], delete: vec![delete("deleted")], ..Default::default() };
+        let p = run(response, &objects).unwrap();
+        let pruned: Vec<_> = p.prune.iter().map(|d| (d.object.name.as_str(), d.uid.as_deref())).collect();
+        assert_eq!(pruned, [("stale", Some("uid-stale"))]);
+        let no_prune = Manifest { prune: false, ..manifest() };
+        let p = plan(&no_prune, &Grants::default(), &parent(), Response::default(), &cache(&objects), NOW).unwrap();
+        assert!(p.prune.is_empty());
+    }
+
+    #[test]
+    fn scope_refusals_come_first() {
+        let mut escaped = child("x");
+        escaped["metadata"]["namespace"] = json!("kube-system");
+        let err = run(Response { children: vec![escaped], ..Default::default() }, &[]).unwrap_err();
+        assert!(matches!(err, PlanError::Scope(ScopeError::OtherNamespace { .. })), "{err}");
+        assert_eq!(err.reason(), "ActionRefused");
+    }
+
+    #[test]
+    fn a_parent_without_uid_is_refused() {
+        let mut p = parent();
+        p["metadata"].as_object_mut().unwrap().remove("uid");
+        let err = plan(&manifest(), &Grants::default(), &p, Response::default(), &cache(&[]), NOW).unwrap_err();
+        assert_eq!(err, PlanError::ParentWithoutUid { parent: "p".into() });
+    }
+
+    #[test]
+    fn status_events_requeue_and_finalized_pass_through() {
+        let event = Event { type_: EventType::Normal, reason: "R".into(), action: "A".into(), note: "n".into() };
+        let response = Response {
+            status: Some(json!({"phase": "Ready"})),
+            events: vec![event.clone()],
+            requeue_after: Some(Duration::from_millis(1500)),
+            finalized: true,
+            ..Default::default()
+        };
+        let p = run(response, &[]).unwrap();
+        let status = &p.status_patch.as_ref().unwrap()["status"];
+        assert_eq!(status["phase"], "Ready");
+        assert_eq!(status["conditions"][0]["type"], RECONCILED);
+        assert_eq!(status["conditions"][0]["observedGeneration"], 2);
+        assert_eq!(status["conditions"][0]["lastTransitionTime"], NOW);
+        assert_eq!((p.events, p.requeue_after, p.finalized), (vec![event], Some(Duration::from_millis(1500)), true));
+        let out = serde_json::to_value(run(Response::default(), &[]).unwrap()).unwrap();
+        assert_eq!(out["requeueAfterMs"], Value::Null);
+    }
+}

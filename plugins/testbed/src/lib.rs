@@ -300,6 +300,8 @@ fn long_field(name: &str, field: &str, bytes: u64) -> Result<Response, Error> {
         "error" => return Err(Error::terminal(format!("line\n{FORGED}\n").repeat(text.len() / 100 + 1))),
         other => return Err(Error::terminal(format!("unknown spec.field {other:?}"))),
     })
+}
+
 /// The `Deployment` kind (a child only in the `declares-deployments` build).
 fn deployment_kind() -> Kind {
     Kind::new("apps", "v1", "Deployment")

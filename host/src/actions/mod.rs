@@ -19,7 +19,7 @@ pub use diff::contains;
 
 pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
-pub use scope::{ScopeError, check as check_scope};
+pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
 pub use status::{RECONCILED, merge_conditions, now, status_patch};
 
 use crate::contract::{Kind, Manifest, ObjectRef};
@@ -151,8 +151,11 @@ impl Writer<'_> {
     pub async fn apply_children(&self, children: Vec<Value>, written: &mut Written) -> Result<(), ActionError> {
         let owner = self.owner_reference();
         for mut child in children {
-            child["metadata"]["ownerReferences"] = json!([owner]);
             let r = ObjectRef::of_object(&child).expect("validated children have identity");
+            // A cluster-scoped child of a namespaced parent cannot be owned by it (Kubernetes
+            // forbids it): it names its parent by label instead (see `scope::check`).
+            let owned = r.namespace.is_some() || namespace_of(self.parent).is_none();
+            child["metadata"]["ownerReferences"] = if owned { json!([owner]) } else { json!([]) };
             let kind = r.kind();
             if self.applied.unchanged(&r, &child)
                 && let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)

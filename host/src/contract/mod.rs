@@ -6,6 +6,7 @@ mod kind;
 pub(crate) mod manifest;
 mod request;
 mod response;
+mod scopes;
 
 pub use kind::{Kind, ObjectRef, Scope};
 pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
@@ -13,3 +14,4 @@ pub use request::Request;
 pub use response::{
     Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError, truncate_utf8,
 };
+pub use scopes::{KindInfo, KindScopes, KindsError, KnownKinds};

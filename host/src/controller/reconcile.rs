@@ -86,7 +86,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-        if let Err(e) = check_scope(&manifest, plugin.grants(), &parent, &mut response) {
+        if let Err(e) = check_scope(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, &mut response) {
             metrics.refused(&manifest.name);
             return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
         }

@@ -27,6 +27,8 @@
 //! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
 //! | `hot-loop` | like `ok`, but `<name>-out` gets `data.tick`, the wall clock in ns: a child that changes on every call, so every reconcile writes and re-queues its parent (circuit breaker test). Fixed in the `test-v2` build: `tick` is `fixed` |
+//! | `cluster-role` | like `ok`, plus ClusterRole `testbed-<namespace>-<name>` (cluster-scoped; declared only by the `declares-cluster-role` build) |
+//! | `cluster-role-in-namespace` | apply that ClusterRole with `metadata.namespace` set to the parent's (refused: the kind is cluster-scoped) |
 //!
 //! An unknown mode is a terminal error.
 
@@ -60,11 +62,12 @@ impl Plugin for Testbed {
             .child(config_map_kind())
             .related(config_map_kind(), "testbed=$(parent.name)")
             .prune(true);
-        if cfg!(feature = "declares-secrets") {
+        let manifest = if cfg!(feature = "declares-secrets") {
             manifest.related(Kind::new("", "v1", "Secret"), "testbed=$(parent.name)")
         } else {
             manifest
-        }
+        };
+        if cfg!(feature = "declares-cluster-role") { manifest.child(cluster_role_kind()) } else { manifest }
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
@@ -119,6 +122,8 @@ impl Plugin for Testbed {
                 Ok(ok(name))
             }
             "hot-loop" => Ok(hot_loop(name)),
+            "cluster-role" => Ok(ok(name).apply(cluster_role(&req, false))),
+            "cluster-role-in-namespace" => Ok(Response::new().apply(cluster_role(&req, true))),
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -236,6 +241,25 @@ fn busy_wait(duration: Duration) {
     while start.elapsed() < duration {
         black_box(());
     }
+}
+
+/// The `ClusterRole` kind (cluster-scoped).
+pub fn cluster_role_kind() -> Kind {
+    Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole")
+}
+
+/// ClusterRole `testbed-<namespace>-<name>` granting `get` of ConfigMaps; with
+/// `with_namespace`, it (wrongly) carries the parent's namespace.
+fn cluster_role(req: &Request, with_namespace: bool) -> Value {
+    let namespace = req.parent.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let mut metadata = json!({"name": format!("testbed-{namespace}-{}", req.name())});
+    if with_namespace {
+        metadata["namespace"] = namespace.into();
+    }
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": metadata,
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    })
 }
 
 wasmop_sdk::export_plugin!(Testbed);
@@ -378,7 +402,7 @@ mod tests {
         let _ = reconcile(json!({"mode": "panic"}));
     }
 
-    #[cfg(not(feature = "declares-secrets"))]
+    #[cfg(not(any(feature = "declares-secrets", feature = "declares-cluster-role")))]
     #[test]
     fn manifest_declares_config_maps_only() {
         let m = Testbed::manifest();
@@ -398,5 +422,20 @@ mod tests {
         let ctx = Context::fixture(vec![secret("mine", "tb")]).restrict_to(&Testbed::manifest());
         let resp = Testbed::reconcile(request(json!({"mode": "read-secret", "name": "mine"})), &ctx).unwrap();
         assert_eq!(resp.status_patch().unwrap()["probe"]["found"], json!(["mine"]));
+    }
+
+    #[test]
+    fn cluster_role_modes_apply_one_cluster_role_named_for_the_parent() {
+        let resp = reconcile(json!({"mode": "cluster-role"})).unwrap();
+        let role = resp.child(&cluster_role_kind(), "testbed-default-tb").unwrap();
+        assert!(role["metadata"].get("namespace").is_none());
+        assert!(resp.child(&config_map_kind(), "tb-out").is_some());
+        let resp = reconcile(json!({"mode": "cluster-role-in-namespace"})).unwrap();
+        assert_eq!(resp.children()[0]["metadata"]["namespace"], "default");
+    }
+
+    #[test]
+    fn only_the_declares_cluster_role_build_declares_cluster_roles() {
+        assert_eq!(Testbed::manifest().declares(&cluster_role_kind()), cfg!(feature = "declares-cluster-role"));
     }
 }

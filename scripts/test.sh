@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"
-export KUBEBUILDER_ASSETS
+export KUBEBUILDER_ASSETS WASMOP_TOOLS
 # Property tests (host/tests/fuzz.rs) run a fixed, reproducible sequence of cases in CI; set
 # PROPTEST_RNG_SEED (or PROPTEST_CASES) to explore others.
 export PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261129}

@@ -21,6 +21,7 @@
 
 pub mod cluster;
 pub mod plugins;
+pub mod tools;
 
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};

@@ -6,18 +6,16 @@
 //! - a host authenticated as the ServiceAccount those manifests create, holding only the RBAC
 //!   they grant, reconciles a `Memcached` (the plugin delivered through the documented
 //!   `kubectl create configmap wasmop-plugins ...` command);
-//! - the Helm chart, rendered by `helm template`, passes the same dry run — only where `helm`
-//!   is installed.
 //!
-//! A part whose tool (`kubectl`, `helm`) is not on `PATH` prints `SKIPPED: ...` and returns.
+//! The kustomize parts run with every kubectl there is (Debian's 1.20 and a current 1.35, see
+//! `wasmop_e2e::tools`); the Helm chart is tested in `helm.rs`.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
@@ -25,6 +23,7 @@ use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
+use wasmop_e2e::tools::{docs, kubectl_name, kubectls_or_skip, kustomize_base_objects, skipped, to_yaml_stream, which};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NAMESPACE: &str = "wasmop-system";
@@ -37,95 +36,6 @@ fn chart() -> PathBuf {
     workspace().join("deploy/helm/wasmop")
 }
 
-/// `name` on `PATH`, if any.
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| Path::new(dir).join(name)).find(|p| p.is_file())
-}
-
-/// Say that a part is skipped, on the real stderr: libtest captures `println!`/`eprintln!` of
-/// passing tests, and a skip must not pass silently.
-fn skipped(message: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {message}");
-}
-
-fn kubectl_or_skip(what: &str) -> Option<PathBuf> {
-    let found = which("kubectl");
-    if found.is_none() {
-        skipped(&format!("{what}: kubectl is not on PATH"));
-    }
-    found
-}
-
-/// The strictest `--validate` this kubectl knows: `strict` (1.25+: unknown and duplicate
-/// fields are errors, checked by the server), else `true` (Debian's 1.20 `kubernetes-client`,
-/// which `scripts/setup.sh` installs: client-side schema validation; the 1.20 server's apply
-/// still rejects fields outside the schema).
-fn validate_flag(bin: &Path) -> &'static str {
-    let minor = Command::new(bin)
-        .args(["version", "--client", "-o", "json"])
-        .output()
-        .ok()
-        .and_then(|out| serde_json::from_slice::<Value>(&out.stdout).ok())
-        .and_then(|v| v.pointer("/clientVersion/minor")?.as_str()?.trim_end_matches('+').parse::<u32>().ok());
-    if minor.is_some_and(|m| m >= 25) { "--validate=strict" } else { "--validate=true" }
-}
-
-/// Run `kubectl args...` against `cp` as admin, with `stdin` piped in; stdout on success.
-fn kubectl(bin: &Path, cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Result<String> {
-    let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .env("KUBECONFIG", cp.kubeconfig_path())
-        .current_dir(workspace())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().context("running kubectl")?;
-    if let Some(input) = stdin {
-        child.stdin.take().expect("piped").write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // kubectl 1.32 against a 1.20 apiserver warns about the version skew: not an error.
-    let stderr: Vec<&str> = stderr.lines().filter(|l| !l.contains("version difference")).collect();
-    if !out.status.success() {
-        bail!("kubectl {} failed ({}):\n{}", args.join(" "), out.status, stderr.join("\n"));
-    }
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-/// Every document of a multi-document YAML string (empty documents dropped).
-fn docs(yaml: &str) -> Result<Vec<Value>> {
-    let mut all = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: Value = serde::Deserialize::deserialize(doc)?;
-        if !v.is_null() {
-            all.push(v);
-        }
-    }
-    Ok(all)
-}
-
-/// The objects of the base, read from the files its kustomization lists (it has no
-/// transformers, so they are what `kubectl kustomize` emits).
-fn base_objects() -> Result<Vec<Value>> {
-    let kustomization: Value = serde_yaml::from_str(&std::fs::read_to_string(base().join("kustomization.yaml"))?)?;
-    let mut all = Vec::new();
-    for file in kustomization["resources"].as_array().context("resources")? {
-        let path = base().join(file.as_str().context("resource path")?);
-        all.extend(docs(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?);
-    }
-    Ok(all)
-}
-
-/// `kind.group/name` as `kubectl ... -o name` prints it.
-fn kubectl_name(obj: &Value) -> String {
-    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let kind = obj["kind"].as_str().unwrap_or_default().to_lowercase();
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    if group.is_empty() { format!("{kind}/{name}") } else { format!("{kind}.{group}/{name}") }
-}
-
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
     objects.iter().find(|o| o["kind"] == kind).unwrap_or_else(|| panic!("no {kind} in the base"))
 }
@@ -133,36 +43,6 @@ fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
 /// The Deployment's host container.
 fn container(deployment: &Value) -> &Value {
     &deployment["spec"]["template"]["spec"]["containers"][0]
-}
-
-/// Server-side dry-run `yaml` with strict validation; the names kubectl reports.
-fn server_dry_run(bin: &Path, cp: &ControlPlane, yaml: &str) -> Result<BTreeSet<String>> {
-    let out = kubectl(
-        bin,
-        cp,
-        &[
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            validate_flag(bin),
-            "--field-manager=wasmop-e2e",
-            "-o",
-            "name",
-            "-f",
-            "-",
-        ],
-        Some(yaml),
-    )?;
-    Ok(out.lines().map(str::to_owned).collect())
-}
-
-fn to_yaml_stream(objects: &[Value]) -> Result<String> {
-    let mut s = String::new();
-    for o in objects {
-        s.push_str("---\n");
-        s.push_str(&serde_yaml::to_string(o)?);
-    }
-    Ok(s)
 }
 
 /// No cluster needed: the base's copies and generated parts match their sources.
@@ -199,7 +79,7 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     );
 
     // The chart's default rules are the same as the base's (values.yaml is plain YAML).
-    let objects = base_objects()?;
+    let objects = kustomize_base_objects()?;
     let values: Value = serde_yaml::from_str(&std::fs::read_to_string(chart().join("values.yaml"))?)?;
     assert_eq!(
         values["rbac"]["rules"],
@@ -236,48 +116,46 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     Ok(())
 }
 
-/// (a) `kubectl apply -k deploy/kustomize/base --server-side --dry-run=server` validates.
+/// (a) `kubectl apply -k deploy/kustomize/base --server-side --dry-run=server` validates, with
+/// Debian's kubectl 1.20 and a current one alike.
 #[tokio::test]
 async fn kustomize_base_passes_server_dry_run() -> Result<()> {
-    let Some(bin) = kubectl_or_skip("kustomize base server dry run") else {
+    let kubectls = kubectls_or_skip("kustomize base server dry run");
+    if kubectls.is_empty() {
         return Ok(());
-    };
+    }
     let cp = ControlPlane::start().await?;
     let base_arg = base().display().to_string();
+    for kubectl in &kubectls {
+        let rendered = docs(&kubectl.run(&cp, &["kustomize", &base_arg], None)?)?;
+        let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
+        let from_files: BTreeSet<String> = kustomize_base_objects()?.iter().map(kubectl_name).collect();
+        assert_eq!(expected, from_files, "kubectl 1.{}: kustomize output differs from the base's files", kubectl.minor);
+        assert_eq!(expected.len(), 9, "objects: {expected:?}");
 
-    let rendered = docs(&kubectl(&bin, &cp, &["kustomize", &base_arg], None)?)?;
-    let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
-    let from_files: BTreeSet<String> = base_objects()?.iter().map(kubectl_name).collect();
-    assert_eq!(expected, from_files, "kustomize output differs from the base's files");
-    assert_eq!(expected.len(), 9, "objects: {expected:?}");
-
-    // A dry run of objects in a namespace that does not exist yet fails ("namespaces
-    // \"wasmop-system\" not found"): create it for real, then dry-run everything.
-    kubectl(&bin, &cp, &["apply", "--server-side", "-f", &base().join("namespace.yaml").display().to_string()], None)?;
-    let out = kubectl(
-        &bin,
-        &cp,
-        &[
+        // A dry run of objects in a namespace that does not exist yet fails ("namespaces
+        // \"wasmop-system\" not found"): create it for real, then dry-run everything.
+        kubectl.run(&cp, &["apply", "--server-side", "-f", &base().join("namespace.yaml").display().to_string()], None)?;
+        let args = [
             "apply",
             "-k",
             &base_arg,
             "--server-side",
             "--dry-run=server",
-            validate_flag(&bin),
+            kubectl.validate_flag(),
             "--field-manager=wasmop-e2e",
             "-o",
             "name",
-        ],
-        None,
-    )?;
-    let applied: BTreeSet<String> = out.lines().map(str::to_owned).collect();
-    assert_eq!(applied, expected, "every object of the base passes the server dry run");
+        ];
+        let applied: BTreeSet<String> = kubectl.run(&cp, &args, None)?.lines().map(str::to_owned).collect();
+        assert_eq!(applied, expected, "kubectl 1.{}: every object of the base passes the server dry run", kubectl.minor);
 
-    // The negative control: the same dry run refuses an unknown field, so "validates" means it.
-    let mut bogus = find(&rendered, "Deployment").clone();
-    bogus["spec"]["template"]["spec"]["containers"][0]["bogusField"] = json!(1);
-    let err = server_dry_run(&bin, &cp, &to_yaml_stream(&[bogus])?).expect_err("an unknown field must be refused");
-    assert!(err.to_string().contains("bogusField"), "{err:#}");
+        // The negative control: the same dry run refuses an unknown field, so "validates" means it.
+        let mut bogus = find(&rendered, "Deployment").clone();
+        bogus["spec"]["template"]["spec"]["containers"][0]["bogusField"] = json!(1);
+        let err = kubectl.server_dry_run(&cp, &to_yaml_stream(&[bogus])?).expect_err("an unknown field must be refused");
+        assert!(err.to_string().contains("bogusField"), "kubectl 1.{}: {err:#}", kubectl.minor);
+    }
     Ok(())
 }
 
@@ -289,10 +167,9 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
     let memcached = plugin("memcached", "wasm32-wasip2");
 
     let bin = which("kubectl");
-    match &bin {
-        Some(bin) => {
-            kubectl(
-                bin,
+    match bin.map(wasmop_e2e::tools::Kubectl::new) {
+        Some(kubectl) => {
+            kubectl.run(
                 &cp,
                 &["apply", "-k", &base().display().to_string(), "--server-side", "--field-manager=wasmop-e2e"],
                 None,
@@ -317,7 +194,7 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
         }
         None => {
             skipped("kubectl apply -k / kubectl create configmap: kubectl is not on PATH; applying the base's files directly");
-            for object in base_objects()? {
+            for object in kustomize_base_objects()? {
                 apply(&admin, &object).await.with_context(|| kubectl_name(&object))?;
             }
         }
@@ -359,48 +236,5 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
         Ok(reconciled.then_some(()))
     })
     .await?;
-    Ok(())
-}
-
-/// (c) `helm template` of the chart passes the same server dry run — where helm is installed.
-#[tokio::test]
-async fn helm_chart_renders_and_passes_server_dry_run() -> Result<()> {
-    let Some(helm) = which("helm") else {
-        skipped("helm chart render + server dry run: helm is not on PATH (deploy/helm/wasmop is not rendered by any test here)");
-        return Ok(());
-    };
-    let Some(bin) = kubectl_or_skip("helm chart server dry run") else {
-        return Ok(());
-    };
-    let cp = ControlPlane::start().await?;
-    kubectl(&bin, &cp, &["create", "namespace", NAMESPACE], None)?;
-    let variants: [&[&str]; 3] = [
-        &[],
-        &["--set", "plugins.source=initContainer", "--set", "plugins.initContainer.image=busybox:1.36"],
-        &[
-            "--set",
-            "leaderElection.enabled=true",
-            "--set",
-            "replicaCount=2",
-            "--set",
-            "limits.deadline=500ms",
-            "--set",
-            "limits.memory=32Mi",
-        ],
-    ];
-    let chart = chart().display().to_string();
-    for extra in variants {
-        let mut args = vec!["template", "wasmop", chart.as_str(), "--namespace", NAMESPACE, "--include-crds"];
-        args.extend_from_slice(extra);
-        let out = Command::new(&helm).args(&args).output()?;
-        ensure!(out.status.success(), "helm {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-        let rendered = docs(&String::from_utf8(out.stdout)?)?;
-        let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
-        let applied = server_dry_run(&bin, &cp, &to_yaml_stream(&rendered)?)?;
-        assert_eq!(applied, expected, "helm template {extra:?}: every object passes the server dry run");
-        let c = container(find(&rendered, "Deployment"));
-        let args: Vec<&str> = c["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-        assert_eq!(&args[..5], ["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]);
-    }
     Ok(())
 }

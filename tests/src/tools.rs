@@ -1,0 +1,191 @@
+//! The command-line tools the deploy tests drive: `kubectl` (Debian's 1.20 on `PATH`, and a
+//! current 1.35) and `helm` 4, both from `scripts/tools.sh` through `WASMOP_TOOLS`.
+//!
+//! A test whose tool is missing says `SKIPPED: ...` on the real stderr and returns; the
+//! README's test command (`scripts/test.sh`) installs every tool, so nothing skips there.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::ControlPlane;
+use crate::plugins::workspace;
+
+/// `name` on `PATH`, if any.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| Path::new(dir).join(name)).find(|p| p.is_file())
+}
+
+/// `name` in `$WASMOP_TOOLS` (helm 4, kubectl 1.35), if set and present.
+fn from_tools_dir(name: &str) -> Option<PathBuf> {
+    let path = Path::new(&std::env::var_os("WASMOP_TOOLS")?).join(name);
+    path.is_file().then_some(path)
+}
+
+/// Say that a part is skipped, on the real stderr: libtest captures `println!`/`eprintln!` of
+/// passing tests, and a skip must not pass silently.
+pub fn skipped(message: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {message}");
+}
+
+/// `helm` from `$WASMOP_TOOLS`, else from `PATH`; `None` (and a skip line) when neither has it.
+pub fn helm_or_skip(what: &str) -> Option<PathBuf> {
+    let found = from_tools_dir("helm").or_else(|| which("helm"));
+    if found.is_none() {
+        skipped(&format!("{what}: no helm in $WASMOP_TOOLS or on PATH (scripts/tools.sh installs it)"));
+    }
+    found
+}
+
+/// Every kubectl to test with: the one on `PATH` (Debian's 1.20 on a fresh machine) and the
+/// current one in `$WASMOP_TOOLS`; empty (and a skip line) when there is none.
+pub fn kubectls_or_skip(what: &str) -> Vec<Kubectl> {
+    let mut found: Vec<Kubectl> = Vec::new();
+    for bin in [which("kubectl"), from_tools_dir("kubectl")].into_iter().flatten() {
+        let k = Kubectl::new(bin);
+        if !found.iter().any(|f| f.minor == k.minor) {
+            found.push(k);
+        }
+    }
+    if found.is_empty() {
+        skipped(&format!("{what}: no kubectl on PATH or in $WASMOP_TOOLS"));
+    }
+    found
+}
+
+/// The newest kubectl available (for the parts that need only one).
+pub fn kubectl_or_skip(what: &str) -> Option<Kubectl> {
+    kubectls_or_skip(what).into_iter().max_by_key(|k| k.minor)
+}
+
+/// One kubectl binary and its client minor version.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    /// The binary.
+    pub bin: PathBuf,
+    /// `clientVersion.minor` (0 when it could not be read).
+    pub minor: u32,
+}
+
+impl Kubectl {
+    /// The kubectl at `bin`, asking it for its version.
+    pub fn new(bin: PathBuf) -> Self {
+        let minor = Command::new(&bin)
+            .args(["version", "--client", "-o", "json"])
+            .output()
+            .ok()
+            .and_then(|out| serde_json::from_slice::<Value>(&out.stdout).ok())
+            .and_then(|v| v.pointer("/clientVersion/minor")?.as_str()?.trim_end_matches('+').parse::<u32>().ok())
+            .unwrap_or_default();
+        Self { bin, minor }
+    }
+
+    /// The strictest `--validate` this kubectl knows: `strict` (1.25+: unknown and duplicate
+    /// fields are errors, checked by the server), else `true` (Debian's 1.20: client-side
+    /// schema validation; the 1.20 server's apply still rejects fields outside the schema).
+    pub fn validate_flag(&self) -> &'static str {
+        if self.minor >= 25 { "--validate=strict" } else { "--validate=true" }
+    }
+
+    /// Run `kubectl args...` against `cp` as admin, with `stdin` piped in; stdout on success.
+    ///
+    /// # Errors
+    /// kubectl's exit status and stderr (the version-skew warning left out).
+    pub fn run(&self, cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .current_dir(workspace())
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().with_context(|| format!("running {}", self.bin.display()))?;
+        if let Some(input) = stdin {
+            child.stdin.take().expect("piped").write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // A current kubectl against a 1.20 apiserver warns about the version skew: not an error.
+        let stderr: Vec<&str> = stderr.lines().filter(|l| !l.contains("version difference")).collect();
+        if !out.status.success() {
+            bail!("kubectl 1.{} {} failed ({}):\n{}", self.minor, args.join(" "), out.status, stderr.join("\n"));
+        }
+        Ok(String::from_utf8(out.stdout)?)
+    }
+
+    /// Server-side dry-run `yaml` with the strictest validation; the names kubectl reports.
+    ///
+    /// # Errors
+    /// What the server refused.
+    pub fn server_dry_run(&self, cp: &ControlPlane, yaml: &str) -> Result<BTreeSet<String>> {
+        let args = [
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            self.validate_flag(),
+            "--field-manager=wasmop-e2e",
+            "-o",
+            "name",
+            "-f",
+            "-",
+        ];
+        Ok(self.run(cp, &args, Some(yaml))?.lines().map(str::to_owned).collect())
+    }
+}
+
+/// Every document of a multi-document YAML string (empty documents dropped).
+///
+/// # Errors
+/// A document that is not YAML.
+pub fn docs(yaml: &str) -> Result<Vec<Value>> {
+    let mut all = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: Value = serde::Deserialize::deserialize(doc)?;
+        if !v.is_null() {
+            all.push(v);
+        }
+    }
+    Ok(all)
+}
+
+/// `objects` as one multi-document YAML stream.
+///
+/// # Errors
+/// An object that does not serialize.
+pub fn to_yaml_stream(objects: &[Value]) -> Result<String> {
+    let mut s = String::new();
+    for o in objects {
+        s.push_str("---\n");
+        s.push_str(&serde_yaml::to_string(o)?);
+    }
+    Ok(s)
+}
+
+/// `kind.group/name` as `kubectl ... -o name` prints it.
+pub fn kubectl_name(obj: &Value) -> String {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let kind = obj["kind"].as_str().unwrap_or_default().to_lowercase();
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    if group.is_empty() { format!("{kind}/{name}") } else { format!("{kind}.{group}/{name}") }
+}
+
+/// The objects of the kustomize base (`deploy/kustomize/base`), read from the files its
+/// kustomization lists (it has no transformers, so they are what `kubectl kustomize` emits).
+///
+/// # Errors
+/// A file that cannot be read or parsed.
+pub fn kustomize_base_objects() -> Result<Vec<Value>> {
+    let base = workspace().join("deploy/kustomize/base");
+    let kustomization: Value = serde_yaml::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
+    let mut all = Vec::new();
+    for file in kustomization["resources"].as_array().context("resources")? {
+        let path = base.join(file.as_str().context("resource path")?);
+        all.extend(docs(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?);
+    }
+    Ok(all)
+}

@@ -1,0 +1,154 @@
+//! The Helm chart (`deploy/helm/wasmop`) with a real helm 4 against a real control plane:
+//!
+//! - `helm lint --strict` passes;
+//! - `helm template` of the chart's variants passes a server-side dry run with strict
+//!   validation;
+//! - `helm install` creates the same objects as the kustomize base (its Namespace aside),
+//!   wired the same way; `helm upgrade` rolls a changed value into the Deployment; `helm
+//!   uninstall` removes what the release created (CRDs stay, as Helm keeps `crds/`).
+//!
+//! helm and a current kubectl come from `scripts/tools.sh` (`WASMOP_TOOLS`); without them the
+//! tests say `SKIPPED: ...` and return.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::api_for;
+use wasmop_e2e::plugins::workspace;
+use wasmop_e2e::tools::{docs, helm_or_skip, kubectl_name, kubectl_or_skip, kustomize_base_objects, to_yaml_stream};
+
+const NAMESPACE: &str = "wasmop-system";
+
+fn chart() -> String {
+    workspace().join("deploy/helm/wasmop").display().to_string()
+}
+
+/// Run `helm args...` against `cp`; stdout on success.
+fn helm(bin: &Path, cp: &ControlPlane, args: &[&str]) -> Result<String> {
+    let out = Command::new(bin)
+        .args(args)
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        // Helm's caches and config stay in the test's control-plane directory.
+        .env("HELM_CACHE_HOME", cp.dir().join("helm/cache"))
+        .env("HELM_CONFIG_HOME", cp.dir().join("helm/config"))
+        .env("HELM_DATA_HOME", cp.dir().join("helm/data"))
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    ensure!(out.status.success(), "helm {} failed ({}): {}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> Result<&'a Value> {
+    objects.iter().find(|o| o["kind"] == kind).with_context(|| format!("no {kind}"))
+}
+
+/// `helm lint --strict`: only the informational "icon is recommended" remains.
+#[test]
+fn chart_lints_strictly() -> Result<()> {
+    let Some(helm_bin) = helm_or_skip("helm lint") else {
+        return Ok(());
+    };
+    let out = Command::new(&helm_bin).args(["lint", "--strict", &chart()]).output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(out.status.success(), "helm lint --strict failed:\n{text}{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(text.contains("1 chart(s) linted, 0 chart(s) failed"), "{text}");
+    Ok(())
+}
+
+/// `helm template` of each variant of the chart passes a strict server-side dry run.
+#[tokio::test]
+async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
+    let (Some(helm_bin), Some(kubectl)) = (helm_or_skip("helm template"), kubectl_or_skip("helm template dry run")) else {
+        return Ok(());
+    };
+    let cp = ControlPlane::start().await?;
+    kubectl.run(&cp, &["create", "namespace", NAMESPACE], None)?;
+    let variants: [&[&str]; 3] = [
+        &[],
+        &["--set", "plugins.source=initContainer", "--set", "plugins.initContainer.image=busybox:1.36"],
+        &[
+            "--set",
+            "leaderElection.enabled=true",
+            "--set",
+            "replicaCount=2",
+            "--set",
+            "limits.deadline=500ms",
+            "--set",
+            "limits.memory=32Mi",
+        ],
+    ];
+    let chart = chart();
+    for extra in variants {
+        let mut args = vec!["template", "wasmop", chart.as_str(), "--namespace", NAMESPACE, "--include-crds"];
+        args.extend_from_slice(extra);
+        let rendered = docs(&helm(&helm_bin, &cp, &args)?)?;
+        let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
+        let applied = kubectl.server_dry_run(&cp, &to_yaml_stream(&rendered)?)?;
+        assert_eq!(applied, expected, "helm template {extra:?}: every object passes the server dry run");
+        let c = &find(&rendered, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = c["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+        assert_eq!(&args[..5], ["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]);
+    }
+    Ok(())
+}
+
+/// `helm install` → the base's objects; `helm upgrade` → the new value; `helm uninstall` → gone.
+#[tokio::test]
+async fn chart_installs_upgrades_and_uninstalls_like_the_base() -> Result<()> {
+    let Some(helm_bin) = helm_or_skip("helm install/upgrade/uninstall") else {
+        return Ok(());
+    };
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    let chart = chart();
+    helm(&helm_bin, &cp, &["install", "wasmop", &chart, "--namespace", NAMESPACE, "--create-namespace"])?;
+
+    // Every object of the base but its Namespace (Helm's --create-namespace makes that) exists.
+    let base = kustomize_base_objects()?;
+    for object in base.iter().filter(|o| o["kind"] != "Namespace") {
+        let api_version = object["apiVersion"].as_str().context("apiVersion")?;
+        let kind = object["kind"].as_str().context("kind")?;
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).context("name")?;
+        let namespaced = object.pointer("/metadata/namespace").is_some();
+        let api = api_for(&client, api_version, kind, namespaced.then_some(NAMESPACE)).await?;
+        ensure!(api.get_opt(name).await?.is_some(), "helm install did not create {}", kubectl_name(object));
+    }
+    // Wired the same way (as written, before the server's defaults): the host's arguments,
+    // identity, volumes, the RBAC rules and the host policy.
+    let rendered = docs(&helm(&helm_bin, &cp, &["template", "wasmop", &chart, "--namespace", NAMESPACE])?)?;
+    let (ours, theirs) = (find(&rendered, "Deployment")?, find(&base, "Deployment")?);
+    for pointer in
+        ["/spec/template/spec/containers/0/args", "/spec/template/spec/serviceAccountName", "/spec/template/spec/volumes"]
+    {
+        assert_eq!(ours.pointer(pointer), theirs.pointer(pointer), "Deployment {pointer}: chart and base differ");
+    }
+    assert_eq!(find(&rendered, "ClusterRole")?["rules"], find(&base, "ClusterRole")?["rules"], "ClusterRole rules");
+    let policy = |objects: &[Value]| -> Result<wasmop::policy::HostPolicy> {
+        let text = find(objects, "ConfigMap")?["data"]["policy.yaml"].as_str().context("policy.yaml")?;
+        Ok(wasmop::policy::HostPolicy::from_yaml(text)?)
+    };
+    assert_eq!(policy(&rendered)?, policy(&base)?, "the host policy");
+
+    // An upgrade rolls a new value into the Deployment.
+    helm(&helm_bin, &cp, &["upgrade", "wasmop", &chart, "--namespace", NAMESPACE, "--set", "limits.deadline=500ms"])?;
+    let deployments = api_for(&client, "apps/v1", "Deployment", Some(NAMESPACE)).await?;
+    let deployment = deployments.get("wasmop").await?;
+    let args = deployment.data.pointer("/spec/template/spec/containers/0/args").cloned().unwrap_or_default();
+    let args: Vec<&str> = args.as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+    ensure!(args.windows(2).any(|w| w == ["--deadline", "500ms"]), "after helm upgrade: {args:?}");
+    let history = helm(&helm_bin, &cp, &["history", "wasmop", "--namespace", NAMESPACE, "-o", "json"])?;
+    assert_eq!(serde_json::from_str::<Vec<Value>>(&history)?.len(), 2, "two revisions: {history}");
+
+    // Uninstall removes the release's objects; the CRDs from crds/ stay (Helm never deletes them).
+    helm(&helm_bin, &cp, &["uninstall", "wasmop", "--namespace", NAMESPACE, "--wait"])?;
+    ensure!(deployments.get_opt("wasmop").await?.is_none(), "the Deployment is gone after helm uninstall");
+    let roles = api_for(&client, "rbac.authorization.k8s.io/v1", "ClusterRole", None).await?;
+    ensure!(roles.get_opt("wasmop").await?.is_none(), "the ClusterRole is gone after helm uninstall");
+    let crds = api_for(&client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None).await?;
+    ensure!(crds.get_opt("wasmplugins.wasmop.dev").await?.is_some(), "CRDs stay after helm uninstall");
+    Ok(())
+}

@@ -7,8 +7,8 @@ use crate::objects::{name_of, namespace_of};
 use crate::policy::Grants;
 
 /// The label a cluster-scoped child of a namespaced parent carries instead of an owner
-/// reference (which Kubernetes does not allow there): the parent's uid. Ownership checks treat
-/// such a child as controlled by the parent whose uid it names.
+/// reference (which Kubernetes does not allow there): the parent's uid. Such a child belongs to
+/// the parent whose uid this label names; it is not garbage-collected with it.
 pub const PARENT_UID_LABEL: &str = "wasmop.dev/parent-uid";
 /// The annotation naming that parent for people: `<apiVersion>/<Kind> <namespace>/<name>`.
 pub const PARENT_ANNOTATION: &str = "wasmop.dev/parent";
@@ -137,28 +137,26 @@ fn check_one(
     ns: Option<&str>,
     what: &str,
 ) -> Result<Scope, ScopeError> {
-    let (object, kind_name) = (what.to_owned(), kind.to_string());
+    let (object, kind_name) = (|| what.to_owned(), || kind.to_string());
     if !manifest.may_write(kind) {
-        return Err(ScopeError::UndeclaredKind { object, kind: kind_name });
+        return Err(ScopeError::UndeclaredKind { object: object(), kind: kind_name() });
     }
     if !grants.may_write_kind(kind) {
-        return Err(ScopeError::NotGranted { object, kind: kind_name });
+        return Err(ScopeError::NotGranted { object: object(), kind: kind_name() });
     }
-    let scope =
-        scopes.scope_of(kind).ok_or_else(|| ScopeError::UnknownScope { object: what.to_owned(), kind: kind.to_string() })?;
+    let scope = scopes.scope_of(kind).ok_or_else(|| ScopeError::UnknownScope { object: object(), kind: kind_name() })?;
     match (scope, parent_ns, ns) {
         (Scope::Cluster, _, Some(ns)) => {
-            return Err(ScopeError::NamespaceOnClusterScoped { object, kind: kind_name, namespace: ns.to_owned() });
+            Err(ScopeError::NamespaceOnClusterScoped { object: object(), kind: kind_name(), namespace: ns.to_owned() })
         }
         (Scope::Cluster, Some(_), None) if !grants.may_write_cluster_scoped(kind) => {
-            return Err(ScopeError::ClusterScopedNotGranted { object, kind: kind_name });
+            Err(ScopeError::ClusterScopedNotGranted { object: object(), kind: kind_name() })
         }
         (Scope::Namespaced, Some(parent_ns), Some(ns)) if ns != parent_ns => {
-            return Err(ScopeError::OtherNamespace { object, namespace: ns.to_owned(), parent_namespace: parent_ns.to_owned() });
+            Err(ScopeError::OtherNamespace { object: object(), namespace: ns.to_owned(), parent_namespace: parent_ns.to_owned() })
         }
-        _ => {}
+        _ => Ok(scope),
     }
-    Ok(scope)
 }
 
 /// Name the namespaced `parent` (in `parent_ns`) on a cluster-scoped child: its uid as a label,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 use wasmop::actions::check_scope;
-use wasmop::contract::Request;
+use wasmop::contract::{KnownKinds, Request};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
 use wasmop::runtime::{Plugin, Runtime};
@@ -39,10 +39,12 @@ async fn contain(plugin: &Plugin, mode: &str, cache: &Arc<dyn ObjectCache>) -> (
     let started = Instant::now();
     let verdict = match plugin.reconcile(&request, Arc::clone(cache)).await {
         Err(e) => e.reason().to_owned(),
-        Ok((mut response, _)) => match check_scope(plugin.manifest(), plugin.grants(), &parent, &mut response) {
-            Err(e) => e.reason().to_owned(),
-            Ok(()) => "Reconciled".to_owned(),
-        },
+        Ok((mut response, _)) => {
+            match check_scope(plugin.manifest(), plugin.grants(), &KnownKinds::builtin(), &parent, &mut response) {
+                Err(e) => e.reason().to_owned(),
+                Ok(()) => "Reconciled".to_owned(),
+            }
+        }
     };
     (started.elapsed(), verdict)
 }

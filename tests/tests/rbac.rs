@@ -23,7 +23,9 @@ async fn host_reconciles_with_exactly_the_generated_rbac() -> Result<()> {
     let memcached = plugin("memcached", "wasm32-wasip2");
     let runtime = wasmop::runtime::Runtime::builder().artifact_dir(None).build()?;
     let manifest = runtime.load_file(&memcached).await?.manifest().as_ref().clone();
-    let yaml = wasmop::cli::rbac::render(&[manifest], runtime.policy(), "wasmop", "wasmop-system", "wasmop")?;
+    let mut kinds = wasmop::contract::KnownKinds::builtin();
+    kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
+    let yaml = wasmop::cli::rbac::render(&[manifest], runtime.policy(), &kinds, "wasmop", "wasmop-system", "wasmop")?;
     apply(&admin, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wasmop-system"}})).await?;
     apply(
         &admin,

@@ -23,7 +23,7 @@ pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
 pub use ownership::Control;
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
-pub use scope::{ScopeError, check as check_scope};
+pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
 pub use status::{RECONCILED, merge_conditions, now, status_patch};
 
 use crate::contract::{Kind, Manifest, ObjectRef};

@@ -14,6 +14,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::scope::PARENT_UID_LABEL;
 use crate::contract::Manifest;
 
 /// Who controls an existing object, as seen from one parent.
@@ -38,18 +39,32 @@ impl Control {
     /// assert_eq!(Control::of(&owned, "u1"), Control::ThisParent);
     /// assert_eq!(Control::of(&owned, "u2"), Control::Other("Testbed a (uid u1)".into()));
     /// assert_eq!(Control::of(&json!({"metadata": {}}), "u1"), Control::Nobody);
+    /// // A cluster-scoped child of a namespaced parent: named by label, not by reference.
+    /// let labelled = json!({"metadata": {"labels": {"wasmop.dev/parent-uid": "u1"}}});
+    /// assert_eq!(Control::of(&labelled, "u1"), Control::ThisParent);
+    /// assert!(matches!(Control::of(&labelled, "u2"), Control::Other(_)));
     /// ```
     pub fn of(object: &Value, parent_uid: &str) -> Self {
         let controller = object
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .and_then(|refs| refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true)));
-        let Some(controller) = controller else { return Self::Nobody };
+        let Some(controller) = controller else { return Self::by_label(object, parent_uid) };
         let field = |f: &str| controller.get(f).and_then(Value::as_str).unwrap_or_default();
         if field("uid") == parent_uid {
             Self::ThisParent
         } else {
             Self::Other(format!("{} {} (uid {})", field("kind"), field("name"), field("uid")))
+        }
+    }
+
+    /// Control of an object without a controller reference: a cluster-scoped child of a
+    /// namespaced parent names its parent by the [`PARENT_UID_LABEL`] label instead.
+    fn by_label(object: &Value, parent_uid: &str) -> Self {
+        match object.pointer("/metadata/labels").and_then(|l| l.get(PARENT_UID_LABEL)).and_then(Value::as_str) {
+            None => Self::Nobody,
+            Some(uid) if uid == parent_uid => Self::ThisParent,
+            Some(uid) => Self::Other(format!("the parent with uid {uid} (label {PARENT_UID_LABEL})")),
         }
     }
 

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::ownership::Control;
 use super::scope::{self, ScopeError};
 use super::status::{RECONCILED, status_patch};
-use crate::contract::{Condition, ConditionStatus, Event, Manifest, ObjectRef, Response, Scope};
+use crate::contract::{Condition, ConditionStatus, Event, KindScopes, Manifest, ObjectRef, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 use crate::policy::Grants;
 
@@ -125,6 +125,9 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 /// Plan the writes of `response` for `parent`, checking it against `manifest`, `grants` and
 /// the observed objects in `cache`; `now` stamps changed conditions.
 ///
+/// `scopes` tells namespaced from cluster-scoped kinds (discovery online, the built-in table
+/// and CRD files offline).
+///
 /// Checks, in order: the scope of every child and delete ([`scope::check`]); each child either
 /// does not exist in `cache` or is controlled by the parent (or nobody, with
 /// [`Manifest::adopt_unowned`]); each explicit delete names an object the parent controls.
@@ -136,12 +139,13 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 pub fn plan(
     manifest: &Manifest,
     grants: &Grants,
+    scopes: &dyn KindScopes,
     parent: &Value,
     mut response: Response,
     cache: &dyn ObjectCache,
     now: &str,
 ) -> Result<Plan, PlanError> {
-    scope::check(manifest, grants, parent, &mut response)?;
+    scope::check(manifest, grants, scopes, parent, &mut response)?;
     let uid = parent
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
@@ -157,7 +161,10 @@ pub fn plan(
                 return Err(PlanError::AlreadyOwned { object: r.to_string(), control });
             }
         }
-        child["metadata"]["ownerReferences"] = json!([owner]);
+        // A cluster-scoped child of a namespaced parent cannot name it as owner (Kubernetes
+        // forbids it): [`scope::check`] labelled it with the parent's uid instead.
+        let owned_by_reference = r.namespace.is_some() || namespace_of(parent).is_none();
+        child["metadata"]["ownerReferences"] = if owned_by_reference { json!([owner]) } else { json!([]) };
     }
     let mut delete = Vec::new();
     for r in response.delete {
@@ -220,7 +227,7 @@ fn uid_of(object: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{EventType, Kind};
+    use crate::contract::{EventType, Kind, KnownKinds};
     use crate::objects::MemoryCache;
 
     const NOW: &str = "2026-01-01T00:00:00Z";
@@ -265,7 +272,7 @@ mod tests {
     }
 
     fn run(response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
-        plan(&manifest(), &Grants::default(), &parent(), response, &cache(objects), NOW)
+        plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &parent(), response, &cache(objects), NOW)
     }
 
     #[test]
@@ -315,10 +322,12 @@ mod tests {
         let err = run(response(), &objects).unwrap_err();
         assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "{err}");
         let adopting = Manifest { adopt_unowned: true, ..manifest() };
-        let p = plan(&adopting, &Grants::default(), &parent(), response(), &cache(&objects), NOW).unwrap();
+        let p =
+            plan(&adopting, &Grants::default(), &KnownKinds::builtin(), &parent(), response(), &cache(&objects), NOW).unwrap();
         assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "u-p");
         let theirs = [config_map("users", Some("u-q"))];
-        let err = plan(&adopting, &Grants::default(), &parent(), response(), &cache(&theirs), NOW).unwrap_err();
+        let err =
+            plan(&adopting, &Grants::default(), &KnownKinds::builtin(), &parent(), response(), &cache(&theirs), NOW).unwrap_err();
         assert_eq!(err.reason(), "AlreadyOwned", "adoption never takes another owner's object");
     }
 
@@ -348,7 +357,9 @@ mod tests {
         let pruned: Vec<_> = p.prune.iter().map(|d| (d.object.name.as_str(), d.uid.as_deref())).collect();
         assert_eq!(pruned, [("stale", Some("uid-stale"))]);
         let no_prune = Manifest { prune: false, ..manifest() };
-        let p = plan(&no_prune, &Grants::default(), &parent(), Response::default(), &cache(&objects), NOW).unwrap();
+        let p =
+            plan(&no_prune, &Grants::default(), &KnownKinds::builtin(), &parent(), Response::default(), &cache(&objects), NOW)
+                .unwrap();
         assert!(p.prune.is_empty());
     }
 
@@ -365,7 +376,8 @@ mod tests {
     fn a_parent_without_uid_is_refused() {
         let mut p = parent();
         p["metadata"].as_object_mut().unwrap().remove("uid");
-        let err = plan(&manifest(), &Grants::default(), &p, Response::default(), &cache(&[]), NOW).unwrap_err();
+        let err =
+            plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &p, Response::default(), &cache(&[]), NOW).unwrap_err();
         assert_eq!(err, PlanError::ParentWithoutUid { parent: "p".into() });
     }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{Output, RuntimeArgs};
-use crate::contract::Manifest;
+use crate::contract::{KnownKinds, Manifest};
 use crate::policy::{grants_json, limits_json};
 
 /// Arguments of `wasmop inspect`.
@@ -16,6 +16,10 @@ pub struct InspectArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
     pub output: Output,
+    /// CustomResourceDefinitions of the plugin's custom child kinds (a file or a directory;
+    /// repeatable), to tell whether they are cluster-scoped.
+    #[arg(long)]
+    pub crds: Vec<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -30,16 +34,26 @@ struct Inspection<'a> {
     /// What it declares that the policy does not grant: a host would not start it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     not_granted: Vec<String>,
+    /// Child kinds whose scope this command cannot tell (neither built in nor in `--crds`),
+    /// so `not_granted` may miss a cluster-scoped one; a host decides by discovery.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unknown_child_kinds: Vec<String>,
 }
 
 pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
     let plugin = runtime.runtime()?.load_file(&args.plugin).await?;
+    let mut kinds = KnownKinds::builtin();
+    for path in &args.crds {
+        kinds.add_crds(path)?;
+    }
+    let unknown = plugin.manifest().children.iter().filter(|k| kinds.get(k).is_none());
     let out = Inspection {
         digest: plugin.digest(),
         manifest: plugin.manifest(),
         limits: limits_json(plugin.limits()),
         grants: grants_json(plugin.grants()),
-        not_granted: plugin.grants().ungranted(plugin.manifest()),
+        not_granted: plugin.grants().ungranted(plugin.manifest(), &kinds),
+        unknown_child_kinds: unknown.map(ToString::to_string).collect(),
     };
     print!("{}", args.output.render(&out)?);
     Ok(())

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::fixtures::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
 use crate::actions::{now, plan};
-use crate::contract::{Kind, Request, Scope};
+use crate::contract::{Kind, KnownKinds, Request, Scope};
 use crate::objects::ObjectCache;
 
 /// The uid given to a parent fixture that has none, so that the plan's owner references and
@@ -45,6 +45,10 @@ pub struct ReconcileArgs {
     /// [default: now]; for reproducible output.
     #[arg(long, value_parser = parse_time)]
     pub now: Option<String>,
+    /// CRD files or directories telling the scope of custom child kinds (repeatable); Kubernetes'
+    /// own kinds are built in. A child of a kind found in neither is refused (`UnknownScope`).
+    #[arg(long)]
+    pub crds: Vec<PathBuf>,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
     pub output: Output,
@@ -78,7 +82,11 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
     let now = args.now.unwrap_or_else(now);
-    let plan = plan(&manifest, plugin.grants(), &parent, response, &*cache, &now)
+    let mut kinds = KnownKinds::builtin();
+    for path in &args.crds {
+        kinds.add_crds(path)?;
+    }
+    let plan = plan(&manifest, plugin.grants(), &kinds, &parent, response, &*cache, &now)
         .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;
     print!("{}", args.output.render(&plan)?);
     Ok(())

@@ -8,6 +8,7 @@ pub(crate) mod manifest;
 pub mod names;
 mod request;
 mod response;
+mod scopes;
 
 pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
 pub use kind::{Kind, ObjectRef, Scope};
@@ -16,3 +17,4 @@ pub use request::Request;
 pub use response::{
     Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError, truncate_utf8,
 };
+pub use scopes::{KindInfo, KindScopes, KindsError, KnownKinds};

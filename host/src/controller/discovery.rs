@@ -1,4 +1,7 @@
 //! Resolving the kinds plugins declare to API resources, by discovery.
+//!
+//! [`Discovery`] is also the host's online [`KindScopes`]: once a kind is resolved (every kind a
+//! plugin declares is, before the plugin starts), its scope is known without a request.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -7,7 +10,7 @@ use std::time::Duration;
 use kube::api::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope as DiscoveredScope, pinned_kind};
 
-use crate::contract::{Kind, Scope};
+use crate::contract::{Kind, KindScopes, Scope};
 
 /// Why a kind could not be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -84,5 +87,12 @@ impl Discovery {
         let resolved = Resolved { resource, scope };
         self.cache.lock().expect("discovery lock").insert(kind.clone(), resolved.clone());
         Ok(resolved)
+    }
+}
+
+impl KindScopes for Discovery {
+    /// The scope of `kind` if it was resolved before; `None` otherwise (no request is made).
+    fn scope_of(&self, kind: &Kind) -> Option<Scope> {
+        self.cache.lock().expect("discovery lock").get(kind).map(|r| r.scope)
     }
 }

@@ -26,7 +26,8 @@ pub enum StartError {
     /// A declared kind is not served by the API server.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
-    /// The manifest declares kinds the host's policy does not grant this plugin (Secrets).
+    /// The manifest declares kinds the host's policy does not grant this plugin (Secrets, or
+    /// cluster-scoped children of a namespaced parent).
     #[error("plugin {plugin} is not started: it {} (see the host's --policy file)", missing.join(", "))]
     NotGranted {
         /// The plugin.
@@ -100,17 +101,15 @@ impl Subscriber for Forward {
 }
 
 impl PluginController {
-    /// Resolve the plugin's kinds, subscribe to their watches, wait for the caches to sync,
-    /// queue every existing parent, and start `config.concurrency` workers.
+    /// Resolve the plugin's kinds, check the policy grants what they need, subscribe to their
+    /// watches, wait for the caches to sync, queue every existing parent, and start
+    /// `config.concurrency` workers.
     ///
     /// # Errors
-    /// [`StartError`] when a kind is not served or the parent's scope is wrong.
+    /// [`StartError`] when a kind is not served, the parent's scope is wrong, or the policy
+    /// does not grant a declared kind (a Secret, a cluster-scoped child of a namespaced parent).
     pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
         let manifest = Arc::clone(plugin.manifest());
-        let missing = plugin.grants().ungranted(&manifest);
-        if !missing.is_empty() {
-            return Err(StartError::NotGranted { plugin: manifest.name.clone(), missing });
-        }
         let patience = config.discovery_patience;
         let parent = shared.discovery.resolve(&manifest.parent, patience).await?;
         if parent.scope != manifest.scope {
@@ -123,6 +122,11 @@ impl PluginController {
         let mut kinds = vec![(manifest.parent.clone(), parent.clone())];
         for kind in manifest.children.iter().chain(manifest.related.iter().map(|r| &r.kind)) {
             kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?));
+        }
+        // After discovery: whether a child kind is cluster-scoped is the server's answer.
+        let missing = plugin.grants().ungranted(&manifest, &*shared.discovery);
+        if !missing.is_empty() {
+            return Err(StartError::NotGranted { plugin: manifest.name.clone(), missing });
         }
         let controller = Arc::new(Self {
             events: EventSink::new(shared.client.clone(), plugin.name()),

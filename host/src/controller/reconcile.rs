@@ -84,7 +84,7 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-        let plan = match plan(&manifest, plugin.grants(), &parent, response, &*watches, &now()) {
+        let plan = match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, &now()) {
             Ok(plan) => plan,
             Err(e) => {
                 metrics.refused(&manifest.name);

@@ -60,4 +60,6 @@ pub(super) struct BreakerEntry {
 pub(super) struct GrantsEntry {
     pub namespaces: Option<Vec<String>>,
     pub secrets: Option<SecretAccess>,
+    /// `group/version/Kind` of each cluster-scoped child kind granted to a namespaced parent.
+    pub cluster_scoped_children: Option<Vec<String>>,
 }

@@ -21,9 +21,21 @@
 //!     grants:
 //!       secrets: read              # none (default) | read | write
 //!       namespaces: [shared-config] # extra namespaces lookups may read; ["*"] = all
+//!   tenant-rbac:
+//!     grants:
+//!       # cluster-scoped child kinds a namespaced parent may write (default none: refused)
+//!       clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]
 //!   status-heavy:
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see controller::BreakerConfig
 //! ```
+//!
+//! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace.
+//! Declaring a cluster-scoped child kind (ClusterRole, Namespace, ...) needs
+//! `clusterScopedChildren`, naming each kind as `group/version/Kind` (`v1/Namespace` for the
+//! core group); without it the plugin is not started, and `wasmop rbac` leaves it out. Such a
+//! child gets no owner reference (Kubernetes forbids a namespaced owner for a cluster-scoped
+//! object) but the label `wasmop.dev/parent-uid`; it is never garbage-collected nor pruned:
+//! the plugin deletes it itself (see [`Grants::cluster_scoped_children`]).
 
 mod file;
 mod grants;
@@ -33,7 +45,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret};
+pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret, parse_kind};
 pub use view::{grants_json, limits_json};
 
 use crate::controller::BreakerConfig;
@@ -227,6 +239,10 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     }
     if let Some(s) = entry.grants.secrets {
         policy.grants.secrets = s;
+    }
+    if let Some(kinds) = &entry.grants.cluster_scoped_children {
+        let parsed: Result<_, _> = kinds.iter().map(|k| parse_kind(k)).collect();
+        policy.grants.cluster_scoped_children = parsed.map_err(|e| bad("grants.clusterScopedChildren", e))?;
     }
     let (b, o) = (&entry.breaker, &mut policy.breaker);
     let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, PolicyError> {

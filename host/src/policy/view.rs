@@ -34,5 +34,6 @@ pub fn grants_json(grants: &Grants) -> serde_json::Value {
         NamespaceGrant::Also(extra) => extra.iter().cloned().collect(),
         NamespaceGrant::All => vec!["*".to_owned()],
     };
-    json!({"secrets": secrets, "namespaces": namespaces})
+    let cluster_scoped: Vec<String> = grants.cluster_scoped_children.iter().map(ToString::to_string).collect();
+    json!({"secrets": secrets, "namespaces": namespaces, "clusterScopedChildren": cluster_scoped})
 }

@@ -33,6 +33,8 @@
 //! | `deployment` | apply Deployment `<name>-web` without `spec.replicas`, leaving it to another field manager (an HPA), annotated `testbed.wasmop.dev/touch: <spec.touch>`; needs the `declares-deployments` build |
 //! | `take` | apply ConfigMap `spec.target` (default `<name>-out`) with `data: {takenBy: <name>}` and the `ownerReferences` in `spec.ownerReferences`, if any (ownership tests) |
 //! | `delete` | delete ConfigMap `spec.target` (ownership tests) |
+//! | `cluster-role` | like `ok`, plus ClusterRole `testbed-<namespace>-<name>` (cluster-scoped; declared only by the `declares-cluster-role` build) |
+//! | `cluster-role-in-namespace` | apply that ClusterRole with `metadata.namespace` set to the parent's (refused: the kind is cluster-scoped) |
 //!
 //! An unknown mode is a terminal error.
 
@@ -66,11 +68,12 @@ impl Plugin for Testbed {
             .child(config_map_kind());
         let manifest = if cfg!(feature = "declares-deployments") { manifest.child(deployment_kind()) } else { manifest };
         let manifest = manifest.related(config_map_kind(), "testbed=$(parent.name)").prune(true);
-        if cfg!(feature = "declares-secrets") {
+        let manifest = if cfg!(feature = "declares-secrets") {
             manifest.related(Kind::new("", "v1", "Secret"), "testbed=$(parent.name)")
         } else {
             manifest
-        }
+        };
+        if cfg!(feature = "declares-cluster-role") { manifest.child(cluster_role_kind()) } else { manifest }
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
@@ -143,6 +146,8 @@ impl Plugin for Testbed {
                 req.namespace().unwrap_or("default"),
                 spec["target"].as_str().unwrap_or_default(),
             ))),
+            "cluster-role" => Ok(ok(name).apply(cluster_role(&req, false))),
+            "cluster-role-in-namespace" => Ok(Response::new().apply(cluster_role(&req, true))),
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -341,6 +346,25 @@ fn take(name: &str, spec: &Value) -> Response {
     }))
 }
 
+/// The `ClusterRole` kind (cluster-scoped).
+pub fn cluster_role_kind() -> Kind {
+    Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole")
+}
+
+/// ClusterRole `testbed-<namespace>-<name>` granting `get` of ConfigMaps; with
+/// `with_namespace`, it (wrongly) carries the parent's namespace.
+fn cluster_role(req: &Request, with_namespace: bool) -> Value {
+    let namespace = req.parent.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let mut metadata = json!({"name": format!("testbed-{namespace}-{}", req.name())});
+    if with_namespace {
+        metadata["namespace"] = namespace.into();
+    }
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": metadata,
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    })
+}
+
 wasmop_sdk::export_plugin!(Testbed);
 
 #[cfg(test)]
@@ -501,7 +525,7 @@ mod tests {
         let _ = reconcile(json!({"mode": "panic"}));
     }
 
-    #[cfg(not(any(feature = "declares-secrets", feature = "declares-deployments")))]
+    #[cfg(not(any(feature = "declares-secrets", feature = "declares-deployments", feature = "declares-cluster-role")))]
     #[test]
     fn manifest_declares_config_maps_only() {
         let m = Testbed::manifest();
@@ -551,5 +575,20 @@ mod tests {
     #[test]
     fn the_declares_deployments_build_writes_deployments_too() {
         assert_eq!(Testbed::manifest().children, [config_map_kind(), deployment_kind()]);
+    }
+
+    #[test]
+    fn cluster_role_modes_apply_one_cluster_role_named_for_the_parent() {
+        let resp = reconcile(json!({"mode": "cluster-role"})).unwrap();
+        let role = resp.child(&cluster_role_kind(), "testbed-default-tb").unwrap();
+        assert!(role["metadata"].get("namespace").is_none());
+        assert!(resp.child(&config_map_kind(), "tb-out").is_some());
+        let resp = reconcile(json!({"mode": "cluster-role-in-namespace"})).unwrap();
+        assert_eq!(resp.children()[0]["metadata"]["namespace"], "default");
+    }
+
+    #[test]
+    fn only_the_declares_cluster_role_build_declares_cluster_roles() {
+        assert_eq!(Testbed::manifest().declares(&cluster_role_kind()), cfg!(feature = "declares-cluster-role"));
     }
 }

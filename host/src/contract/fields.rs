@@ -75,7 +75,9 @@ pub fn check_child(what: &str, child: &Value) -> Result<(), FieldError> {
     }
     let mut annotations = 0_usize;
     for (key, value) in strings_of(what, metadata, "annotations")? {
-        check(is_qualified_name(key), || invalid(what, "metadata.annotations key", key, QUALIFIED_NAME_RULE))?;
+        // Kubernetes lowercases annotation keys (not label keys) before checking them.
+        let ok = is_qualified_name(&key.to_ascii_lowercase());
+        check(ok, || invalid(what, "metadata.annotations key", key, QUALIFIED_NAME_RULE))?;
         annotations = annotations.saturating_add(key.len() + value.len());
     }
     check_size(|| format!("{what}: metadata.annotations"), annotations, MAX_ANNOTATIONS)
@@ -218,5 +220,8 @@ mod tests {
             format!("child #0: metadata.annotations has {} bytes, more than Kubernetes' 262144", 2 * (130 << 10) + 6)
         );
         assert_eq!(check_child("c", &config_map(json!({"name": "a", "annotations": {"one": half}}))), Ok(()));
+        assert_eq!(check_child("c", &config_map(json!({"name": "a", "annotations": {"Example.com/Note": ""}}))), Ok(()));
+        let err = refusal(json!({"name": "a", "annotations": {"a b": ""}}));
+        assert!(err.starts_with("child #0: metadata.annotations key \"a b\" is not a qualified name"), "{err}");
     }
 }

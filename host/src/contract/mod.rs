@@ -14,7 +14,5 @@ pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
 pub use kind::{Kind, ObjectRef, Scope};
 pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
 pub use request::Request;
-pub use response::{
-    Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError, truncate_utf8,
-};
+pub use response::{Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError};
 pub use scopes::{KindInfo, KindScopes, KindsError, KnownKinds};

@@ -97,7 +97,8 @@ pub struct RawResponse {
 }
 
 /// A validated response: every child is a JSON object with `apiVersion`, `kind` and
-/// `metadata.name`, the status is an object, and conditions and events are well-formed.
+/// `metadata.name`, the status is an object, conditions and events are well-formed, and every
+/// name, namespace, label and size is one Kubernetes accepts (see [`FieldError`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Response {
@@ -187,7 +188,8 @@ impl From<FieldError> for ResponseError {
 }
 
 impl RawResponse {
-    /// Parse and check everything the host will act on.
+    /// Parse and check everything the host will act on: first the size of every string
+    /// ([`OutputLimits`]), then the JSON, then the fields as Kubernetes would check them.
     ///
     /// # Errors
     /// The first [`ResponseError`] found; nothing of the response should be applied then.
@@ -302,17 +304,6 @@ fn is_camel_identifier(s: &str) -> bool {
         && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'))
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// Cut `s` to at most `max` bytes on a character boundary.
-pub fn truncate_utf8(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
 }
 
 #[cfg(test)]

@@ -164,11 +164,12 @@ fn bad_inputs_exit_non_zero_with_one_clear_line() {
     assert!(stderr_line(&out).contains("not-yaml.yaml: document 1 is not valid YAML"));
     let out = wasmop(&["reconcile", "--plugin", m, "--object", pods]);
     assert!(stderr_line(&out).contains("expected one object, found 4"));
-    // A fixture of the wrong kind is not an error: it is ignored with a warning saying why
-    // (plan.rs pins those warnings).
+    // A fixture of the wrong role is not an error: it is ignored with a warning saying why.
     let out = wasmop(&["reconcile", "--plugin", m, "--object", s, "--children", pods]);
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("v1/Pod is not a child kind of plugin memcached"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("v1/Pod is not a child kind of plugin memcached (pass it with --related)")
+    );
 }
 
 #[test]

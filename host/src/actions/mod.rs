@@ -70,7 +70,8 @@ impl Written {
     }
 }
 
-/// Everything needed to write on behalf of one plugin for one parent.
+/// Everything needed to write on behalf of one plugin for one parent: it executes a [`Plan`]
+/// and checks nothing itself (every check is [`plan`]'s).
 pub struct Writer<'a> {
     /// The client.
     pub client: &'a kube::Client,

@@ -214,6 +214,7 @@ fn other_namespace(parent_ns: Option<&str>, object: &Value, reads: Option<&Grant
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::ObjectCache;
     use std::io::Write;
 
     fn file(text: &str) -> tempfile::NamedTempFile {
@@ -250,5 +251,28 @@ mod tests {
     fn read_one_refuses_several() {
         let f = file("{apiVersion: v1, kind: Pod, metadata: {name: a}}\n---\n{apiVersion: v1, kind: Pod, metadata: {name: b}}\n");
         assert!(read_one(f.path()).unwrap_err().to_string().contains("expected one object, found 2"));
+    }
+
+    #[test]
+    fn a_child_fixture_without_owner_references_is_the_parents_child() {
+        let manifest = crate::contract::manifest::fixtures::memcached("app=m");
+        let parent = serde_json::json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u-p"}});
+        let f = file(
+            "{apiVersion: apps/v1, kind: Deployment, metadata: {name: mine}}\n---\n\
+             {apiVersion: apps/v1, kind: Deployment, metadata: {name: users, ownerReferences: []}}\n",
+        );
+        let observed = observe(&manifest, &Grants::default(), &parent, &[f.path().to_owned()], &[]).unwrap();
+        let deployments = Kind::new("apps", "v1", "Deployment");
+
+        let mine = observed.cache.get(&deployments, Some("ns"), "mine").unwrap();
+        assert_eq!(Control::of(&mine, "u-p"), Control::ThisParent);
+        assert_eq!(observed.cache.controlled_by(&deployments, Some("ns"), "u-p").len(), 1);
+        assert!(observed.cache.get(&deployments, Some("ns"), "users").is_some(), "kept for the ownership check");
+        assert_eq!(observed.warnings.len(), 1, "{:?}", observed.warnings);
+        assert!(
+            observed.warnings[0]
+                .contains("apps/v1/Deployment ns/users is kept but not a child of the parent: it is controlled by nobody")
+        );
     }
 }

@@ -5,11 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"
 export KUBEBUILDER_ASSETS WASMOP_TOOLS
+# The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.
+WASMOP_IMAGE=$(bash scripts/image.sh | tail -n 1)
+export WASMOP_IMAGE
 # Property tests (host/tests/fuzz.rs) run a fixed, reproducible sequence of cases in CI; set
 # PROPTEST_RNG_SEED (or PROPTEST_CASES) to explore others.
 export PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261129}
 # The testbed plugin's feature builds (used by the end-to-end tests) have native tests of their
 # own, which the default-feature workspace run below does not compile.
-cargo test --locked -p testbed --features test-v2,declares-secrets,declares-cluster-role
+cargo test --locked -p testbed --features test-v2,declares-secrets,declares-cluster-role,declares-deployments
 # Tests start several control planes and wasm runtimes; two at a time fits a 2-core machine.
 exec cargo test --workspace --locked --no-fail-fast -- --test-threads "${WASMOP_TEST_THREADS:-2}" "$@"

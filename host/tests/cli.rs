@@ -189,3 +189,13 @@ fn the_policy_file_sets_a_plugins_limits_and_a_bad_one_is_one_clear_error() {
     let line = stderr_line(&args("/nonexistent/policy.yaml"));
     assert!(line.starts_with("error: cannot read policy file /nonexistent/policy.yaml: "), "{line}");
 }
+
+#[test]
+fn os_errors_are_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let line = stderr_line(&wasmop(&["inspect", d]));
+    assert_eq!(line, format!("error: cannot read {d}: Is a directory (os error 21)"));
+    let line = stderr_line(&wasmop(&["inspect", "/nonexistent.wasm", "--policy", d]));
+    assert_eq!(line, format!("error: cannot read policy file {d}: Is a directory (os error 21)"));
+}

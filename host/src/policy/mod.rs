@@ -45,12 +45,12 @@ use file::{PluginEntry, PolicyFile};
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The file could not be read.
-    #[error("cannot read policy file {path}: {source}")]
+    #[error("cannot read policy file {path}: {error}")]
     Read {
         /// The file.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error: in the message only, so a `{:#}` chain does not print it twice.
+        error: std::io::Error,
     },
     /// The YAML does not have the policy's shape (unknown keys included).
     #[error("invalid policy: {0}")]
@@ -156,7 +156,7 @@ impl HostPolicy {
     /// See [`HostPolicy::from_yaml`]; [`PolicyError::Read`] when the file cannot be read.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
+            std::fs::read_to_string(path).map_err(|error| PolicyError::Read { path: path.display().to_string(), error })?;
         Self::from_yaml(&text)
     }
 

@@ -23,10 +23,13 @@
 //!       namespaces: [shared-config] # extra namespaces lookups may read; ["*"] = all
 //!   status-heavy:
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see controller::BreakerConfig
+//!   db-operator:
+//!     onRemove: releaseFinalizers  # keepFinalizing (default) | releaseFinalizers, see OnRemove
 //! ```
 
 mod file;
 mod grants;
+mod removal;
 mod view;
 
 use std::collections::BTreeMap;
@@ -34,6 +37,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret};
+pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
 
 use crate::controller::BreakerConfig;
@@ -74,6 +78,8 @@ pub struct PluginPolicy {
     pub grants: Grants,
     /// Circuit breaker settings that differ from the host's.
     pub breaker: BreakerOverrides,
+    /// What happens to the plugin's finalizers when its file is removed.
+    pub on_remove: OnRemove,
 }
 
 /// Circuit breaker settings of one plugin over the host's [`BreakerConfig`]; `None` keeps the
@@ -254,6 +260,7 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     o.hot_loop_window = duration("hotLoopWindow", &b.hot_loop_window)?.or(o.hot_loop_window);
     o.cooldown = duration("cooldown", &b.cooldown)?.or(o.cooldown);
     o.max_cooldown = duration("maxCooldown", &b.max_cooldown)?.or(o.max_cooldown);
+    policy.on_remove = entry.on_remove.unwrap_or(policy.on_remove);
     Ok(policy)
 }
 

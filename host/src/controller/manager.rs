@@ -115,7 +115,8 @@ impl Manager {
     ///
     /// When the new manifest declares the same kinds, scope, finalizer and pruning, the
     /// version is swapped atomically: reconciles in flight finish on the old version, new ones
-    /// use the new one, and every parent is queued again. Otherwise the old controller is
+    /// use the new one, and every parent is queued again (a plugin kept for finalizing calls
+    /// after its file was removed serves every parent again). Otherwise the old controller is
     /// stopped (its watches released if nobody else needs them) and a new one started.
     ///
     /// # Errors

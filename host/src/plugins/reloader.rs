@@ -356,7 +356,7 @@ impl Reloader {
     fn schedule_retry(&self, path: &Path) {
         let mut retries = self.retries.lock().expect("retries lock");
         let failures = retries.get(path).map_or(0, |(n, _)| *n) + 1;
-        let delay = START_RETRY.saturating_mul(1 << (failures - 1).min(16)).min(self.config.rescan);
+        let delay = retry_delay(failures, self.config.rescan);
         tracing::info!(file = %path.display(), failures, ?delay, "plugin not started; trying again later");
         retries.insert(path.to_owned(), (failures, tokio::time::Instant::now() + delay));
     }
@@ -398,7 +398,27 @@ impl Reloader {
     }
 }
 
+/// The wait before the next start attempt after `failures` failures in a row: [`START_RETRY`]
+/// doubled per failure, at most `cap`.
+fn retry_delay(failures: u32, cap: Duration) -> Duration {
+    START_RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(cap)
+}
+
 /// An instant that never comes (the disabled branch of a `select!` still builds its future).
 fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_retries_back_off_from_one_second_up_to_the_rescan_period() {
+        let cap = Duration::from_secs(30);
+        let delays: Vec<u64> = (1..=7).map(|n| retry_delay(n, cap).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(retry_delay(u32::MAX, cap), cap);
+        assert_eq!(retry_delay(3, Duration::from_secs(3)), Duration::from_secs(3));
+    }
 }

@@ -199,7 +199,10 @@ async fn a_removed_plugin_whose_policy_releases_finalizers_strips_them_with_a_wa
             Ok(tbs.get_opt(name).await?.filter(|o| finalizers(o).is_empty()).map(|_| ()))
         })
         .await?;
-        let warnings = events(&client, name, "FinalizerReleased").await?;
+        let warnings = eventually(&format!("{name}'s FinalizerReleased event"), WAIT, || async {
+            Ok(Some(events(&client, name, "FinalizerReleased").await?).filter(|w| !w.is_empty()))
+        })
+        .await?;
         assert_eq!(warnings.len(), 1, "{name}");
         assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
         assert!(warnings[0].note.as_deref().unwrap_or_default().contains("releaseFinalizers"));
@@ -273,15 +276,16 @@ async fn wasm_plugins_of_files_gone_while_the_host_was_down_are_deleted_or_marke
     // another host's directory.
     let api = wasm_plugins(&client).await?;
     let left = [
-        ("gone", dir.path().join("gone.wasm")),
-        ("broken", dir.path().join("broken.wasm")),
-        ("theirs", "/elsewhere/theirs.wasm".into()),
+        ("gone", dir.path().join("gone.wasm"), "Loaded"),
+        ("broken", dir.path().join("broken.wasm"), "Loaded"),
+        ("theirs", "/elsewhere/theirs.wasm".into(), "Loaded"),
+        ("finalizing", dir.path().join("finalizing.wasm"), "Finalizing"),
     ];
-    for (name, file) in &left {
+    for (name, file, reason) in &left {
         let object = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "spec": {"file": file}});
         api.patch(name, &PatchParams::apply("wasmop").force(), &Patch::Apply(&object)).await?;
         let status = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
-            "status": {"version": "0.1.0", "conditions": [{"type": "Ready", "status": "True", "reason": "Loaded",
+            "status": {"version": "0.1.0", "conditions": [{"type": "Ready", "status": "True", "reason": reason,
                 "message": "version 0.1.0 serving", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
         api.patch_status(name, &PatchParams::apply("wasmop").force(), &Patch::Apply(&status)).await?;
     }
@@ -292,6 +296,9 @@ async fn wasm_plugins_of_files_gone_while_the_host_was_down_are_deleted_or_marke
     let message = wasm_plugin_reason(&client, "broken", "NotStarted").await?;
     assert!(message.contains("not a WebAssembly file"), "{message}");
     assert_eq!(wasm_plugin_reason(&client, "testbed", "Loaded").await?, "version 0.1.0 serving");
+    // A plugin that was finalizing when the host stopped: its parents may hold the finalizer.
+    let message = wasm_plugin_reason(&client, "finalizing", "FileMissing").await?;
+    assert!(message.contains("wasmop.dev/finalizing"), "{message}");
     let theirs = api.get("theirs").await?;
     assert_eq!(ready(&theirs).map(|r| r.1), Some("Loaded".into()), "another directory's object is left alone");
     assert!(h.reloader.statuses().iter().any(|s| s.file.ends_with("broken.wasm") && s.last_error.is_some()));

@@ -22,6 +22,10 @@ use crate::runtime::Plugin;
 
 const FIELD_MANAGER: &str = "wasmop";
 const BREAKER_FIELD_MANAGER: &str = "wasmop-breaker";
+/// The `Ready` reason of a plugin kept for finalizing calls after its file was removed.
+const FINALIZING: &str = "Finalizing";
+/// The `Ready` reason of a plugin whose file went away while it was finalizing.
+const FILE_MISSING: &str = "FileMissing";
 /// The condition type of the circuit breaker.
 pub const THROTTLED: &str = "Throttled";
 
@@ -97,7 +101,7 @@ impl ClusterStatus {
         let ready = Condition {
             type_: "Ready".into(),
             status: ConditionStatus::False,
-            reason: "Finalizing".into(),
+            reason: FINALIZING.into(),
             message: format!(
                 "the plugin file was removed; version {} serves finalizing calls only until no parent holds its finalizer \
                  {finalizer} ({holders} did), then stops (host policy onRemove: keepFinalizing)",
@@ -110,8 +114,10 @@ impl ClusterStatus {
     /// Deal with the `WasmPlugin` objects of files in `dir` (their `spec.file`) that no running
     /// or not-started plugin named in `keep` accounts for, as a host finds them at start: an
     /// object whose file is `rejected` gets `Ready=False`, reason `NotStarted`, with the error;
-    /// any other (its file gone while the host was down) is deleted. Objects of files in other
-    /// directories belong to other hosts and are left alone.
+    /// one of a plugin that was serving finalizing calls when the host stopped gets reason
+    /// `FileMissing` (its parents keep the finalizer until the file is back); any other (its file
+    /// gone while the host was down) is deleted. Objects of files in other directories belong
+    /// to other hosts and are left alone.
     pub async fn reconcile_stale(&self, dir: &Path, keep: &BTreeSet<String>, rejected: &BTreeMap<PathBuf, String>) {
         let Some(api) = self.api().await else { return };
         let objects = match api.list(&ListParams::default()).await {
@@ -135,6 +141,22 @@ impl ClusterStatus {
                     let status =
                         FileStatus { file, not_started: Some(name), last_error: Some(error.clone()), ..FileStatus::default() };
                     self.publish(&status, None).await;
+                }
+                None if was_finalizing(&object) => {
+                    let finalizer = format!("wasmop.dev/{name}");
+                    tracing::warn!(plugin = %name, file = %file.display(), %finalizer,
+                        "the file of a plugin that was finalizing its parents is gone; they keep its finalizer until it is back");
+                    let ready = Condition {
+                        type_: "Ready".into(),
+                        status: ConditionStatus::False,
+                        reason: FILE_MISSING.into(),
+                        message: format!(
+                            "the host restarted while this plugin served finalizing calls, and its file is gone: parents \
+                             holding its finalizer {finalizer} keep it until the file is back (or remove the finalizer by hand)"
+                        ),
+                    };
+                    let status = FileStatus { file, not_started: Some(name), ..FileStatus::default() };
+                    self.write(&status, None, ready).await;
                 }
                 None => {
                     tracing::info!(plugin = %name, file = %file.display(), "the plugin's file is gone; deleting its WasmPlugin");
@@ -283,4 +305,11 @@ impl ClusterStatus {
             Err(e) => tracing::warn!(plugin, error = %e, "cannot delete WasmPlugin"),
         }
     }
+}
+
+/// Whether a `WasmPlugin` says its plugin was serving finalizing calls (or still could not,
+/// its file missing): its parents may hold the finalizer.
+fn was_finalizing(object: &DynamicObject) -> bool {
+    let conditions = object.data.pointer("/status/conditions").and_then(serde_json::Value::as_array);
+    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && (c["reason"] == FINALIZING || c["reason"] == FILE_MISSING))
 }

@@ -33,7 +33,7 @@ pub enum Serving {
 const RECOUNT: Duration = Duration::from_secs(1);
 
 /// Reason of the Warning event on a parent whose finalizer the host removed.
-pub const FINALIZER_RELEASED: &str = "FinalizerReleased";
+const FINALIZER_RELEASED: &str = "FinalizerReleased";
 
 impl PluginController {
     /// Parents in the cache that hold the plugin's finalizer (0 for a plugin without one).
@@ -88,7 +88,7 @@ impl PluginController {
     }
 
     /// Remove the plugin's finalizer from every parent holding it (read from the API server,
-    /// not the cache), each with a Warning event [`FINALIZER_RELEASED`]. A parent changed
+    /// not the cache), each with a Warning event `FinalizerReleased`. A parent changed
     /// meanwhile is read again (up to 5 tries); other failures are logged and skipped. Call it
     /// after [`PluginController::stop`], so no reconcile adds the finalizer back.
     ///

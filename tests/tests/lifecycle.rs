@@ -334,3 +334,23 @@ async fn prune_deletes_children_no_longer_returned_and_only_those_the_parent_con
     assert!(cms.get_opt("tb-users").await?.is_some(), "an object the parent does not control is not pruned");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_plugin_whose_crd_is_missing_starts_by_itself_once_the_crd_is_installed() -> Result<()> {
+    log_to_test_output();
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/wasmplugin.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(plugin("testbed", "wasm32-wasip2"), dir.path().join("testbed.wasm"))?;
+    // Rescans every 60 s: only the start retries (1 s, doubling) can start it within the wait.
+    let h = host(&client, dir.path(), "", test_config())?;
+    let message = wasm_plugin_reason(&client, "testbed", "NotStarted").await?;
+    assert!(message.contains("does not serve test.wasmop.dev/v1"), "{message}");
+
+    apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
+    eventually("testbed started once its CRD is served", WAIT, || async { Ok(h.manager.controller("testbed").map(|_| ())) })
+        .await?;
+    wasm_plugin_reason(&client, "testbed", "Loaded").await?;
+    Ok(())
+}

@@ -29,7 +29,8 @@ struct Host {
 
 /// A host following `dir` with `policy`, in this process.
 fn host(client: &kube::Client, dir: &Path, policy: &str, config: ControllerConfig) -> Result<Host> {
-    let runtime = Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(Some(dir.join(".artifacts"))).build()?;
+    // No artifact cache: writing it into the watched directory would trigger extra passes.
+    let runtime = Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(None).build()?;
     let manager = Arc::new(Manager::new(client.clone(), runtime, config));
     let reload = ReloadConfig { debounce: Duration::from_millis(100), rescan: Duration::from_secs(60) };
     let reloader = Reloader::new(Arc::clone(&manager), dir, reload);

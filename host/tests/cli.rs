@@ -225,3 +225,13 @@ fn inspect_says_a_cluster_scoped_child_of_a_namespaced_parent_needs_a_grant() {
              (grant clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole])"])
     );
 }
+
+#[test]
+fn os_errors_are_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let line = stderr_line(&wasmop(&["inspect", d]));
+    assert_eq!(line, format!("error: cannot read {d}: Is a directory (os error 21)"));
+    let line = stderr_line(&wasmop(&["inspect", "/nonexistent.wasm", "--policy", d]));
+    assert_eq!(line, format!("error: cannot read policy file {d}: Is a directory (os error 21)"));
+}

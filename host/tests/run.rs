@@ -238,3 +238,59 @@ async fn sigterm_during_a_burst_exits_in_time_and_a_restart_converges_everything
     .await?;
     Ok(())
 }
+
+/// The value of one metrics series (`0` when absent).
+fn metric(port: u16, series: &str) -> u64 {
+    let Ok((_, body)) = get(port, "/metrics") else { return 0 };
+    body.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_reconcile_in_flight_finish_its_writes_before_exit() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &support::workspace().join("crds/testbed.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(support::testbed(), dir.path().join("testbed.wasm"))?;
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut host = spawn_host(&cp, dir.path(), port, &["--deadline", "20s"])?;
+    eventually("host ready", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
+
+    // A reconcile that spins for 3 s before returning its child and status.
+    apply(
+        &client,
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+            "metadata": {"name": "slow", "namespace": "default"}, "spec": {"mode": "sleep-ms", "millis": 3000}}),
+    )
+    .await?;
+    // In flight: a worker took the key (added, queue empty) and no reconcile has ended.
+    eventually("a reconcile in flight", WAIT, || async {
+        let taken = metric(port, r#"workqueue_adds_total{name="testbed"}"#) >= 1
+            && metric(port, r#"workqueue_depth{name="testbed"}"#) == 0;
+        Ok(taken.then_some(()))
+    })
+    .await?;
+    let configmaps = api_for(&client, "v1", "ConfigMap", Some("default")).await?;
+    assert!(configmaps.get_opt("slow-out").await?.is_none(), "the reconcile must still be running at SIGTERM");
+    assert_eq!(reconciles(port), 0, "no reconcile has ended yet");
+
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(host.0.id() as i32, libc::SIGTERM) };
+    let stopped = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = host.0.try_wait()? {
+            break status;
+        }
+        assert!(stopped.elapsed() < Duration::from_secs(15), "still running 15 s after SIGTERM (grace is 10 s)");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+    eprintln!("exited {:?} after SIGTERM", stopped.elapsed());
+
+    // The process is gone; what the reconcile in flight wrote is in the cluster.
+    let child = configmaps.get("slow-out").await?;
+    assert_eq!(child.data["data"]["mode"], "ok");
+    let testbeds = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    assert_eq!(testbeds.get("slow").await?.data.pointer("/status/phase"), Some(&json!("Ready")));
+    Ok(())
+}

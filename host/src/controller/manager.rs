@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use super::ControllerConfig;
 use super::discovery::Discovery;
 use super::plugin_controller::{PluginController, Shared, StartError};
+use super::retirement::Serving;
 use super::watches::Watches;
+use crate::policy::OnRemove;
 use crate::runtime::{LoadError, Plugin, Runtime};
 use crate::server::Metrics;
 
@@ -23,6 +25,29 @@ pub enum PluginError {
     /// Another file already provides a plugin of this name.
     #[error("a plugin named {0:?} is already running")]
     Duplicate(String),
+}
+
+/// What [`Manager::remove`] did with a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// No such plugin was running.
+    NotRunning,
+    /// Stopped: it has no finalizer, or no parent holds it.
+    Stopped,
+    /// Kept running for finalizing calls only ([`OnRemove::KeepFinalizing`]): `holders`
+    /// parents hold its finalizer. [`Manager::stop_retired`] stops it once none does.
+    Finalizing {
+        /// The version kept.
+        version: String,
+        /// Parents holding the finalizer when it was retired.
+        holders: usize,
+    },
+    /// Stopped, and its finalizer removed from `released` parents without a finalizing call
+    /// ([`OnRemove::ReleaseFinalizers`]).
+    Released {
+        /// Parents whose finalizer was removed.
+        released: usize,
+    },
 }
 
 /// The running plugins.
@@ -90,7 +115,8 @@ impl Manager {
     ///
     /// When the new manifest declares the same kinds, scope, finalizer and pruning, the
     /// version is swapped atomically: reconciles in flight finish on the old version, new ones
-    /// use the new one, and every parent is queued again. Otherwise the old controller is
+    /// use the new one, and every parent is queued again (a plugin kept for finalizing calls
+    /// after its file was removed serves every parent again). Otherwise the old controller is
     /// stopped (its watches released if nobody else needs them) and a new one started.
     ///
     /// # Errors
@@ -135,6 +161,66 @@ impl Manager {
             Some(c) => {
                 c.stop(self.config.shutdown_grace).await;
                 tracing::info!(plugin = name, "plugin stopped");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The plugin's file was removed: stop it, unless parents hold its finalizer; then
+    /// `on_remove` decides. [`OnRemove::KeepFinalizing`] keeps it serving finalizing calls only
+    /// (see [`Manager::stop_retired`]); [`OnRemove::ReleaseFinalizers`] stops it and removes its
+    /// finalizer from every parent, with a Warning event on each.
+    pub async fn remove(&self, name: &str, on_remove: OnRemove) -> Removal {
+        let Some(controller) = self.controller(name) else { return Removal::NotRunning };
+        let plugin = controller.plugin();
+        if !plugin.manifest().finalizer {
+            self.stop(name).await;
+            return Removal::Stopped;
+        }
+        match on_remove {
+            OnRemove::KeepFinalizing => {
+                let holders = controller.finalizer_holders();
+                if holders == 0 {
+                    self.stop(name).await;
+                    return Removal::Stopped;
+                }
+                controller.retire();
+                tracing::info!(
+                    plugin = name,
+                    holders,
+                    "plugin file removed; its last version serves finalizing calls only until no parent holds its finalizer"
+                );
+                Removal::Finalizing { version: plugin.manifest().version.clone(), holders }
+            }
+            OnRemove::ReleaseFinalizers => {
+                self.stop(name).await;
+                match controller.release_finalizers().await {
+                    Ok(released) => Removal::Released { released },
+                    Err(e) => {
+                        tracing::error!(plugin = name, error = %e, "cannot list the parents to release the finalizer of a removed plugin");
+                        Removal::Released { released: 0 }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stop a plugin kept for finalizing calls if no parent holds its finalizer any more
+    /// (wait for that with [`PluginController::until_released`]). Returns `false`, and keeps
+    /// it, when it serves every parent again (its file came back), parents still hold the
+    /// finalizer, or it is not running. Callers serialize it with [`Manager::replace`].
+    pub async fn stop_retired(&self, name: &str) -> bool {
+        let removed = {
+            let mut controllers = self.controllers.lock().expect("controllers lock");
+            let retired =
+                controllers.get(name).is_some_and(|c| c.serving() == Serving::FinalizingOnly && c.finalizer_holders() == 0);
+            if retired { controllers.remove(name) } else { None }
+        };
+        match removed {
+            Some(c) => {
+                c.stop(self.config.shutdown_grace).await;
+                tracing::info!(plugin = name, "no parent holds the removed plugin's finalizer any more; plugin stopped");
                 true
             }
             None => false,

@@ -14,6 +14,7 @@ mod plugin_controller;
 pub mod queue;
 mod rate_limit;
 mod reconcile;
+mod retirement;
 pub mod server_version;
 pub mod watches;
 
@@ -21,11 +22,13 @@ use std::time::Duration;
 
 pub use breaker::{BreakerConfig, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerPhase, BreakerStatus, Permit};
-pub use manager::{Manager, PluginError};
+pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
 pub use plugin_controller::{PluginController, Shared, StartError};
 pub use queue::QueueConfig;
 pub use reconcile::Outcome;
+pub use retirement::Serving;
+pub use watches::SyncTimeout;
 
 /// How every plugin controller runs.
 #[derive(Debug, Clone)]
@@ -40,6 +43,10 @@ pub struct ControllerConfig {
     pub discovery_patience: Duration,
     /// How long a stopping plugin may finish the reconciles in flight.
     pub shutdown_grace: Duration,
+    /// How long a starting plugin waits for the first list of each of its kinds. A kind the
+    /// host cannot list (RBAC, a CRD not served) then fails the start (`NotStarted`, retried
+    /// with backoff) instead of hanging it. Default 30 s.
+    pub sync_timeout: Duration,
     /// When a plugin's circuit breaker opens and for how long.
     pub breaker: BreakerConfig,
 }
@@ -52,6 +59,7 @@ impl Default for ControllerConfig {
             queue: QueueConfig::default(),
             discovery_patience: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            sync_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::default(),
         }
     }

@@ -13,7 +13,8 @@ use super::discovery::{Discovery, DiscoveryError, Resolved};
 use super::mapping::{ObjectKey, parents_of_change};
 use super::queue::WorkQueue;
 use super::reconcile::{Outcome, reconcile};
-use super::watches::{Subscriber, Subscription, Watches};
+use super::retirement::Serving;
+use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
 use crate::actions::{AppliedChildren, EventSink};
 use crate::contract::{Kind, Scope};
 use crate::objects::ObjectCache;
@@ -35,6 +36,10 @@ pub enum StartError {
         /// What is declared but not granted.
         missing: Vec<String>,
     },
+    /// A kind's first list did not complete within the sync timeout (the host may not list
+    /// it): the plugin is not started rather than hanging; the reloader retries with backoff.
+    #[error(transparent)]
+    NotSynced(#[from] SyncTimeout),
     /// The manifest's scope for the parent differs from the server's.
     #[error("plugin declares {kind} as {declared:?}, but the API server serves it as {served:?}")]
     ScopeMismatch {
@@ -75,6 +80,11 @@ pub struct PluginController {
     pub(super) events: EventSink,
     pub(super) applied: AppliedChildren,
     breaker: BreakerGate,
+    /// Whether every parent is reconciled, or only those being deleted (a removed plugin kept
+    /// for its finalizer), or none (stopped).
+    pub(super) serving: tokio::sync::watch::Sender<Serving>,
+    /// Signalled on every change of a watched kind (a retiring plugin counts its parents then).
+    pub(super) changed: tokio::sync::Notify,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
     resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -92,6 +102,7 @@ struct Forward(std::sync::Weak<PluginController>);
 impl Subscriber for Forward {
     fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>) {
         if let Some(controller) = self.0.upgrade() {
+            controller.changed.notify_one();
             let plugin = controller.plugin.load();
             for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
                 controller.queue.add(key);
@@ -102,12 +113,14 @@ impl Subscriber for Forward {
 
 impl PluginController {
     /// Resolve the plugin's kinds, check the policy grants what they need, subscribe to their
-    /// watches, wait for the caches to sync, queue every existing parent, and start
-    /// `config.concurrency` workers.
+    /// watches, wait for the caches to sync (at most `config.sync_timeout` in all), queue every
+    /// existing parent, and start `config.concurrency` workers.
     ///
     /// # Errors
-    /// [`StartError`] when a kind is not served, the parent's scope is wrong, or the policy
-    /// does not grant a declared kind (a Secret, a cluster-scoped child of a namespaced parent).
+    /// [`StartError`] when a kind is not served, the parent's scope is wrong, the policy does
+    /// not grant a declared kind (a Secret, a cluster-scoped child of a namespaced parent), or a
+    /// kind's first list does not complete in time (its watch is released again unless another
+    /// plugin needs it).
     pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
         let manifest = Arc::clone(plugin.manifest());
         let patience = config.discovery_patience;
@@ -119,6 +132,7 @@ impl PluginController {
                 served: parent.scope,
             });
         }
+        let started = tokio::time::Instant::now();
         let mut kinds = vec![(manifest.parent.clone(), parent.clone())];
         for kind in manifest.children.iter().chain(manifest.related.iter().map(|r| &r.kind)) {
             kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?));
@@ -139,6 +153,8 @@ impl PluginController {
             parent,
             queue: WorkQueue::new(config.queue),
             applied: AppliedChildren::default(),
+            serving: tokio::sync::watch::channel(Serving::All).0,
+            changed: tokio::sync::Notify::new(),
             subscriptions: Mutex::default(),
             workers: Mutex::default(),
             resync: Mutex::default(),
@@ -150,7 +166,13 @@ impl PluginController {
             controller.subscriptions.lock().expect("subscriptions lock").push(sub);
         }
         for (kind, _) in &kinds {
-            controller.shared.watches.wait_synced(kind).await;
+            let left = config.sync_timeout.saturating_sub(started.elapsed());
+            controller
+                .shared
+                .watches
+                .wait_synced(kind, left)
+                .await
+                .map_err(|e| SyncTimeout { after: config.sync_timeout, ..e })?;
         }
         controller.enqueue_all();
         controller.shared.metrics.track(&controller);
@@ -185,6 +207,9 @@ impl PluginController {
         tracing::info!(plugin = %new.name(), from = %old.manifest().version, to = %new.manifest().version,
             digest = %new.digest(), "plugin version swapped");
         self.breaker.reset(&format!("version {} loaded", new.manifest().version));
+        if self.serving.send_replace(Serving::All) == Serving::FinalizingOnly {
+            tracing::info!(plugin = %new.name(), "plugin file is back: reconciling every parent again");
+        }
         self.enqueue_all();
     }
 
@@ -220,6 +245,7 @@ impl PluginController {
 
     /// Stop taking work, wait up to `grace` for reconciles in flight, drop the watches.
     pub async fn stop(&self, grace: Duration) {
+        self.serving.send_replace(Serving::Stopped);
         self.queue.shutdown();
         self.breaker.stop();
         if let Some(resync) = self.resync.lock().expect("resync lock").take() {
@@ -245,6 +271,13 @@ impl PluginController {
                 // The breaker opened while this worker waited for work: put the key back.
                 drop(permit);
                 self.queue.add(key);
+                lease.done();
+                continue;
+            }
+            if self.skips(&key) {
+                // A removed plugin kept for its finalizer reconciles only parents being deleted.
+                drop(permit);
+                self.queue.forget(&key);
                 lease.done();
                 continue;
             }

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -14,6 +15,19 @@ use crate::contract::Kind;
 use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
+
+/// The first list of a kind did not complete in time (the host may not list it: RBAC, a CRD
+/// not served any more, the API server unreachable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the first list of {kind} did not complete within {after:?}: {}", last_error.as_deref().unwrap_or("no answer from the API server"))]
+pub struct SyncTimeout {
+    /// The kind.
+    pub kind: Kind,
+    /// How long the host waited.
+    pub after: Duration,
+    /// The watch's last error, when it had one (a 403 says who may not list what).
+    pub last_error: Option<String>,
+}
 
 /// Told about every change of a watched kind, after the cache is updated.
 ///
@@ -31,6 +45,8 @@ struct KindWatch {
     /// children without scanning the namespace.
     owned: RwLock<HashMap<String, BTreeSet<Key>>>,
     synced: tokio::sync::watch::Sender<bool>,
+    /// The watch's last error since it last listed successfully.
+    last_error: Mutex<Option<String>>,
     subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
@@ -79,6 +95,7 @@ impl Watches {
                 objects: RwLock::default(),
                 owned: RwLock::default(),
                 synced: tokio::sync::watch::channel(false).0,
+                last_error: Mutex::default(),
                 subscribers: RwLock::default(),
                 task: Mutex::new(None),
             });
@@ -105,11 +122,21 @@ impl Watches {
         }
     }
 
-    /// Wait until the first list of `kind` has completed.
-    pub async fn wait_synced(&self, kind: &Kind) {
-        let rx = self.kinds.read().expect("watches lock").get(kind).map(|w| w.synced.subscribe());
-        if let Some(mut rx) = rx {
-            let _ = rx.wait_for(|synced| *synced).await;
+    /// Wait until the first list of `kind` has completed, at most `timeout`.
+    ///
+    /// # Errors
+    /// [`SyncTimeout`] with the watch's last error when the list did not complete in time. The
+    /// watch itself keeps retrying with backoff for as long as it has subscribers.
+    pub async fn wait_synced(&self, kind: &Kind, timeout: Duration) -> Result<(), SyncTimeout> {
+        let Some(watch) = self.watch(kind) else { return Ok(()) };
+        let mut rx = watch.synced.subscribe();
+        match tokio::time::timeout(timeout, rx.wait_for(|synced| *synced)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(SyncTimeout {
+                kind: kind.clone(),
+                after: timeout,
+                last_error: watch.last_error.lock().expect("last error lock").clone(),
+            }),
         }
     }
 
@@ -220,6 +247,7 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
                 if !*watch.synced.borrow() {
                     tracing::info!(%kind, objects = fresh.len(), "watch synced");
                 }
+                *watch.last_error.lock().expect("last error lock") = None;
                 watch.synced.send_replace(true);
             }
             Ok(watcher::Event::Apply(obj)) => {
@@ -238,7 +266,10 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
                     }
                 }
             }
-            Err(e) => tracing::warn!(%kind, error = %e, "watch error; retrying with backoff"),
+            Err(e) => {
+                tracing::warn!(%kind, error = %e, "watch error; retrying with backoff");
+                *watch.last_error.lock().expect("last error lock") = Some(e.to_string());
+            }
         }
     }
 }

@@ -6,7 +6,10 @@
 //! `wasmop-breaker` (`circuitBreaker` and the `Throttled` condition). Each applies only its own
 //! fields, so neither report erases the other.
 
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::pinned_kind;
 use serde_json::json;
 
@@ -19,6 +22,10 @@ use crate::runtime::Plugin;
 
 const FIELD_MANAGER: &str = "wasmop";
 const BREAKER_FIELD_MANAGER: &str = "wasmop-breaker";
+/// The `Ready` reason of a plugin kept for finalizing calls after its file was removed.
+const FINALIZING: &str = "Finalizing";
+/// The `Ready` reason of a plugin whose file went away while it was finalizing.
+const FILE_MISSING: &str = "FileMissing";
 /// The condition type of the circuit breaker.
 pub const THROTTLED: &str = "Throttled";
 
@@ -61,21 +68,6 @@ impl ClusterStatus {
     /// Record a file's status on the `WasmPlugin` of the plugin it provides. Failures are
     /// logged: this is a report, not part of loading.
     pub async fn publish(&self, file: &FileStatus, running: Option<&Plugin>) {
-        let Some(name) = file.plugin.as_ref().or(file.not_started.as_ref()) else { return };
-        let manifest = running.map(|p| p.manifest().as_ref());
-        let Some(api) = self.api().await else { return };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let object = json!({
-            "apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-            "metadata": {"name": name}, "spec": {"file": file.file},
-        });
-        let current = match api.patch(name, &params, &Patch::Apply(&object)).await {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::warn!(plugin = %name, error = %e, "cannot write WasmPlugin");
-                return;
-            }
-        };
         let ready = match &file.last_error {
             Some(e) if file.plugin.is_none() => Condition {
                 type_: "Ready".into(),
@@ -98,6 +90,98 @@ impl ClusterStatus {
                     file.version.as_deref().unwrap_or("?")
                 ),
             },
+        };
+        self.write(file, running, ready).await;
+    }
+
+    /// Record that the file of a plugin with a finalizer was removed and its last version
+    /// serves finalizing calls only, for `holders` parents (`Ready=False`, reason `Finalizing`).
+    pub async fn publish_finalizing(&self, file: &FileStatus, running: Option<&Plugin>, holders: usize) {
+        let finalizer = running.map_or_else(String::new, |p| p.manifest().finalizer_name());
+        let ready = Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::False,
+            reason: FINALIZING.into(),
+            message: format!(
+                "the plugin file was removed; version {} serves finalizing calls only until no parent holds its finalizer \
+                 {finalizer} ({holders} did), then stops (host policy onRemove: keepFinalizing)",
+                file.version.as_deref().unwrap_or("?")
+            ),
+        };
+        self.write(file, running, ready).await;
+    }
+
+    /// Deal with the `WasmPlugin` objects of files in `dir` (their `spec.file`) that no running
+    /// or not-started plugin named in `keep` accounts for, as a host finds them at start: an
+    /// object whose file is `rejected` gets `Ready=False`, reason `NotStarted`, with the error;
+    /// one of a plugin that was serving finalizing calls when the host stopped gets reason
+    /// `FileMissing` (its parents keep the finalizer until the file is back); any other (its file
+    /// gone while the host was down) is deleted. Objects of files in other directories belong
+    /// to other hosts and are left alone.
+    pub async fn reconcile_stale(&self, dir: &Path, keep: &BTreeSet<String>, rejected: &BTreeMap<PathBuf, String>) {
+        let Some(api) = self.api().await else { return };
+        let objects = match api.list(&ListParams::default()).await {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list WasmPlugin objects to find stale ones");
+                return;
+            }
+        };
+        for object in objects {
+            let Some(name) = object.metadata.name.clone().filter(|n| !keep.contains(n)) else { continue };
+            let Some(file) = object.data.pointer("/spec/file").and_then(serde_json::Value::as_str).map(PathBuf::from) else {
+                continue;
+            };
+            if file.parent() != Some(dir) {
+                continue;
+            }
+            match rejected.get(&file) {
+                Some(error) => {
+                    tracing::info!(plugin = %name, file = %file.display(), "the plugin's file no longer loads; marking its WasmPlugin");
+                    let status =
+                        FileStatus { file, not_started: Some(name), last_error: Some(error.clone()), ..FileStatus::default() };
+                    self.publish(&status, None).await;
+                }
+                None if was_finalizing(&object) => {
+                    let finalizer = format!("wasmop.dev/{name}");
+                    tracing::warn!(plugin = %name, file = %file.display(), %finalizer,
+                        "the file of a plugin that was finalizing its parents is gone; they keep its finalizer until it is back");
+                    let ready = Condition {
+                        type_: "Ready".into(),
+                        status: ConditionStatus::False,
+                        reason: FILE_MISSING.into(),
+                        message: format!(
+                            "the host restarted while this plugin served finalizing calls, and its file is gone: parents \
+                             holding its finalizer {finalizer} keep it until the file is back (or remove the finalizer by hand)"
+                        ),
+                    };
+                    let status = FileStatus { file, not_started: Some(name), ..FileStatus::default() };
+                    self.write(&status, None, ready).await;
+                }
+                None => {
+                    tracing::info!(plugin = %name, file = %file.display(), "the plugin's file is gone; deleting its WasmPlugin");
+                    self.remove(&name).await;
+                }
+            }
+        }
+    }
+
+    /// Apply the object (`spec.file`) and this manager's status fields with `ready`.
+    async fn write(&self, file: &FileStatus, running: Option<&Plugin>, ready: Condition) {
+        let Some(name) = file.plugin.as_ref().or(file.not_started.as_ref()) else { return };
+        let manifest = running.map(|p| p.manifest().as_ref());
+        let Some(api) = self.api().await else { return };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let object = json!({
+            "apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": name}, "spec": {"file": file.file},
+        });
+        let current = match api.patch(name, &params, &Patch::Apply(&object)).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(plugin = %name, error = %e, "cannot write WasmPlugin");
+                return;
+            }
         };
         // Only this manager's condition: `Throttled` belongs to the breaker's.
         let existing: Vec<serde_json::Value> = current
@@ -221,4 +305,11 @@ impl ClusterStatus {
             Err(e) => tracing::warn!(plugin, error = %e, "cannot delete WasmPlugin"),
         }
     }
+}
+
+/// Whether a `WasmPlugin` says its plugin was serving finalizing calls (or still could not,
+/// its file missing): its parents may hold the finalizer.
+fn was_finalizing(object: &DynamicObject) -> bool {
+    let conditions = object.data.pointer("/status/conditions").and_then(serde_json::Value::as_array);
+    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && (c["reason"] == FINALIZING || c["reason"] == FILE_MISSING))
 }

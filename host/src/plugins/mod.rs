@@ -14,4 +14,4 @@ mod reloader;
 
 pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
-pub use reloader::{FileStatus, ReloadConfig, Reloader};
+pub use reloader::{FileStatus, ReloadConfig, Reloader, START_RETRY};

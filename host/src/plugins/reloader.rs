@@ -1,15 +1,16 @@
 //! [`Reloader`]: the running plugins follow the files of the plugins directory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::cluster_status::ClusterStatus;
 use super::directory::{DirectoryEvents, scan};
-use crate::controller::{BreakerStatus, Manager, PluginController, PluginError};
+use crate::controller::{BreakerStatus, Manager, PluginController, PluginError, Removal};
 use crate::runtime::digest;
 
 /// How the directory is followed.
@@ -52,8 +53,18 @@ pub struct FileStatus {
     pub not_started: Option<String>,
 }
 
+/// First delay before a plugin that failed to start (a kind not served or not listable) is
+/// tried again; it doubles per failure up to the rescan period.
+pub const START_RETRY: Duration = Duration::from_secs(1);
+
 /// Keeps a [`Manager`]'s plugins in step with a directory.
+///
+/// A removed file whose plugin holds finalizers on parents is handled as the host policy's
+/// `onRemove` says ([`crate::policy::OnRemove`]). After its first pass the reloader also
+/// reconciles the `WasmPlugin` objects of its directory with the files it found: objects of
+/// files gone while the host was down are deleted, objects of files that no longer load say so.
 pub struct Reloader {
+    me: Weak<Reloader>,
     manager: Arc<Manager>,
     dir: PathBuf,
     config: ReloadConfig,
@@ -65,12 +76,25 @@ pub struct Reloader {
     /// Per plugin: the controller whose circuit breaker is followed, and the task forwarding
     /// its transitions to `reports`.
     breakers: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
+    /// Files whose plugin failed to start: failures in a row, and when to try again.
+    retries: Mutex<HashMap<PathBuf, (u32, tokio::time::Instant)>>,
+    /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass).
+    stale_checked: AtomicBool,
 }
 
 /// A change to report in the cluster.
 enum Report {
     Loaded(FileStatus, Option<Arc<crate::runtime::Plugin>>),
     Removed(String),
+    /// A removed file's plugin serves finalizing calls only, for `holders` parents.
+    Finalizing(FileStatus, Option<Arc<crate::runtime::Plugin>>, usize),
+    /// Deal with `WasmPlugin` objects of the directory for which no plugin runs: keep those
+    /// named in `keep`, mark those of a `rejected` file (with the error), delete the rest.
+    Stale {
+        dir: PathBuf,
+        keep: BTreeSet<String>,
+        rejected: BTreeMap<PathBuf, String>,
+    },
     /// A plugin's circuit breaker changed; `opened` when it tripped since the last report.
     Breaker {
         plugin: String,
@@ -96,11 +120,16 @@ impl Reloader {
                 match report {
                     Report::Loaded(status, plugin) => cluster.publish(&status, plugin.as_deref()).await,
                     Report::Removed(name) => cluster.remove(&name).await,
+                    Report::Finalizing(status, plugin, holders) => {
+                        cluster.publish_finalizing(&status, plugin.as_deref(), holders).await
+                    }
+                    Report::Stale { dir, keep, rejected } => cluster.reconcile_stale(&dir, &keep, &rejected).await,
                     Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
                 }
             }
         });
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             manager,
             dir: dir.into(),
             config,
@@ -108,6 +137,8 @@ impl Reloader {
             sync_lock: Default::default(),
             reports,
             breakers: Mutex::default(),
+            retries: Mutex::default(),
+            stale_checked: AtomicBool::new(false),
         })
     }
 
@@ -122,7 +153,8 @@ impl Reloader {
     }
 
     /// Follow the directory until the task is dropped: an initial sync, then a sync after
-    /// every debounced change and every rescan period.
+    /// every debounced change, every rescan period, and when a plugin that failed to start is
+    /// due to be tried again (backoff from [`START_RETRY`], doubling up to the rescan period).
     ///
     /// # Errors
     /// When the directory cannot be watched at all.
@@ -132,9 +164,11 @@ impl Reloader {
         let mut rescan = tokio::time::interval(self.config.rescan);
         rescan.tick().await;
         loop {
+            let retry = self.retries.lock().expect("retries lock").values().map(|(_, at)| *at).min();
             tokio::select! {
                 changed = events.changed() => if changed.is_none() { return Ok(()) },
                 _ = rescan.tick() => {}
+                () = tokio::time::sleep_until(retry.unwrap_or_else(far_future)), if retry.is_some() => {}
             }
             self.sync().await;
         }
@@ -159,16 +193,66 @@ impl Reloader {
             let gone: Vec<PathBuf> = files.keys().filter(|p| !present.contains(p)).cloned().collect();
             gone.iter().filter_map(|p| files.remove(p)).collect()
         };
+        self.retries.lock().expect("retries lock").retain(|p, _| present.contains(p));
         for status in gone {
-            if let Some(name) = status.plugin {
+            if let Some(name) = status.plugin.clone() {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
-                self.manager.stop(&name).await;
-                self.unfollow_breaker(&name);
-                let _ = self.reports.send(Report::Removed(name));
+                self.remove(&name, status).await;
             } else if let Some(name) = status.not_started {
                 let _ = self.reports.send(Report::Removed(name));
             }
         }
+        if !self.stale_checked.swap(true, Ordering::Relaxed) {
+            self.report_stale();
+        }
+    }
+
+    /// The file of plugin `name` is gone: stop it, or retire it as the host policy says when
+    /// parents hold its finalizer.
+    async fn remove(&self, name: &str, status: FileStatus) {
+        let on_remove = self.manager.runtime().policy().for_plugin(name).on_remove;
+        match self.manager.remove(name, on_remove).await {
+            Removal::NotRunning | Removal::Stopped => {}
+            Removal::Released { released } => {
+                tracing::warn!(
+                    plugin = name,
+                    released,
+                    "finalizer removed from the parents of a removed plugin (onRemove: releaseFinalizers)"
+                );
+            }
+            Removal::Finalizing { holders, .. } => {
+                let Some(controller) = self.manager.controller(name) else { return };
+                let _ = self.reports.send(Report::Finalizing(status, Some(controller.plugin()), holders));
+                let (me, name) = (self.me.clone(), name.to_owned());
+                tokio::spawn(async move {
+                    while controller.until_released().await {
+                        let Some(this) = me.upgrade() else { return };
+                        let _one_at_a_time = this.sync_lock.lock().await;
+                        if this.manager.stop_retired(&name).await {
+                            this.unfollow_breaker(&name);
+                            let _ = this.reports.send(Report::Removed(name));
+                            return;
+                        }
+                    }
+                });
+                return;
+            }
+        }
+        self.unfollow_breaker(name);
+        let _ = self.reports.send(Report::Removed(name.to_owned()));
+    }
+
+    /// Ask for the `WasmPlugin` objects of this directory to match what the first pass found.
+    fn report_stale(&self) {
+        let files = self.files.lock().expect("files lock");
+        let mut keep: BTreeSet<String> = self.manager.plugins().into_iter().collect();
+        keep.extend(files.values().filter_map(|s| s.plugin.clone().or_else(|| s.not_started.clone())));
+        let rejected = files
+            .values()
+            .filter(|s| s.plugin.is_none() && s.not_started.is_none())
+            .filter_map(|s| Some((s.file.clone(), s.last_error.clone()?)))
+            .collect();
+        let _ = self.reports.send(Report::Stale { dir: self.dir.clone(), keep, rejected });
     }
 
     async fn sync_file(&self, path: &Path) {
@@ -178,6 +262,7 @@ impl Reloader {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "cannot read plugin file");
+                self.retries.lock().expect("retries lock").remove(path);
                 return;
             }
         };
@@ -226,6 +311,7 @@ impl Reloader {
                 status.loads += 1;
                 status.last_error = None;
                 status.not_started = None;
+                self.retries.lock().expect("retries lock").remove(path);
             }
             Err(e) => {
                 self.manager.metrics().file_loaded(&path.display().to_string(), false);
@@ -237,11 +323,20 @@ impl Reloader {
                 status.last_error = Some(e.to_string());
                 if matches!(e, PluginError::Start(_)) {
                     // Starting can fail for reasons outside the file (a CRD not installed
-                    // yet): forget the digest so the next pass tries again.
+                    // yet, a kind the host may not list): forget the digest and try again
+                    // with backoff.
                     status.digest.clear();
+                    if status.plugin.as_deref().is_some_and(|p| self.manager.controller(p).is_none()) {
+                        // A restart with other kinds stopped the old version before failing.
+                        self.unfollow_breaker(status.plugin.as_deref().unwrap_or_default());
+                        status.plugin = None;
+                    }
                     if status.plugin.is_none() {
                         status.not_started = attempted;
                     }
+                    self.schedule_retry(path);
+                } else {
+                    self.retries.lock().expect("retries lock").remove(path);
                 }
             }
         }
@@ -254,6 +349,16 @@ impl Reloader {
             // After the file report, which creates the object the breaker is recorded on.
             self.follow_breaker(&plugin, &controller);
         }
+    }
+
+    /// Try `path` again after a backoff: [`START_RETRY`] doubled per failure in a row, at most
+    /// the rescan period.
+    fn schedule_retry(&self, path: &Path) {
+        let mut retries = self.retries.lock().expect("retries lock");
+        let failures = retries.get(path).map_or(0, |(n, _)| *n) + 1;
+        let delay = retry_delay(failures, self.config.rescan);
+        tracing::info!(file = %path.display(), failures, ?delay, "plugin not started; trying again later");
+        retries.insert(path.to_owned(), (failures, tokio::time::Instant::now() + delay));
     }
 
     /// Report `controller`'s circuit breaker transitions from now on (its current state
@@ -290,5 +395,30 @@ impl Reloader {
         if let Some((_, task)) = self.breakers.lock().expect("breakers lock").remove(plugin) {
             task.abort();
         }
+    }
+}
+
+/// The wait before the next start attempt after `failures` failures in a row: [`START_RETRY`]
+/// doubled per failure, at most `cap`.
+fn retry_delay(failures: u32, cap: Duration) -> Duration {
+    START_RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(cap)
+}
+
+/// An instant that never comes (the disabled branch of a `select!` still builds its future).
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_retries_back_off_from_one_second_up_to_the_rescan_period() {
+        let cap = Duration::from_secs(30);
+        let delays: Vec<u64> = (1..=7).map(|n| retry_delay(n, cap).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(retry_delay(u32::MAX, cap), cap);
+        assert_eq!(retry_delay(3, Duration::from_secs(3)), Duration::from_secs(3));
     }
 }

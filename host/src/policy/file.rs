@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::grants::SecretAccess;
+use super::removal::OnRemove;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -40,6 +41,7 @@ pub(super) struct PluginEntry {
     pub grants: GrantsEntry,
     #[serde(default)]
     pub breaker: BreakerEntry,
+    pub on_remove: Option<OnRemove>,
 }
 
 /// The `breaker` block: the plugin's circuit breaker, over the host's defaults.

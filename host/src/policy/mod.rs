@@ -27,6 +27,8 @@
 //!       clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]
 //!   status-heavy:
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see controller::BreakerConfig
+//!   db-operator:
+//!     onRemove: releaseFinalizers  # keepFinalizing (default) | releaseFinalizers, see OnRemove
 //! ```
 //!
 //! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace.
@@ -39,6 +41,7 @@
 
 mod file;
 mod grants;
+mod removal;
 mod view;
 
 use std::collections::BTreeMap;
@@ -46,6 +49,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret, parse_kind};
+pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
 
 use crate::controller::BreakerConfig;
@@ -57,12 +61,12 @@ use file::{PluginEntry, PolicyFile};
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The file could not be read.
-    #[error("cannot read policy file {path}: {source}")]
+    #[error("cannot read policy file {path}: {error}")]
     Read {
         /// The file.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error: in the message only, so a `{:#}` chain does not print it twice.
+        error: std::io::Error,
     },
     /// The YAML does not have the policy's shape (unknown keys included).
     #[error("invalid policy: {0}")]
@@ -86,6 +90,8 @@ pub struct PluginPolicy {
     pub grants: Grants,
     /// Circuit breaker settings that differ from the host's.
     pub breaker: BreakerOverrides,
+    /// What happens to the plugin's finalizers when its file is removed.
+    pub on_remove: OnRemove,
 }
 
 /// Circuit breaker settings of one plugin over the host's [`BreakerConfig`]; `None` keeps the
@@ -168,7 +174,7 @@ impl HostPolicy {
     /// See [`HostPolicy::from_yaml`]; [`PolicyError::Read`] when the file cannot be read.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
+            std::fs::read_to_string(path).map_err(|error| PolicyError::Read { path: path.display().to_string(), error })?;
         Self::from_yaml(&text)
     }
 
@@ -259,6 +265,7 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     o.hot_loop_window = duration("hotLoopWindow", &b.hot_loop_window)?.or(o.hot_loop_window);
     o.cooldown = duration("cooldown", &b.cooldown)?.or(o.cooldown);
     o.max_cooldown = duration("maxCooldown", &b.max_cooldown)?.or(o.max_cooldown);
+    policy.on_remove = entry.on_remove.unwrap_or(policy.on_remove);
     Ok(policy)
 }
 

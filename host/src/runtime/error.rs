@@ -9,12 +9,13 @@ use crate::contract::{ManifestError, ResponseError};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error: in the message, not also a `source` (a chain printed with `{:#}` would
+        /// say it twice).
+        error: std::io::Error,
     },
     /// The bytes are not WebAssembly at all.
     #[error("not a WebAssembly file (expected the `\\0asm` magic, found {found})")]

@@ -174,7 +174,7 @@ impl Runtime {
     /// [`LoadError::Io`] if the file cannot be read, else as [`Runtime::load`].
     pub async fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
         let path = path.as_ref();
-        let bytes = tokio::fs::read(path).await.map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
+        let bytes = tokio::fs::read(path).await.map_err(|error| LoadError::Io { path: path.to_owned(), error })?;
         self.load(bytes).await
     }
 }

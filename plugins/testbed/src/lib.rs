@@ -26,6 +26,8 @@
 //! | `big` | return `spec.count` ConfigMaps (default 100000) |
 //! | `huge` | return one ConfigMap holding `spec.bytes` bytes of data (default 100000000) |
 //! | `sleep-ms` | busy-wait `spec.millis` ms (default 100) on the monotonic clock, then like `ok` |
+//! | `rename-out` | apply ConfigMap `<name>-renamed` instead of `<name>-out` (prune test: `<name>-out` is no longer returned) |
+//! | `escape` | try to read file `spec.read` and write file `spec.write`, list directories, read the environment and arguments, connect to `127.0.0.1:spec.port` and bind sockets; report each attempt in `status.escape` (`{ok, detail}`) |
 //! | `hot-loop` | like `ok`, but `<name>-out` gets `data.tick`, the wall clock in ns: a child that changes on every call, so every reconcile writes and re-queues its parent (circuit breaker test). Fixed in the `test-v2` build: `tick` is `fixed` |
 //! | `log-flood` | log `spec.lines` lines (default 10000) of `spec.width` bytes (default 4000) through the `log` import, then as many to stdout and to stderr, then like `ok` |
 //! | `log-forge` | log, print and eprint messages with embedded newlines, carriage returns and terminal escapes that imitate host log lines, then like `ok` |
@@ -35,6 +37,9 @@
 //! | `delete` | delete ConfigMap `spec.target` (ownership tests) |
 //! | `cluster-role` | like `ok`, plus ClusterRole `testbed-<namespace>-<name>` (cluster-scoped; declared only by the `declares-cluster-role` build) |
 //! | `cluster-role-in-namespace` | apply that ClusterRole with `metadata.namespace` set to the parent's (refused: the kind is cluster-scoped) |
+//!
+//! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
+//! the mode) answers `finalized` with a Normal event `Finalized`.
 //!
 //! An unknown mode is a terminal error.
 
@@ -67,7 +72,8 @@ impl Plugin for Testbed {
             .parent(testbed_kind(), Scope::Namespaced)
             .child(config_map_kind());
         let manifest = if cfg!(feature = "declares-deployments") { manifest.child(deployment_kind()) } else { manifest };
-        let manifest = manifest.related(config_map_kind(), "testbed=$(parent.name)").prune(true);
+        let manifest =
+            manifest.related(config_map_kind(), "testbed=$(parent.name)").prune(true).finalizer(cfg!(feature = "finalizer"));
         let manifest = if cfg!(feature = "declares-secrets") {
             manifest.related(Kind::new("", "v1", "Secret"), "testbed=$(parent.name)")
         } else {
@@ -80,6 +86,9 @@ impl Plugin for Testbed {
         let spec = &req.parent["spec"];
         let mode = spec["mode"].as_str().unwrap_or("ok");
         let name = req.name();
+        if req.finalizing {
+            return Ok(finalized(name));
+        }
         match mode {
             "ok" => Ok(ok(name)),
             "loop" => spin_forever(),
@@ -148,6 +157,12 @@ impl Plugin for Testbed {
             ))),
             "cluster-role" => Ok(ok(name).apply(cluster_role(&req, false))),
             "cluster-role-in-namespace" => Ok(Response::new().apply(cluster_role(&req, true))),
+            "rename-out" => Ok(renamed(name)),
+            "escape" => Ok(escape(
+                spec["read"].as_str().unwrap_or("/etc/hostname"),
+                spec["write"].as_str().unwrap_or("/tmp/wasmop-testbed-escape"),
+                spec["port"].as_u64().unwrap_or(1),
+            )),
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -365,6 +380,49 @@ fn cluster_role(req: &Request, with_namespace: bool) -> Value {
     })
 }
 
+/// The answer to a finalizing call: cleanup done, and an event saying so.
+fn finalized(name: &str) -> Response {
+    Response::new().event(Event::normal("Finalized", "Finalize", format!("testbed {name} cleaned up"))).finalized()
+}
+
+/// Like [`ok`], with the child named `<name>-renamed`.
+fn renamed(name: &str) -> Response {
+    Response::new()
+        .apply(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-renamed")},
+            "data": {"mode": "rename-out"},
+        }))
+        .status(json!({"phase": "Ready"}))
+}
+
+/// Every way out of the sandbox a std program has: each attempt as `{ok, detail}`.
+fn escape(read: &str, write: &str, port: u64) -> Response {
+    fn attempt<T: std::fmt::Debug, E: std::fmt::Display>(result: Result<T, E>) -> Value {
+        match result {
+            Ok(v) => json!({"ok": true, "detail": format!("{v:?}")}),
+            Err(e) => json!({"ok": false, "detail": e.to_string()}),
+        }
+    }
+    let port = u16::try_from(port).unwrap_or(1);
+    let env: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+    let args: Vec<String> = std::env::args().collect();
+    let escape = json!({
+        "readFile": attempt(std::fs::read_to_string(read)),
+        "writeFile": attempt(std::fs::write(write, b"escaped")),
+        "listRoot": attempt(std::fs::read_dir("/").map(|d| d.count())),
+        "listCwd": attempt(std::fs::read_dir(".").map(|d| d.count())),
+        "env": env,
+        "home": attempt(std::env::var("HOME")),
+        "args": args,
+        "connect": attempt(std::net::TcpStream::connect(("127.0.0.1", port))),
+        "listen": attempt(std::net::TcpListener::bind("127.0.0.1:0")),
+        "udp": attempt(std::net::UdpSocket::bind("127.0.0.1:0")),
+        "resolve": attempt(std::net::ToSocketAddrs::to_socket_addrs(&("localhost", port)).map(|a| a.count())),
+    });
+    Response::new().status(json!({"phase": "Ready", "escape": escape}))
+}
+
 wasmop_sdk::export_plugin!(Testbed);
 
 #[cfg(test)]
@@ -517,6 +575,38 @@ mod tests {
     fn log_modes_behave_like_ok() {
         assert_eq!(reconcile(json!({"mode": "log-forge"})).unwrap(), reconcile(json!({})).unwrap());
         assert_eq!(reconcile(json!({"mode": "log-flood", "lines": 2, "width": 3})).unwrap(), reconcile(json!({})).unwrap());
+    }
+
+    #[test]
+    fn a_finalizing_call_answers_finalized_with_an_event() {
+        let resp = Testbed::reconcile(request(json!({"mode": "terminal"})).finalizing(true), &Context::fixture(vec![])).unwrap();
+        assert!(resp.is_finalized());
+        assert_eq!(resp.events()[0].reason, "Finalized");
+        assert_eq!(Testbed::manifest().finalizer, cfg!(feature = "finalizer"));
+    }
+
+    #[test]
+    fn rename_out_returns_only_the_renamed_child() {
+        let resp = reconcile(json!({"mode": "rename-out"})).unwrap();
+        assert_eq!(resp.children().len(), 1);
+        assert!(resp.child(&config_map_kind(), "tb-renamed").is_some());
+    }
+
+    #[test]
+    fn escape_reports_every_attempt() {
+        let dir = std::env::temp_dir().join(format!("testbed-escape-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (read, write) = (dir.join("in"), dir.join("out"));
+        std::fs::write(&read, "natively readable").unwrap();
+        let spec = json!({"mode": "escape", "port": 9, "read": read, "write": write});
+        let resp = reconcile(spec).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let escape = &resp.status_patch().unwrap()["escape"];
+        for key in ["readFile", "writeFile", "listRoot", "listCwd", "home", "connect", "listen", "udp", "resolve"] {
+            assert!(escape[key]["ok"].is_boolean(), "{key}: {escape}");
+        }
+        assert!(escape["env"].is_array() && escape["args"].is_array());
+        assert_eq!(escape["readFile"]["detail"], "\"natively readable\"", "natively nothing is denied");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use wasmop::controller::BreakerConfig;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
@@ -24,9 +25,15 @@ async fn control_plane() -> Result<(ControlPlane, kube::Client)> {
 
 /// A host running the testbed build that also writes Deployments. Its start waits for the
 /// first list of every watched kind, so objects created before are in its cache.
+///
+/// The circuit breaker has its own test (`breaker.rs`); here it never trips: the refused
+/// parents retry with backoff, and under load their failures alone filled its window and
+/// stopped the plugin before the parents expected to succeed were reconciled.
 async fn host(client: &kube::Client) -> Result<Host> {
     let testbed = plugin_with_features("testbed", "wasm32-wasip2", &["declares-deployments"]);
-    Host::start(client.clone(), &[&testbed], Host::test_config()).await
+    let mut config = Host::test_config();
+    config.breaker = BreakerConfig::default().window_calls(1_000_000);
+    Host::start(client.clone(), &[&testbed], config).await
 }
 
 fn testbed(name: &str, spec: Value) -> Value {

@@ -59,8 +59,8 @@ mod response;
 pub mod bindings;
 
 pub use condition::{Condition, ConditionStatus, Event, EventType};
-pub use context::{Context, LookupError};
-pub use error::Error;
+pub use context::Context;
+pub use error::{Error, LookupError};
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub use export::__private;

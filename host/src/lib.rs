@@ -14,6 +14,7 @@
 
 pub mod actions;
 pub mod cli;
+pub mod cluster;
 pub mod contract;
 pub mod controller;
 pub mod objects;

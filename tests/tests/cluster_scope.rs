@@ -28,7 +28,7 @@ fn testbed(name: &str, mode: &str) -> Value {
 }
 
 fn runtime(policy: &str) -> Result<Runtime> {
-    Ok(Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(None).build()?)
+    Ok(Runtime::builder().allowances(HostPolicy::from_yaml(policy)?.allowances()).artifact_dir(None).build()?)
 }
 
 async fn control_plane() -> Result<(ControlPlane, kube::Client)> {

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, 
 use kube::discovery::pinned_kind;
 use serde_json::json;
 
-use super::reloader::FileStatus;
+use super::file_status::FileStatus;
 use crate::actions::merge_conditions;
 use crate::contract::{Condition, ConditionStatus};
 use crate::controller::{BreakerPhase, BreakerStatus};

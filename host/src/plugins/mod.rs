@@ -10,8 +10,10 @@
 
 mod cluster_status;
 mod directory;
+mod file_status;
 mod reloader;
 
 pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
-pub use reloader::{FileStatus, ReloadConfig, Reloader, START_RETRY};
+pub use file_status::FileStatus;
+pub use reloader::{ReloadConfig, Reloader, START_RETRY};

@@ -24,7 +24,7 @@ pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
 pub use ownership::Control;
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
-pub use status::{RECONCILED, merge_conditions, now, status_patch};
+pub use status::{RECONCILED, merge_conditions, status_patch, timestamp_now};
 
 use crate::cluster::{Discovery, DiscoveryError};
 use crate::contract::{Kind, Manifest, ObjectRef};

@@ -13,7 +13,7 @@ use super::RuntimeArgs;
 use super::apply::{api_for, apply_file};
 use super::run::{client, shutdown_signal};
 use crate::controller::{ControllerConfig, Manager};
-use crate::plugins::{ReloadConfig, Reloader};
+use crate::reload::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop dev`.
 #[derive(Debug, clap::Args)]

@@ -2,8 +2,8 @@
 
 pub mod apply;
 mod dev;
-mod fixtures;
 mod inspect;
+mod object_files;
 pub mod rbac;
 mod reconcile;
 pub mod run;

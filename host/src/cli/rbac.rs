@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use super::RuntimeArgs;
 use crate::cluster::Discovery;
 use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest};
-use crate::plugins::scan;
 use crate::policy::HostPolicy;
+use crate::reload::scan;
 
 /// Arguments of `wasmop rbac`.
 #[derive(Debug, clap::Args)]

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::{ControllerConfig, Manager};
-use crate::plugins::{ReloadConfig, Reloader};
 use crate::policy::limits_json;
+use crate::reload::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]

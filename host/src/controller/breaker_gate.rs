@@ -42,7 +42,7 @@ impl BreakerStatus {
             message: message.into(),
             opened_at: None,
             retry_at: None,
-            since: crate::actions::now(),
+            since: crate::actions::timestamp_now(),
             trips: 0,
         }
     }
@@ -202,12 +202,12 @@ impl BreakerGate {
                 let message = format!("{evidence}; reconciles paused for {}, then one trial reconcile", human_duration(cooldown));
                 state.evidence = evidence;
                 self.publish(|s| {
-                    let since = if s.phase == BreakerPhase::Closed { crate::actions::now() } else { s.since.clone() };
+                    let since = if s.phase == BreakerPhase::Closed { crate::actions::timestamp_now() } else { s.since.clone() };
                     *s = BreakerStatus {
                         phase: BreakerPhase::Open,
                         reason: Some(reason),
                         message,
-                        opened_at: Some(crate::actions::now()),
+                        opened_at: Some(crate::actions::timestamp_now()),
                         retry_at: Some(until),
                         since,
                         trips: s.trips + 1,

@@ -18,13 +18,13 @@
 
 mod artifact_cache;
 mod bindings;
-mod cache;
 mod convert;
 mod engine;
 mod error;
 mod loader;
 mod log;
 mod log_budget;
+mod lookup;
 mod memory_limiter;
 mod plugin;
 mod state;

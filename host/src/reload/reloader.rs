@@ -281,7 +281,7 @@ impl Reloader {
                 status.plugin = Some(name);
                 status.version = Some(version);
                 status.running_digest = Some(new_digest);
-                status.loaded_at = Some(crate::actions::now());
+                status.loaded_at = Some(crate::actions::timestamp_now());
                 status.loads += 1;
                 status.last_error = None;
                 status.not_started = None;

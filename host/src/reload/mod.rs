@@ -1,4 +1,5 @@
-//! Plugin files: keeping the running plugins in step with a directory.
+//! The directory reloader: keeping the running plugins in step with the plugin files of a
+//! directory.
 //!
 //! [`Reloader`] maps each `*.wasm` file of the plugins directory to a running plugin. It
 //! watches the directory (never the files: editors and ConfigMap volumes replace them),

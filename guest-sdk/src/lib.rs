@@ -42,6 +42,8 @@
 //! - [`log`]: logging into the host's log.
 //! - [`Plugin`], [`export_plugin!`]: the trait and the export.
 
+#![warn(missing_docs)]
+
 mod condition;
 mod context;
 mod error;

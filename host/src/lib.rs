@@ -20,6 +20,8 @@
 //! - [`server`]: metrics and health endpoints.
 //! - [`cli`]: the `wasmop` command line.
 
+#![warn(missing_docs)]
+
 pub mod actions;
 pub mod cli;
 pub mod cluster;

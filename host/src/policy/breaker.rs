@@ -88,13 +88,18 @@ impl BreakerConfig {
 /// Circuit breaker settings of one plugin over the host's [`BreakerConfig`]; `None` keeps the
 /// host's value. Field meanings are [`BreakerConfig`]'s.
 #[derive(Debug, Clone, Default, PartialEq)]
-#[allow(missing_docs)]
 pub struct BreakerOverrides {
+    /// [`BreakerConfig::window_calls`] (policy `breaker.windowCalls`).
     pub window_calls: Option<usize>,
+    /// [`BreakerConfig::failure_ratio`] (policy `breaker.failureRatio`).
     pub failure_ratio: Option<f64>,
+    /// [`BreakerConfig::hot_loop_writes`] (policy `breaker.hotLoopWrites`).
     pub hot_loop_writes: Option<usize>,
+    /// [`BreakerConfig::hot_loop_window`] (policy `breaker.hotLoopWindow`).
     pub hot_loop_window: Option<Duration>,
+    /// [`BreakerConfig::cooldown`] (policy `breaker.cooldown`).
     pub cooldown: Option<Duration>,
+    /// [`BreakerConfig::max_cooldown`] (policy `breaker.maxCooldown`).
     pub max_cooldown: Option<Duration>,
 }
 

@@ -4,8 +4,8 @@
 # control plane.
 #
 # Gates (each fails the run): the tree is formatted (rustfmt.toml), clippy finds nothing on any
-# target of the workspace (warnings are errors), and the host library's and the SDK's public API
-# is documented (their `#![warn(missing_docs)]`, made an error by clippy's `-D warnings`).
+# target of the workspace (warnings are errors), and the public API of the host library, the SDK
+# and wasmop-types is documented (their `#![warn(missing_docs)]`, an error under `-D warnings`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"

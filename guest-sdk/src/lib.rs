@@ -33,8 +33,11 @@
 //!
 //! Contents:
 //! - [`Kind`], [`Scope`], [`ObjectRef`]: naming kinds and objects.
+//! - [`Quantity`]: Kubernetes quantities (`1Gi`, `500m`), parsed and compared by value.
+//! - [`LabelSelector`]: kubectl selector syntax, as the host parses it.
 //! - [`Manifest`]: what the plugin reconciles and may touch.
-//! - [`Request`]: the parent, observed children and related objects, config.
+//! - [`Request`]: the parent, observed children (and their status, typed) and related objects,
+//!   config.
 //! - [`Response`]: children to apply, deletions, status, conditions, events, requeue.
 //! - [`Condition`], [`Event`]: what is recorded about the parent.
 //! - [`Error`]: retryable or terminal.
@@ -44,11 +47,9 @@
 
 #![warn(missing_docs)]
 
-mod condition;
 mod context;
 mod error;
 mod export;
-mod kind;
 pub mod log;
 mod manifest;
 mod plugin;
@@ -60,17 +61,20 @@ mod response;
 #[doc(hidden)]
 pub mod bindings;
 
-pub use condition::{Condition, ConditionStatus, Event, EventType};
 pub use context::Context;
 pub use error::{Error, LookupError};
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub use export::__private;
-pub use kind::{Kind, ObjectRef, Scope};
 pub use manifest::{Manifest, RelatedKind};
 pub use plugin::Plugin;
 pub use request::Request;
 pub use response::Response;
+/// The types shared with the host (defined once, in `wasmop-types`).
+pub use wasmop_types::{
+    Condition, ConditionStatus, Event, EventType, Kind, KindError, LabelSelector, ObjectRef, Quantity, QuantityError, Scope,
+    SelectorError,
+};
 
 /// The README's example compiles and runs as a doctest.
 #[cfg(doctest)]

@@ -2,6 +2,6 @@
 
 pub use crate::log;
 pub use crate::{
-    Condition, ConditionStatus, Context, Error, Event, EventType, Kind, LookupError, Manifest, ObjectRef, Plugin, Request,
-    Response, Scope,
+    Condition, ConditionStatus, Context, Error, Event, EventType, Kind, LookupError, Manifest, ObjectRef, Plugin, Quantity,
+    Request, Response, Scope,
 };

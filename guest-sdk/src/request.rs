@@ -155,6 +155,34 @@ impl Request {
         self.children_of(kind).find(|o| object_name(o) == Some(name))
     }
 
+    /// The observed status of the child of this kind with this name, deserialized into `T` (a
+    /// k8s-openapi status struct such as `DeploymentStatus`, or your own): `Ok(None)` while the
+    /// child does not exist or has no status yet; a status of another shape is a terminal error
+    /// naming the child.
+    ///
+    /// ```
+    /// use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+    /// use serde_json::json;
+    /// use wasmop_sdk::{Kind, Request};
+    ///
+    /// let deployments = Kind::of::<Deployment>();
+    /// let req = Request::new(json!({})).with_child(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+    ///     "metadata": {"name": "web"}, "status": {"readyReplicas": 2, "replicas": 3}}));
+    /// let status: DeploymentStatus = req.child_status(&deployments, "web")?.unwrap_or_default();
+    /// assert_eq!(status.ready_replicas, Some(2));
+    /// assert!(req.child_status::<DeploymentStatus>(&deployments, "db")?.is_none());
+    /// # Ok::<(), wasmop_sdk::Error>(())
+    /// ```
+    pub fn child_status<T: DeserializeOwned>(&self, kind: &Kind, name: &str) -> Result<Option<T>, Error> {
+        let Some(child) = self.child(kind, name) else { return Ok(None) };
+        match child.get("status") {
+            None | Some(Value::Null) => Ok(None),
+            Some(status) => {
+                T::deserialize(status).map(Some).map_err(|e| Error::from(e).context(format_args!("{kind} {name} status")))
+            }
+        }
+    }
+
     /// The observed related objects of one kind.
     pub fn related_of<'a>(&'a self, kind: &Kind) -> impl Iterator<Item = &'a Value> {
         self.related.iter().filter(move |o| kind.matches(o))
@@ -242,7 +270,46 @@ mod tests {
         let req = Request::new(json!({})).with_child(cm("a"));
         let e = req.children_as::<u32>(&Kind::new("", "v1", "ConfigMap")).unwrap_err();
         assert!(!e.is_retryable());
-        assert!(e.message().starts_with("v1 ConfigMap a: invalid JSON:"), "{e}");
+        assert_eq!(e.message(), "v1/ConfigMap a: does not match the expected type: invalid type: map, expected u32");
+    }
+
+    #[test]
+    fn parent_of_the_wrong_shape_does_not_match_the_expected_type() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Parent {
+            #[allow(dead_code)]
+            spec: Spec,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Spec {
+            #[allow(dead_code)]
+            size: i32,
+        }
+        let req = Request::new(json!({"metadata": {"name": "m"}, "spec": {"size": "three"}}));
+        let e = req.parent_as::<Parent>().unwrap_err();
+        assert!(!e.is_retryable());
+        assert_eq!(e.message(), "parent m: does not match the expected type: invalid type: string \"three\", expected i32");
+    }
+
+    #[test]
+    fn child_status_is_typed_absent_or_a_terminal_error() {
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Status {
+            ready_replicas: Option<i32>,
+        }
+        let deploy = Kind::new("apps", "v1", "Deployment");
+        let child = |name: &str, status: Value| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "status": status});
+        let req = Request::new(json!({}))
+            .with_child(child("ready", json!({"readyReplicas": 2})))
+            .with_child(child("new", Value::Null))
+            .with_child(child("odd", json!({"readyReplicas": "two"})));
+        assert_eq!(req.child_status::<Status>(&deploy, "ready").unwrap(), Some(Status { ready_replicas: Some(2) }));
+        assert_eq!(req.child_status::<Status>(&deploy, "new").unwrap(), None);
+        assert_eq!(req.child_status::<Status>(&deploy, "missing").unwrap(), None);
+        let e = req.child_status::<Status>(&deploy, "odd").unwrap_err();
+        assert!(!e.is_retryable());
+        assert!(e.message().starts_with("apps/v1/Deployment odd status: does not match the expected type:"), "{e}");
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl Response {
     #[must_use]
     pub fn apply(mut self, child: impl Serialize) -> Self {
         let index = self.children.len() + self.raw_children.len();
-        match serde_json::to_value(child).map_err(Error::from).and_then(check_child) {
+        match serde_json::to_value(child).map_err(not_serializable).and_then(check_child) {
             Ok(value) => self.children.push(value),
             Err(e) => self.fail(e.context(format_args!("child #{index}"))),
         }
@@ -122,7 +122,7 @@ impl Response {
     /// ```
     #[must_use]
     pub fn status(mut self, status: impl Serialize) -> Self {
-        match serde_json::to_value(status).map_err(Error::from) {
+        match serde_json::to_value(status).map_err(not_serializable) {
             Ok(Value::Object(fields)) => match &mut self.status {
                 Some(Value::Object(existing)) => existing.extend(fields),
                 _ => self.status = Some(Value::Object(fields)),
@@ -261,6 +261,11 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// A child or status whose `Serialize` failed: a terminal error (a bug in the plugin's types).
+fn not_serializable(e: serde_json::Error) -> Error {
+    Error::terminal(format!("cannot be serialized to JSON: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -304,7 +309,7 @@ mod tests {
             }
         }
         let e = Response::new().apply(Broken).validate().unwrap_err();
-        assert_eq!(e.message(), "child #0: invalid JSON: boom");
+        assert_eq!(e.message(), "child #0: cannot be serialized to JSON: boom");
     }
 
     #[test]

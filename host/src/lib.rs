@@ -2,7 +2,8 @@
 //! plugins.
 //!
 //! The modules, lowest layer first; each imports only from the ones above it in this list
-//! (one exception left: [`contract`]'s manifest takes its label selector from [`objects`]).
+//! (`tests/layers.rs` checks it). Kinds, scopes, object references, conditions, events and
+//! label selectors come from the `wasmop-types` crate below them all.
 //!
 //! - [`units`]: durations and byte sizes as written in flags and files.
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.

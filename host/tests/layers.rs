@@ -8,10 +8,6 @@ use std::path::Path;
 const LAYERS: &[&str] =
     &["units", "contract", "objects", "policy", "runtime", "cluster", "actions", "controller", "reload", "server", "cli"];
 
-/// Upward imports still allowed: (importer, imported, why).
-const EXCEPTIONS: &[(&str, &str, &str)] =
-    &[("contract", "objects", "the manifest's LabelSelector, until the shared types crate defines it below both")];
-
 fn layer(module: &str) -> usize {
     LAYERS.iter().position(|l| *l == module).unwrap_or_else(|| panic!("module {module} is not in LAYERS"))
 }
@@ -83,7 +79,7 @@ fn every_module_imports_only_from_modules_below_it() {
         }
         let text = std::fs::read_to_string(path).expect("readable source");
         for target in imported(&code(&text)) {
-            if target == module || EXCEPTIONS.iter().any(|(from, to, _)| *from == module && *to == target) {
+            if target == module {
                 continue;
             }
             if layer(&target) >= layer(module) {

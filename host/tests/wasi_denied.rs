@@ -65,7 +65,7 @@ fn plugin_stdout_reaches_the_host_log_and_nothing_else() {
     assert!(line.contains("INFO") && line.contains("stdout"), "{line}");
     let stderr_line = log.lines().find(|l| l.contains("testbed chatty: stderr")).expect("the stderr line is logged too");
     assert!(stderr_line.contains("WARN"), "{stderr_line}");
-    // The process's stdout carries the response only: the plugin's output went to the log.
-    let response: Value = serde_json::from_slice(&out.stdout).expect("stdout is the JSON response alone");
-    assert_eq!(response["status"]["phase"], "Ready");
+    // The process's stdout carries the plan only: the plugin's output went to the log.
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("stdout is the JSON plan alone");
+    assert_eq!(plan["statusPatch"]["status"]["phase"], "Ready");
 }

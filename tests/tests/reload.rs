@@ -199,7 +199,10 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
         wp.data.pointer("/status/limits"),
         Some(&json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000}))
     );
-    assert_eq!(wp.data.pointer("/status/grants"), Some(&json!({"secrets": "none", "namespaces": []})));
+    assert_eq!(
+        wp.data.pointer("/status/grants"),
+        Some(&json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": []}))
+    );
 
     std::fs::remove_file(&testbed_file)?;
     eventually("testbed stopped", WAIT, || async { Ok(s.manager.controller("testbed").is_none().then_some(())) }).await?;

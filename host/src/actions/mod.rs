@@ -51,7 +51,7 @@ pub enum ActionError {
 }
 
 /// What a response's writes did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Written {
     /// Children server-side applied.
     pub applied: usize,
@@ -61,6 +61,10 @@ pub struct Written {
     pub deleted: usize,
     /// Whether the status was patched.
     pub status: bool,
+    /// The parent's `resourceVersion` after the status patch, when one was made: a later
+    /// optimistic write of the parent (the finalizer's removal) must name it, or it conflicts
+    /// with the host's own status write.
+    pub parent_resource_version: Option<String>,
 }
 
 impl Written {
@@ -155,7 +159,7 @@ impl Writer<'_> {
         self.apply_children(&plan.apply, &mut written).await?;
         self.delete(plan.prune.iter().chain(&plan.delete), &mut written).await?;
         if let Some(patch) = &plan.status_patch {
-            self.patch_status(patch).await?;
+            written.parent_resource_version = self.patch_status(patch).await?;
             written.status = true;
         }
         Ok(written)
@@ -211,19 +215,17 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Merge-patch the parent's status subresource.
+    /// Merge-patch the parent's status subresource; the parent's new `resourceVersion`.
     ///
     /// # Errors
     /// The API error.
-    pub async fn patch_status(&self, patch: &Value) -> Result<(), ActionError> {
+    pub async fn patch_status(&self, patch: &Value) -> Result<Option<String>, ActionError> {
         let api = self.parent_api();
         let name = name_of(self.parent).unwrap_or_default();
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(|source| ActionError::Api {
-            action: "patch status of",
-            object: format!("{} {}", self.manifest.parent, name),
-            source,
+        let patched = api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(|source| {
+            ActionError::Api { action: "patch status of", object: format!("{} {}", self.manifest.parent, name), source }
         })?;
-        Ok(())
+        Ok(patched.metadata.resource_version)
     }
 
     /// The API of the parent's kind, in its namespace.

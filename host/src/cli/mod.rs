@@ -3,6 +3,7 @@
 pub mod apply;
 mod dev;
 mod inspect;
+pub mod new;
 mod object_files;
 pub mod rbac;
 mod reconcile;
@@ -122,6 +123,8 @@ pub enum Command {
     Dev(dev::DevArgs),
     /// Print the ClusterRole and ClusterRoleBinding a host needs for a plugins directory.
     Rbac(rbac::RbacArgs),
+    /// Write a new plugin crate: Cargo.toml, reconcile skeleton, unit tests, CRD and sample.
+    New(new::NewArgs),
 }
 
 /// Run a parsed command line.
@@ -135,5 +138,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(args, &cli.runtime).await,
         Command::Dev(args) => dev::run(args, &cli.runtime).await,
         Command::Rbac(args) => rbac::run(args, &cli.runtime).await,
+        Command::New(args) => new::run(args),
     }
 }

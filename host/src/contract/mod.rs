@@ -11,7 +11,7 @@ mod response;
 mod scopes;
 
 pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
-pub use kind::{Kind, ObjectRef, Scope};
+pub use kind::{Kind, KindError, ObjectRef, Scope};
 pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
 pub use request::Request;
 pub use response::{Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError};

@@ -27,55 +27,8 @@ impl Default for OutputLimits {
     }
 }
 
-/// Status of a condition, as in `metav1.Condition`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ConditionStatus {
-    /// The condition holds.
-    True,
-    /// The condition does not hold.
-    False,
-    /// Unknown.
-    Unknown,
-}
-
-/// A condition the plugin sets on its parent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Condition {
-    /// Condition type, CamelCase.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Whether it holds.
-    pub status: ConditionStatus,
-    /// Machine-readable reason, CamelCase.
-    pub reason: String,
-    /// Human-readable message.
-    pub message: String,
-}
-
-/// Normal or Warning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum EventType {
-    /// Something expected happened.
-    Normal,
-    /// Something needs attention.
-    Warning,
-}
-
-/// An event the plugin records about its parent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Event {
-    /// Normal or Warning.
-    #[serde(rename = "type")]
-    pub type_: EventType,
-    /// Why, CamelCase.
-    pub reason: String,
-    /// What was done, CamelCase.
-    pub action: String,
-    /// Human-readable description, at most 1 KiB as in `events.k8s.io/v1`. A longer note
-    /// refuses the response: truncating would record a different text than the plugin wrote,
-    /// without anyone noticing.
-    pub note: String,
-}
+/// Conditions and events are the shared definitions of `wasmop-types` (the plugin SDK's too).
+pub use wasmop_types::{Condition, ConditionStatus, Event, EventType};
 
 /// A plugin's output as it crossed the boundary: JSON still unparsed.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -314,7 +314,10 @@ mod tests {
     fn size_of_the_wrong_type_or_range_is_a_terminal_error() {
         let e = reconcile(memcached(json!("three"))).unwrap_err();
         assert!(!e.is_retryable());
-        assert!(e.message().starts_with("parent memcached-sample: invalid JSON: invalid type: string \"three\""), "{e}");
+        assert!(
+            e.message().starts_with("parent memcached-sample: does not match the expected type: invalid type: string \"three\""),
+            "{e}"
+        );
         let e = reconcile(memcached(json!(1_u64 << 40))).unwrap_err();
         assert!(e.message().contains("at most 2147483647"), "{e}");
     }

@@ -500,7 +500,7 @@ mod tests {
     fn read_secret_reports_the_refusal_it_gets() {
         let ctx = Context::fixture(vec![]).restrict_to(&Testbed::manifest());
         let resp = Testbed::reconcile(request(json!({"mode": "read-secret"})), &ctx).unwrap();
-        assert_eq!(resp.status_patch().unwrap()["probe"]["error"], "kind not declared in the manifest: v1 Secret");
+        assert_eq!(resp.status_patch().unwrap()["probe"]["error"], "kind not declared in the manifest: v1/Secret");
     }
 
     #[test]

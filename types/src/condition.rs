@@ -1,15 +1,17 @@
 //! Conditions and events a plugin records about its parent.
 
+use serde::{Deserialize, Serialize};
+
 /// Status of a [`Condition`], as in `metav1.Condition`.
 ///
 /// `bool` converts into it, so `Condition::new("Ready", true, ..)` reads naturally.
 ///
 /// ```
-/// use wasmop_sdk::ConditionStatus;
+/// use wasmop_types::ConditionStatus;
 /// assert_eq!(ConditionStatus::from(true), ConditionStatus::True);
 /// assert_eq!(ConditionStatus::False.as_str(), "False");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConditionStatus {
     /// The condition holds.
     True,
@@ -41,16 +43,17 @@ impl From<bool> for ConditionStatus {
 /// The host fills in `observedGeneration` and `lastTransitionTime`.
 ///
 /// ```
-/// use wasmop_sdk::{Condition, ConditionStatus};
+/// use wasmop_types::{Condition, ConditionStatus};
 ///
 /// let c = Condition::new("Available", false, "Progressing", "1/3 replicas available");
 /// assert_eq!(c.status, ConditionStatus::False);
 /// let ready = Condition::true_("Ready", "Reconciled", "all children applied");
 /// assert_eq!(ready.type_, "Ready");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     /// Condition type in CamelCase, e.g. `Available`.
+    #[serde(rename = "type")]
     pub type_: String,
     /// Whether it holds.
     pub status: ConditionStatus,
@@ -64,7 +67,7 @@ impl Condition {
     /// A condition with any status (`bool` or [`ConditionStatus`]).
     ///
     /// ```
-    /// let c = wasmop_sdk::Condition::new("Degraded", wasmop_sdk::ConditionStatus::Unknown, "NoData", "");
+    /// let c = wasmop_types::Condition::new("Degraded", wasmop_types::ConditionStatus::Unknown, "NoData", "");
     /// assert_eq!(c.status.as_str(), "Unknown");
     /// ```
     pub fn new(
@@ -79,8 +82,8 @@ impl Condition {
     /// A condition that holds.
     ///
     /// ```
-    /// let c = wasmop_sdk::Condition::true_("Ready", "Reconciled", "");
-    /// assert_eq!(c.status, wasmop_sdk::ConditionStatus::True);
+    /// let c = wasmop_types::Condition::true_("Ready", "Reconciled", "");
+    /// assert_eq!(c.status, wasmop_types::ConditionStatus::True);
     /// ```
     pub fn true_(type_: impl Into<String>, reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(type_, ConditionStatus::True, reason, message)
@@ -89,8 +92,8 @@ impl Condition {
     /// A condition that does not hold.
     ///
     /// ```
-    /// let c = wasmop_sdk::Condition::false_("Ready", "Waiting", "0/1 pods ready");
-    /// assert_eq!(c.status, wasmop_sdk::ConditionStatus::False);
+    /// let c = wasmop_types::Condition::false_("Ready", "Waiting", "0/1 pods ready");
+    /// assert_eq!(c.status, wasmop_types::ConditionStatus::False);
     /// ```
     pub fn false_(type_: impl Into<String>, reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(type_, ConditionStatus::False, reason, message)
@@ -99,8 +102,8 @@ impl Condition {
     /// A condition whose state the plugin cannot tell.
     ///
     /// ```
-    /// let c = wasmop_sdk::Condition::unknown("Ready", "NoData", "");
-    /// assert_eq!(c.status, wasmop_sdk::ConditionStatus::Unknown);
+    /// let c = wasmop_types::Condition::unknown("Ready", "NoData", "");
+    /// assert_eq!(c.status, wasmop_types::ConditionStatus::Unknown);
     /// ```
     pub fn unknown(type_: impl Into<String>, reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(type_, ConditionStatus::Unknown, reason, message)
@@ -108,7 +111,7 @@ impl Condition {
 }
 
 /// Type of a Kubernetes event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventType {
     /// Something expected happened.
     Normal,
@@ -119,21 +122,23 @@ pub enum EventType {
 /// A Kubernetes event to record about the parent (`events.k8s.io/v1`).
 ///
 /// ```
-/// use wasmop_sdk::{Event, EventType};
+/// use wasmop_types::{Event, EventType};
 ///
 /// let e = Event::normal("ScaledUp", "Scale", "replicas 1 -> 3");
 /// assert_eq!(e.type_, EventType::Normal);
 /// assert_eq!(Event::warning("BadSpec", "Validate", "size < 0").type_, EventType::Warning);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// Normal or Warning.
+    #[serde(rename = "type")]
     pub type_: EventType,
     /// Why the action was taken, CamelCase, e.g. `ScaledUp`.
     pub reason: String,
     /// What was done, CamelCase, e.g. `Scale`.
     pub action: String,
-    /// Human-readable description.
+    /// Human-readable description, at most 1 KiB as in `events.k8s.io/v1`: the host refuses a
+    /// response with a longer note rather than record a different text than the plugin wrote.
     pub note: String,
 }
 
@@ -146,7 +151,7 @@ impl Event {
     /// A `Normal` event: something expected happened.
     ///
     /// ```
-    /// let e = wasmop_sdk::Event::normal("Created", "Create", "created Deployment web");
+    /// let e = wasmop_types::Event::normal("Created", "Create", "created Deployment web");
     /// assert_eq!(e.reason, "Created");
     /// ```
     pub fn normal(reason: impl Into<String>, action: impl Into<String>, note: impl Into<String>) -> Self {
@@ -156,7 +161,7 @@ impl Event {
     /// A `Warning` event: something needs attention.
     ///
     /// ```
-    /// let e = wasmop_sdk::Event::warning("InvalidSpec", "Validate", "spec.size is negative");
+    /// let e = wasmop_types::Event::warning("InvalidSpec", "Validate", "spec.size is negative");
     /// assert_eq!(e.note, "spec.size is negative");
     /// ```
     pub fn warning(reason: impl Into<String>, action: impl Into<String>, note: impl Into<String>) -> Self {
@@ -192,6 +197,21 @@ mod tests {
     fn status_strings_match_metav1() {
         let all = [ConditionStatus::True, ConditionStatus::False, ConditionStatus::Unknown];
         assert_eq!(all.map(ConditionStatus::as_str), ["True", "False", "Unknown"]);
+    }
+
+    #[test]
+    fn serde_forms_are_the_kubernetes_ones() {
+        let c = Condition::true_("Ready", "Reconciled", "ok");
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            serde_json::json!({"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok"})
+        );
+        let e = Event::warning("BadSpec", "Validate", "n");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"type": "Warning", "reason": "BadSpec", "action": "Validate", "note": "n"})
+        );
+        assert_eq!(serde_json::from_value::<Condition>(serde_json::to_value(&c).unwrap()).unwrap(), c);
     }
 
     #[test]

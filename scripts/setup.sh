@@ -3,6 +3,7 @@
 # Idempotent: each step is skipped when already done.
 #
 #   - the wasm32-wasip2 and wasm32-wasip1 Rust targets (plugins);
+#   - the rustfmt and clippy components (the gates scripts/test.sh runs first);
 #   - etcd, kube-apiserver and kube-controller-manager (scripts/control-plane.sh install);
 #   - kubectl, when none is on PATH: Debian's `kubernetes-client` (1.20.2), for the deploy
 #     tests' `kubectl apply -k --dry-run=server`;
@@ -21,6 +22,12 @@ for target in wasm32-wasip2 wasm32-wasip1; do
     if ! rustup target list --installed | grep -qx "$target"; then
         log "adding Rust target $target"
         rustup target add "$target" >&2
+    fi
+done
+for component in rustfmt clippy; do
+    if ! rustup component list --installed | grep -q "^$component-"; then
+        log "adding Rust component $component"
+        rustup component add "$component" >&2
     fi
 done
 

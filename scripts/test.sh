@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# test.sh — every test of wasmop: unit tests, SDK and plugin tests (native), runtime tests with
-# plugins built from source for wasm, and end-to-end tests against a real control plane.
+# test.sh — the gates, then every test of wasmop: unit tests, SDK and plugin tests (native),
+# runtime tests with plugins built from source for wasm, and end-to-end tests against a real
+# control plane.
+#
+# Gates (each fails the run): the tree is formatted (rustfmt.toml), clippy finds nothing on any
+# target of the workspace (warnings are errors), and the public API of the host library, the SDK
+# and wasmop-types is documented (their `#![warn(missing_docs)]`, an error under `-D warnings`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"
 export KUBEBUILDER_ASSETS WASMOP_TOOLS
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.
 WASMOP_IMAGE=$(bash scripts/image.sh | tail -n 1)
 export WASMOP_IMAGE

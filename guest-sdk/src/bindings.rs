@@ -10,3 +10,8 @@ wit_bindgen::generate!({
     default_bindings_module: "wasmop_sdk::bindings",
     export_macro_name: "export",
 });
+
+/// A kind as the generated bindings' `kind-ref` record (lookups and the manifest).
+pub(crate) fn kind_to_raw(kind: &crate::Kind) -> wasmop::plugin::types::KindRef {
+    wasmop::plugin::types::KindRef { group: kind.group.clone(), version: kind.version.clone(), kind: kind.kind.clone() }
+}

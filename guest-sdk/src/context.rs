@@ -4,25 +4,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::request::{deserialize_object, object_name};
-use crate::{Error, Kind, LabelSelector, Manifest, Request, Scope};
-
-/// Why a lookup was refused. A refusal is a bug in the plugin or its manifest, never a transient
-/// condition; `?` turns it into a terminal [`Error`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LookupError {
-    /// The kind is not declared in the plugin's manifest. Carries the kind as text.
-    #[error("kind not declared in the manifest: {0}")]
-    UndeclaredKind(String),
-    /// The namespace is outside what the plugin may read. Carries the reason.
-    #[error("forbidden: {0}")]
-    Forbidden(String),
-    /// The label selector could not be parsed. Carries the parser's message.
-    #[error("invalid label selector: {0}")]
-    InvalidSelector(String),
-    /// The host answered with an object that is not valid JSON (a host bug).
-    #[error("the host returned an object that is not valid JSON: {0}")]
-    InvalidObject(String),
-}
+use crate::{Error, Kind, LabelSelector, LookupError, Manifest, Request, Scope};
 
 /// Access to the host's watch cache, handed to [`Plugin::reconcile`](crate::Plugin::reconcile).
 ///
@@ -233,23 +215,22 @@ fn sort_key(object: &Value) -> (&str, &str) {
 mod host {
     use serde_json::Value;
 
-    use super::LookupError;
-    use crate::Kind;
     use crate::bindings::wasmop::plugin::cache;
+    use crate::{Kind, LookupError};
 
     fn parse(json: &str) -> Result<Value, LookupError> {
         serde_json::from_str(json).map_err(|e| LookupError::InvalidObject(e.to_string()))
     }
 
     pub(super) fn get(kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<Value>, LookupError> {
-        match cache::get(&crate::export::kind_to_raw(kind), namespace, name) {
+        match cache::get(&crate::bindings::kind_to_raw(kind), namespace, name) {
             Ok(found) => found.as_deref().map(parse).transpose(),
             Err(e) => Err(from_raw(e)),
         }
     }
 
     pub(super) fn list(kind: &Kind, namespace: Option<&str>, selector: &str) -> Result<Vec<Value>, LookupError> {
-        match cache::list(&crate::export::kind_to_raw(kind), namespace, selector) {
+        match cache::list(&crate::bindings::kind_to_raw(kind), namespace, selector) {
             Ok(found) => found.iter().map(|o| parse(o)).collect(),
             Err(e) => Err(from_raw(e)),
         }

@@ -100,11 +100,29 @@ impl From<serde_json::Error> for Error {
     }
 }
 
-impl From<crate::LookupError> for Error {
+impl From<LookupError> for Error {
     /// A terminal error: a refused lookup is a bug in the plugin or its manifest.
-    fn from(e: crate::LookupError) -> Self {
+    fn from(e: LookupError) -> Self {
         Self::Terminal(format!("cache lookup refused: {e}"))
     }
+}
+
+/// Why a lookup was refused. A refusal is a bug in the plugin or its manifest, never a transient
+/// condition; `?` turns it into a terminal [`Error`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The kind is not declared in the plugin's manifest. Carries the kind as text.
+    #[error("kind not declared in the manifest: {0}")]
+    UndeclaredKind(String),
+    /// The namespace is outside what the plugin may read. Carries the reason.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The label selector could not be parsed. Carries the parser's message.
+    #[error("invalid label selector: {0}")]
+    InvalidSelector(String),
+    /// The host answered with an object that is not valid JSON (a host bug).
+    #[error("the host returned an object that is not valid JSON: {0}")]
+    InvalidObject(String),
 }
 
 #[cfg(test)]
@@ -133,7 +151,7 @@ mod tests {
 
     #[test]
     fn lookup_errors_become_terminal() {
-        let e: Error = crate::LookupError::UndeclaredKind("v1/Secret".into()).into();
+        let e: Error = LookupError::UndeclaredKind("v1/Secret".into()).into();
         assert!(!e.is_retryable());
         assert!(e.message().contains("v1/Secret"), "{e}");
     }

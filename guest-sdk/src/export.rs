@@ -134,30 +134,13 @@ fn duration_to_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-#[cfg(target_arch = "wasm32")]
-pub(crate) use raw::{kind_to_raw, level_to_raw};
-
 /// The mapping onto the generated bindings (wasm32 only).
 #[cfg(target_arch = "wasm32")]
 mod raw {
     use crate::bindings::exports::wasmop::plugin::reconciler as r;
+    use crate::bindings::kind_to_raw;
     use crate::bindings::wasmop::plugin::types as t;
-    use crate::log::Level;
     use crate::{ConditionStatus, Error, EventType, Kind, Manifest, ObjectRef, Plugin, Request, Scope};
-
-    pub(crate) fn kind_to_raw(kind: &Kind) -> t::KindRef {
-        t::KindRef { group: kind.group.clone(), version: kind.version.clone(), kind: kind.kind.clone() }
-    }
-
-    pub(crate) fn level_to_raw(level: Level) -> t::Level {
-        match level {
-            Level::Trace => t::Level::Trace,
-            Level::Debug => t::Level::Debug,
-            Level::Info => t::Level::Info,
-            Level::Warn => t::Level::Warn,
-            Level::Error => t::Level::Error,
-        }
-    }
 
     fn object_ref_to_raw(o: ObjectRef) -> t::ObjectRef {
         t::ObjectRef { api_version: o.api_version, kind: o.kind, namespace: o.namespace, name: o.name }

@@ -45,6 +45,8 @@
 //! - [`log`]: logging into the host's log.
 //! - [`Plugin`], [`export_plugin!`]: the trait and the export.
 
+#![warn(missing_docs)]
+
 mod context;
 mod error;
 mod export;
@@ -59,8 +61,8 @@ mod response;
 #[doc(hidden)]
 pub mod bindings;
 
-pub use context::{Context, LookupError};
-pub use error::Error;
+pub use context::Context;
+pub use error::{Error, LookupError};
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub use export::__private;

@@ -54,9 +54,22 @@ impl Level {
 /// ```
 pub fn log(level: Level, message: &str) {
     #[cfg(target_arch = "wasm32")]
-    crate::bindings::wasmop::plugin::log::log(crate::export::level_to_raw(level), message);
+    crate::bindings::wasmop::plugin::log::log(level_to_raw(level), message);
     #[cfg(not(target_arch = "wasm32"))]
     eprintln!("[{}] {message}", level.as_str());
+}
+
+/// A level as the generated bindings' `level` enum.
+#[cfg(target_arch = "wasm32")]
+fn level_to_raw(level: Level) -> crate::bindings::wasmop::plugin::types::Level {
+    use crate::bindings::wasmop::plugin::types::Level as Raw;
+    match level {
+        Level::Trace => Raw::Trace,
+        Level::Debug => Raw::Debug,
+        Level::Info => Raw::Info,
+        Level::Warn => Raw::Warn,
+        Level::Error => Raw::Error,
+    }
 }
 
 /// Log at `trace` level.

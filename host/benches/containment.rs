@@ -68,8 +68,9 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async {
         let strict = HostPolicy::from_yaml("plugins: {testbed: {deadline: 100ms, memory: 64Mi}}")?;
         let roomy = HostPolicy::from_yaml("plugins: {testbed: {deadline: 5s, memory: 256Mi}}")?;
-        let plugin = Runtime::builder().policy(strict).artifact_dir(None).build()?.load_file(&testbed).await?;
-        let big_plugin = Runtime::builder().policy(roomy).artifact_dir(None).build()?.load_file(&testbed).await?;
+        let plugin = Runtime::builder().allowances(strict.allowances()).artifact_dir(None).build()?.load_file(&testbed).await?;
+        let big_plugin =
+            Runtime::builder().allowances(roomy.allowances()).artifact_dir(None).build()?.load_file(&testbed).await?;
         let cache: Arc<dyn ObjectCache> = Arc::new(MemoryCache::default());
         let rss_before = status_kib("VmRSS:");
         let modes: &[(&str, &str, &Plugin)] = &[

@@ -1,24 +1,36 @@
 //! wasmop: a Kubernetes operator host whose reconcile logic lives in sandboxed WebAssembly
 //! plugins.
 //!
-//! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
-//! - [`objects`]: the object cache plugins read from, and label selectors.
-//! - [`runtime`]: the wasmtime engine, plugin loading and sandboxed calls.
-//! - [`controller`]: watches, queues and reconciles against a cluster.
-//! - [`plugins`]: following the plugins directory (hot reload).
-//! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
-//! - [`policy`]: what the host's operator allows each plugin (limits, grants).
-//! - [`server`]: metrics and health endpoints.
+//! The modules, lowest layer first; each imports only from the ones above it in this list
+//! (`tests/layers.rs` checks it). Kinds, scopes, object references, conditions, events and
+//! label selectors come from the `wasmop-types` crate below them all.
+//!
 //! - [`units`]: durations and byte sizes as written in flags and files.
+//! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
+//! - [`objects`]: the object cache plugins read from, label selectors, and requests gathered
+//!   from the cache.
+//! - [`policy`]: what the host's operator allows each plugin, as plain data (limits, grants,
+//!   circuit breaker settings, removal).
+//! - [`runtime`]: the wasmtime engine, plugin loading and sandboxed calls under each plugin's
+//!   limits and grants.
+//! - [`cluster`]: what the host asks the cluster itself (API server version, discovery).
+//! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
+//! - [`controller`]: watches, queues and reconciles against a cluster; the metrics registry
+//!   controllers report into.
+//! - [`reload`]: the directory reloader (hot reload of plugin files, `WasmPlugin` status).
+//! - [`server`]: metrics and health endpoints.
 //! - [`cli`]: the `wasmop` command line.
+
+#![warn(missing_docs)]
 
 pub mod actions;
 pub mod cli;
+pub mod cluster;
 pub mod contract;
 pub mod controller;
 pub mod objects;
-pub mod plugins;
 pub mod policy;
+pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod units;

@@ -136,7 +136,7 @@ async fn refused_lookups_fail_the_call_with_the_reason() {
 #[tokio::test]
 async fn namespace_grants_widen_lookups_and_secret_grants_are_still_bounded_by_the_manifest() {
     let policy = HostPolicy::from_yaml("plugins: {testbed: {grants: {namespaces: [kube-system], secrets: read}}}").unwrap();
-    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let rt = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build().unwrap();
     let plugin = rt.load_file(testbed()).await.unwrap();
     let status = lookup(&plugin, "read-namespace", json!({})).await.unwrap();
     assert_eq!(status["probe"]["found"], json!(["system"]));
@@ -164,7 +164,7 @@ async fn guest_stdout_and_logs_do_not_break_the_call() {
 #[tokio::test]
 async fn the_policy_sets_limits_per_plugin_by_name() {
     let policy = HostPolicy::from_yaml("defaults: {memory: 64Mi}\nplugins: {testbed: {memory: 16Mi, deadline: 150ms}}").unwrap();
-    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let rt = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build().unwrap();
     let plugin = rt.load_file(testbed()).await.unwrap();
     assert_eq!(call(&plugin, "oom", json!({})).await.unwrap_err(), CallError::OutOfMemory { limit: 16 << 20 });
     assert!(
@@ -177,7 +177,7 @@ async fn the_policy_sets_limits_per_plugin_by_name() {
 #[tokio::test]
 async fn fuel_stops_a_loop_deterministically_and_leaves_normal_calls_alone() {
     let policy = HostPolicy::from_yaml("plugins: {testbed: {fuel: 50000000, deadline: 30s}}").unwrap();
-    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let rt = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build().unwrap();
     let plugin = rt.load_file(testbed()).await.unwrap();
     assert_eq!(call(&plugin, "loop", json!({})).await.unwrap_err(), CallError::OutOfFuel { fuel: 50_000_000 });
     assert_eq!(call(&plugin, "loop", json!({})).await.unwrap_err().reason(), "PluginOutOfFuel");
@@ -211,7 +211,7 @@ async fn a_memory_cap_below_what_the_plugin_needs_to_start_says_so() {
         );
     }
     let policy = HostPolicy::from_yaml("plugins: {testbed: {memory: 2Mi}}").unwrap();
-    let rt = Runtime::builder().policy(policy).artifact_dir(None).build().unwrap();
+    let rt = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build().unwrap();
     let plugin = rt.load_file(testbed()).await.unwrap();
     let err = call(&plugin, "huge", json!({"bytes": 4_000_000})).await.unwrap_err();
     assert_eq!(err, CallError::OutOfMemory { limit: 2 << 20 }, "past the start, running out is OutOfMemory");

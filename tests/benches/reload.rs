@@ -66,7 +66,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, filter::LevelFilter, filter::Targets};
 use wasmop::controller::{ControllerConfig, Manager};
-use wasmop::plugins::{ReloadConfig, Reloader};
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file};

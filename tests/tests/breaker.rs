@@ -11,7 +11,7 @@ use anyhow::Result;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 use wasmop::controller::{BreakerConfig, ControllerConfig, Manager};
-use wasmop::plugins::{ReloadConfig, Reloader};
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};

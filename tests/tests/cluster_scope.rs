@@ -12,8 +12,8 @@ use kube::api::DeleteParams;
 use serde_json::{Value, json};
 use wasmop::actions::{PARENT_ANNOTATION, PARENT_UID_LABEL};
 use wasmop::controller::Manager;
-use wasmop::plugins::{ReloadConfig, Reloader};
 use wasmop::policy::HostPolicy;
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_test_output};
@@ -28,7 +28,7 @@ fn testbed(name: &str, mode: &str) -> Value {
 }
 
 fn runtime(policy: &str) -> Result<Runtime> {
-    Ok(Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(None).build()?)
+    Ok(Runtime::builder().allowances(HostPolicy::from_yaml(policy)?.allowances()).artifact_dir(None).build()?)
 }
 
 async fn control_plane() -> Result<(ControlPlane, kube::Client)> {

@@ -68,7 +68,7 @@ async fn start() -> Result<(ControlPlane, kube::Client, Host)> {
     // The operator's policy gives testbed a memory cap and deadline big enough to build a
     // 100 MB answer (so the size limit, not the memory cap or the deadline, refuses it).
     let policy = HostPolicy::from_yaml("plugins:\n  testbed: {deadline: 3s, memory: 256Mi}\n")?;
-    let runtime = Runtime::builder().policy(policy).artifact_dir(None).build()?;
+    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build()?;
     let mut config = Host::test_config();
     config.breaker = BreakerConfig::default().window_calls(1_000_000);
     let (memcached, testbed) = (plugin("memcached", "wasm32-wasip2"), plugin("testbed", "wasm32-wasip2"));
@@ -174,7 +174,7 @@ async fn declared_secrets_need_a_grant_and_then_only_the_selected_ones_are_reada
     // A testbed build whose manifest declares Secrets labelled `testbed=<parent name>`.
     let testbed = plugin_with_features("testbed", "wasm32-wasip2", &["declares-secrets"]);
     let runtime = |policy: &str| -> Result<Runtime> {
-        Ok(Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(None).build()?)
+        Ok(Runtime::builder().allowances(HostPolicy::from_yaml(policy)?.allowances()).artifact_dir(None).build()?)
     };
 
     // Declaring is not enough: without a grant the plugin does not start, and says why.

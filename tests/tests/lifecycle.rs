@@ -11,8 +11,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use wasmop::controller::{ControllerConfig, Manager};
-use wasmop::plugins::{ReloadConfig, Reloader};
 use wasmop::policy::HostPolicy;
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
@@ -30,8 +30,9 @@ struct Host {
 /// A host following `dir` with `policy`, in this process.
 fn host(client: &kube::Client, dir: &Path, policy: &str, config: ControllerConfig) -> Result<Host> {
     // No artifact cache: writing it into the watched directory would trigger extra passes.
-    let runtime = Runtime::builder().policy(HostPolicy::from_yaml(policy)?).artifact_dir(None).build()?;
-    let manager = Arc::new(Manager::new(client.clone(), runtime, config));
+    let policy = HostPolicy::from_yaml(policy)?;
+    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build()?;
+    let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { policy, ..config }));
     let reload = ReloadConfig { debounce: Duration::from_millis(100), rescan: Duration::from_secs(60) };
     let reloader = Reloader::new(Arc::clone(&manager), dir, reload);
     let watch = tokio::spawn(Arc::clone(&reloader).run());

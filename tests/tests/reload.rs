@@ -10,7 +10,7 @@ use anyhow::Result;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 use wasmop::controller::{ControllerConfig, Manager};
-use wasmop::plugins::{ReloadConfig, Reloader};
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};

@@ -10,6 +10,8 @@
 //! - [`LabelSelector`]: kubectl selector syntax, equality- and set-based.
 //! - [`Quantity`]: Kubernetes resource quantities (`1Gi`, `500m`), compared by value.
 
+#![warn(missing_docs)]
+
 mod condition;
 mod kind;
 mod quantity;

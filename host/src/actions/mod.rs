@@ -24,10 +24,10 @@ pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
 pub use ownership::Control;
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
-pub use status::{RECONCILED, merge_conditions, now, status_patch};
+pub use status::{RECONCILED, merge_conditions, status_patch, timestamp_now};
 
+use crate::cluster::{Discovery, DiscoveryError};
 use crate::contract::{Kind, Manifest, ObjectRef};
-use crate::controller::discovery::{Discovery, DiscoveryError};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 
 /// Why writing a response failed. Writes already done stay done (each is idempotent); the

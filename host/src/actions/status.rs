@@ -62,7 +62,7 @@ pub fn status_patch(parent: &Value, fields: Option<&Value>, conditions: &[Condit
 }
 
 /// The current time as a Kubernetes timestamp (RFC 3339, seconds, UTC).
-pub fn now() -> String {
+pub fn timestamp_now() -> String {
     k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
-        let t = now();
+        let t = timestamp_now();
         assert_eq!(t.len(), 20);
         assert!(t.ends_with('Z'));
     }

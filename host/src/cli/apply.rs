@@ -9,7 +9,7 @@ use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::pinned_kind;
 use serde_json::Value;
 
-use super::fixtures::read_objects;
+use super::object_files::read_objects;
 
 /// The API of a kind (resolved by discovery), in `namespace` when given.
 ///

@@ -13,7 +13,7 @@ use super::RuntimeArgs;
 use super::apply::{api_for, apply_file};
 use super::run::{client, shutdown_signal};
 use crate::controller::{ControllerConfig, Manager};
-use crate::plugins::{ReloadConfig, Reloader};
+use crate::reload::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop dev`.
 #[derive(Debug, clap::Args)]
@@ -110,7 +110,11 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     }
 
     stage(5, "starting the wasmop host on the plugins directory");
-    let manager = Arc::new(Manager::new(client.clone(), runtime.runtime()?, ControllerConfig::default()));
+    let manager = Arc::new(Manager::new(
+        client.clone(),
+        runtime.runtime()?,
+        ControllerConfig { policy: runtime.host_policy()?, ..ControllerConfig::default() },
+    ));
     let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, ReloadConfig::default());
     reloader.sync().await;
     let _watch = tokio::spawn(Arc::clone(&reloader).run());

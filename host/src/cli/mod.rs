@@ -2,9 +2,9 @@
 
 pub mod apply;
 mod dev;
-mod fixtures;
 mod inspect;
 pub mod new;
+mod object_files;
 pub mod rbac;
 mod reconcile;
 pub mod run;
@@ -71,7 +71,7 @@ impl RuntimeArgs {
     /// If the engine cannot be configured.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
         let artifact_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ArtifactCache::default_dir) };
-        Ok(Runtime::builder().policy(self.host_policy()?).artifact_dir(artifact_dir).build()?)
+        Ok(Runtime::builder().allowances(self.host_policy()?.allowances()).artifact_dir(artifact_dir).build()?)
     }
 
     /// The policy file (if any) with the flags over its defaults.

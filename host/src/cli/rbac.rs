@@ -13,10 +13,10 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::RuntimeArgs;
+use crate::cluster::Discovery;
 use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest};
-use crate::controller::discovery::Discovery;
-use crate::plugins::scan;
 use crate::policy::HostPolicy;
+use crate::reload::scan;
 
 /// Arguments of `wasmop rbac`.
 #[derive(Debug, clap::Args)]
@@ -178,6 +178,7 @@ pub async fn known_kinds(
 }
 
 pub(super) async fn run(args: RbacArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
+    let policy = runtime.host_policy()?;
     let runtime = runtime.runtime()?;
     let mut manifests = Vec::new();
     for file in scan(&args.plugins)? {
@@ -185,7 +186,7 @@ pub(super) async fn run(args: RbacArgs, runtime: &RuntimeArgs) -> anyhow::Result
         manifests.push(plugin.manifest().as_ref().clone());
     }
     let kinds = known_kinds(&kinds_of(&manifests), &args.crds, args.kubeconfig.as_deref()).await?;
-    let yaml = render(&manifests, runtime.policy(), &kinds, &args.name, &args.namespace, &args.service_account)?;
+    let yaml = render(&manifests, &policy, &kinds, &args.name, &args.namespace, &args.service_account)?;
     print!("{yaml}");
     Ok(())
 }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use serde_json::Value;
 
-use super::fixtures::{default_namespace, observe, read_one};
+use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
-use crate::actions::{now, plan};
+use crate::actions::{plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Request, Scope};
 use crate::objects::ObjectCache;
 
@@ -81,7 +81,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     }
     let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
-    let now = args.now.unwrap_or_else(now);
+    let now = args.now.unwrap_or_else(timestamp_now);
     let mut kinds = KnownKinds::builtin();
     for path in &args.crds {
         kinds.add_crds(path)?;

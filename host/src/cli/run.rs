@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::{ControllerConfig, Manager};
-use crate::plugins::{ReloadConfig, Reloader};
 use crate::policy::limits_json;
+use crate::reload::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]
@@ -109,16 +109,16 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     // A server too old is refused now; one not reachable yet is waited for by discovery.
     match client.apiserver_version().await {
         Ok(version) => {
-            crate::controller::server_version::check(&version)?;
+            crate::cluster::server_version::check(&version)?;
             tracing::info!(kubernetes = %version.git_version, "API server");
         }
         Err(e) => tracing::warn!(error = %e, "cannot read the API server's version yet"),
     }
+    let policy = runtime.host_policy()?;
     let runtime = runtime.runtime()?;
-    let policy = runtime.policy();
     tracing::info!(defaults = %limits_json(&policy.defaults().limits), plugin_entries = ?policy.plugin_names(),
         "host policy: per-call limits by default, and plugins with entries of their own");
-    let manager = Arc::new(Manager::new(client.clone(), runtime, args.controller_config()));
+    let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { policy, ..args.controller_config() }));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
     let started = Arc::new(AtomicBool::new(false));
     let _server = match args.metrics_addr {

@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::kind::{Kind, Scope};
 pub use super::names::is_dns1123_label;
 use super::names::preview;
-use crate::objects::selector::{LabelSelector, SelectorError};
+use wasmop_types::{LabelSelector, SelectorError};
 
 /// The placeholder in a related kind's selector replaced by the parent's name.
 pub const PARENT_NAME_PLACEHOLDER: &str = "$(parent.name)";

@@ -1,7 +1,7 @@
 //! Whether a kind is namespaced or cluster-scoped, and its resource name (plural): the one
 //! place the host looks this up.
 //!
-//! Online the answer comes from discovery ([`crate::controller::discovery::Discovery`]
+//! Online the answer comes from discovery ([`crate::cluster::Discovery`]
 //! implements [`KindScopes`]); offline (`wasmop rbac`, `wasmop inspect`, `wasmop reconcile`)
 //! from [`KnownKinds`]: a built-in table of Kubernetes' own kinds plus the
 //! CustomResourceDefinitions given as files. A kind found in neither is unknown, never guessed

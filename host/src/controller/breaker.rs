@@ -32,87 +32,56 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::reconcile::Outcome;
+pub use crate::policy::BreakerConfig;
 
-/// When a plugin's circuit breaker trips and how long it stays open. `Default` documents the
-/// defaults; setting [`BreakerConfig::window_calls`] or [`BreakerConfig::hot_loop_writes`] to
-/// `0` disables that trip.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BreakerConfig {
-    /// Finished reconciles the failure ratio is computed over. Default 20.
-    pub window_calls: usize,
-    /// Share of failed reconciles in a full window that trips the breaker. Default 0.8.
-    pub failure_ratio: f64,
-    /// Consecutive writing reconciles of one object that trip the breaker. Default 50.
-    ///
-    /// With [`BreakerConfig::hot_loop_window`] this is a rate: a real hot loop writes
-    /// hundreds of times a second (10 writes in 32–72 ms were measured on a real control
-    /// plane), while an object converging through a rollout (a `readyReplicas` that follows
-    /// each Pod) writes a few times a second at most.
-    pub hot_loop_writes: usize,
-    /// Those writes count only when they all happened within this time. Default 10 s.
-    pub hot_loop_window: Duration,
-    /// How long the breaker stays open after a first trip. Default 30 s.
-    pub cooldown: Duration,
-    /// Cap of the doubling cooldown. Default 5 minutes.
-    pub max_cooldown: Duration,
+/// How a finished reconcile went, as far as the breaker counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// The reconcile failed (a plugin error, trap, timeout, memory exhaustion, refused
+    /// response or failed write): it counts toward the failure ratio.
+    pub failed: bool,
+    /// The reconcile wrote something (a child, a delete, the status, a finalizer): it counts
+    /// toward the object's hot loop. Ignored when `failed`.
+    pub wrote: bool,
 }
 
-impl Default for BreakerConfig {
-    fn default() -> Self {
-        Self {
-            window_calls: 20,
-            failure_ratio: 0.8,
-            hot_loop_writes: 50,
-            hot_loop_window: Duration::from_secs(10),
-            cooldown: Duration::from_secs(30),
-            max_cooldown: Duration::from_secs(300),
+impl Finished {
+    /// A reconcile that failed.
+    pub const FAILED: Self = Self { failed: true, wrote: false };
+    /// A successful reconcile that wrote nothing.
+    pub const QUIET: Self = Self { failed: false, wrote: false };
+    /// A successful reconcile that wrote something.
+    pub const WROTE: Self = Self { failed: false, wrote: true };
+}
+
+/// The breaker's state without its timer, for status and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerPhase {
+    /// Reconciles run.
+    Closed,
+    /// Reconciles are paused until the cooldown ends.
+    Open,
+    /// One trial reconcile runs.
+    HalfOpen,
+}
+
+impl BreakerPhase {
+    /// `Closed`, `Open` or `HalfOpen`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "Closed",
+            Self::Open => "Open",
+            Self::HalfOpen => "HalfOpen",
         }
     }
-}
 
-impl BreakerConfig {
-    /// Sets [`BreakerConfig::window_calls`].
-    #[must_use]
-    pub fn window_calls(mut self, calls: usize) -> Self {
-        self.window_calls = calls;
-        self
-    }
-    /// Sets [`BreakerConfig::failure_ratio`].
-    #[must_use]
-    pub fn failure_ratio(mut self, ratio: f64) -> Self {
-        self.failure_ratio = ratio;
-        self
-    }
-    /// Sets [`BreakerConfig::hot_loop_writes`].
-    #[must_use]
-    pub fn hot_loop_writes(mut self, writes: usize) -> Self {
-        self.hot_loop_writes = writes;
-        self
-    }
-    /// Sets [`BreakerConfig::hot_loop_window`].
-    #[must_use]
-    pub fn hot_loop_window(mut self, window: Duration) -> Self {
-        self.hot_loop_window = window;
-        self
-    }
-    /// Sets [`BreakerConfig::cooldown`].
-    #[must_use]
-    pub fn cooldown(mut self, cooldown: Duration) -> Self {
-        self.cooldown = cooldown;
-        self
-    }
-    /// Sets [`BreakerConfig::max_cooldown`].
-    #[must_use]
-    pub fn max_cooldown(mut self, cooldown: Duration) -> Self {
-        self.max_cooldown = cooldown;
-        self
-    }
-
-    /// The cooldown after `level` escalations: `cooldown · 2^level`, capped.
-    fn cooldown_at(&self, level: u32) -> Duration {
-        let factor = 1u32.checked_shl(level).unwrap_or(u32::MAX);
-        self.cooldown.saturating_mul(factor).min(self.max_cooldown.max(self.cooldown))
+    /// The value of `wasmop_plugin_circuit_breaker_state`: 0 closed, 1 open, 2 half-open.
+    pub fn metric_value(self) -> i64 {
+        match self {
+            Self::Closed => 0,
+            Self::Open => 1,
+            Self::HalfOpen => 2,
+        }
     }
 }
 
@@ -292,11 +261,11 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
 
     /// Record how the reconcile of `key` admitted by `ticket` ended, at `now`; returns the
     /// transition it caused.
-    pub fn record(&mut self, ticket: Ticket, key: &K, outcome: &Outcome, now: Instant) -> Option<Transition> {
+    pub fn record(&mut self, ticket: Ticket, key: &K, outcome: Finished, now: Instant) -> Option<Transition> {
         if ticket.epoch != self.epoch {
             return None;
         }
-        let failed = !matches!(outcome, Outcome::Done { .. });
+        let failed = outcome.failed;
         match self.state {
             BreakerState::HalfOpen { .. } if ticket.trial => {
                 self.trial_running = false;
@@ -371,18 +340,19 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
     }
 
     /// Updates `key`'s run of writing reconciles; the evidence if it trips.
-    fn count_writes(&mut self, key: &K, outcome: &Outcome, now: Instant) -> Option<String> {
+    fn count_writes(&mut self, key: &K, outcome: Finished, now: Instant) -> Option<String> {
         let (limit, window) = (self.config.hot_loop_writes, self.config.hot_loop_window);
         if limit == 0 {
             return None;
         }
         self.sweep(now);
         match outcome {
-            Outcome::Done { wrote: false, .. } => {
+            Finished { failed: true, .. } => None,
+            Finished { wrote: false, .. } => {
                 self.writes.remove(key);
                 None
             }
-            Outcome::Done { wrote: true, .. } => {
+            Finished { wrote: true, .. } => {
                 let run = self.writes.entry(key.clone()).or_default();
                 run.push_back(now);
                 while run.len() > limit || run.front().is_some_and(|t| now.saturating_duration_since(*t) > window) {
@@ -394,7 +364,6 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
                     format!("{key} wrote on {limit} consecutive reconciles in {took}")
                 })
             }
-            Outcome::Retry | Outcome::GiveUp => None,
         }
     }
 
@@ -425,8 +394,8 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
     const MS: Duration = Duration::from_millis(1);
-    const DONE: Outcome = Outcome::Done { requeue_after: None, wrote: false };
-    const WROTE: Outcome = Outcome::Done { requeue_after: None, wrote: true };
+    const DONE: Finished = Finished::QUIET;
+    const WROTE: Finished = Finished::WROTE;
 
     /// The thresholds these tests were written for (20 writes in 60 s), whatever the defaults.
     fn breaker() -> Breaker<&'static str> {
@@ -441,17 +410,17 @@ mod tests {
     }
 
     /// Admit and record one reconcile of `key` at `now`.
-    fn run(b: &mut Breaker<&'static str>, key: &'static str, outcome: Outcome, now: Instant) -> Option<Transition> {
+    fn run(b: &mut Breaker<&'static str>, key: &'static str, outcome: Finished, now: Instant) -> Option<Transition> {
         let t = ticket(b, now);
-        b.record(t, &key, &outcome, now)
+        b.record(t, &key, outcome, now)
     }
 
     /// Trip `b` with a full window of failures ending at `now`.
     fn trip(b: &mut Breaker<&'static str>, now: Instant) -> Duration {
         for _ in 1..b.config().window_calls {
-            assert_eq!(run(b, "k", Outcome::Retry, now), None);
+            assert_eq!(run(b, "k", Finished::FAILED, now), None);
         }
-        match run(b, "k", Outcome::Retry, now) {
+        match run(b, "k", Finished::FAILED, now) {
             Some(Transition::Opened { cooldown, .. }) => cooldown,
             other => panic!("expected a trip, got {other:?}"),
         }
@@ -461,9 +430,9 @@ mod tests {
     fn failing_trips_only_once_the_window_is_full() {
         let (mut b, t0) = (breaker(), Instant::now());
         for i in 0..19 {
-            assert_eq!(run(&mut b, "k", Outcome::GiveUp, t0 + i * MS), None, "call {i}");
+            assert_eq!(run(&mut b, "k", Finished::FAILED, t0 + i * MS), None, "call {i}");
         }
-        let transition = run(&mut b, "k", Outcome::Retry, t0 + 20 * MS);
+        let transition = run(&mut b, "k", Finished::FAILED, t0 + 20 * MS);
         let evidence = "20 of the last 20 reconciles failed".to_owned();
         assert_eq!(transition, Some(Transition::Opened { reason: TripReason::Failing, evidence, cooldown: 30 * S }));
         assert_eq!(b.state(), BreakerState::Open { until: t0 + 20 * MS + 30 * S, reason: TripReason::Failing });
@@ -477,10 +446,10 @@ mod tests {
             assert_eq!(run(&mut b, "k", DONE, t0), None);
         }
         for _ in 0..15 {
-            assert_eq!(run(&mut b, "k", Outcome::Retry, t0), None);
+            assert_eq!(run(&mut b, "k", Finished::FAILED, t0), None);
         }
         // One more failure pushes a success out of the window: 16/20.
-        match run(&mut b, "k", Outcome::Retry, t0) {
+        match run(&mut b, "k", Finished::FAILED, t0) {
             Some(Transition::Opened { evidence, .. }) => assert_eq!(evidence, "16 of the last 20 reconciles failed"),
             other => panic!("{other:?}"),
         }
@@ -528,7 +497,7 @@ mod tests {
         for _ in 0..10 {
             run(&mut b, "x", WROTE, t0);
         }
-        run(&mut b, "x", Outcome::Retry, t0);
+        run(&mut b, "x", Finished::FAILED, t0);
         for _ in 0..9 {
             assert_eq!(run(&mut b, "x", WROTE, t0), None);
         }
@@ -567,7 +536,7 @@ mod tests {
         let config = BreakerConfig::default().window_calls(0).hot_loop_writes(0);
         let (mut b, t0) = (Breaker::new(config), Instant::now());
         for _ in 0..100 {
-            assert_eq!(run(&mut b, "x", Outcome::Retry, t0), None);
+            assert_eq!(run(&mut b, "x", Finished::FAILED, t0), None);
             assert_eq!(run(&mut b, "x", WROTE, t0), None);
         }
     }
@@ -589,12 +558,12 @@ mod tests {
         let (mut b, t0) = (breaker(), Instant::now());
         trip(&mut b, t0);
         let trial = ticket(&mut b, t0 + 30 * S);
-        assert_eq!(b.record(trial, &"k", &WROTE, t0 + 30 * S), Some(Transition::Closed));
+        assert_eq!(b.record(trial, &"k", WROTE, t0 + 30 * S), Some(Transition::Closed));
         assert_eq!(b.state(), BreakerState::Closed);
         assert!(!ticket(&mut b, t0 + 30 * S).is_trial());
         // The window starts empty again: 19 failures do not trip.
         for _ in 0..19 {
-            assert_eq!(run(&mut b, "k", Outcome::Retry, t0 + 400 * S), None);
+            assert_eq!(run(&mut b, "k", Finished::FAILED, t0 + 400 * S), None);
         }
     }
 
@@ -605,7 +574,7 @@ mod tests {
         for expected in [60, 120, 240, 300, 300] {
             now += 300 * S;
             let trial = ticket(&mut b, now);
-            match b.record(trial, &"default/x", &Outcome::Retry, now) {
+            match b.record(trial, &"default/x", Finished::FAILED, now) {
                 Some(Transition::Opened { reason, evidence, cooldown }) => {
                     assert_eq!((reason, cooldown), (TripReason::Failing, expected * S));
                     assert_eq!(evidence, "the trial reconcile of default/x after the cooldown failed");
@@ -621,7 +590,7 @@ mod tests {
         trip(&mut b, t0);
         let closed_at = t0 + 30 * S;
         let trial = ticket(&mut b, closed_at);
-        assert_eq!(b.record(trial, &"x", &WROTE, closed_at), Some(Transition::Closed));
+        assert_eq!(b.record(trial, &"x", WROTE, closed_at), Some(Transition::Closed));
         // Hot loop again within one cooldown of closing: 60 s.
         let mut last = None;
         for _ in 0..20 {
@@ -630,7 +599,7 @@ mod tests {
         assert!(matches!(last, Some(Transition::Opened { reason: TripReason::HotLoop, cooldown, .. }) if cooldown == 60 * S));
         let closed_again = closed_at + 70 * S;
         let trial = ticket(&mut b, closed_again);
-        b.record(trial, &"x", &DONE, closed_again);
+        b.record(trial, &"x", DONE, closed_again);
         // Closed for longer than the 60 s it last served: back to 30 s.
         assert_eq!(trip(&mut b, closed_again + 61 * S), 30 * S);
     }
@@ -640,12 +609,12 @@ mod tests {
         let (mut b, t0) = (breaker(), Instant::now());
         let early = ticket(&mut b, t0);
         trip(&mut b, t0);
-        assert_eq!(b.record(early, &"k", &Outcome::Retry, t0), None);
+        assert_eq!(b.record(early, &"k", Finished::FAILED, t0), None);
         let trial = ticket(&mut b, t0 + 30 * S);
         // A pre-trip success does not close the half-open breaker either.
-        assert_eq!(b.record(early, &"k", &DONE, t0 + 30 * S), None);
+        assert_eq!(b.record(early, &"k", DONE, t0 + 30 * S), None);
         assert_eq!(b.state(), BreakerState::HalfOpen { reason: TripReason::Failing });
-        assert_eq!(b.record(trial, &"k", &DONE, t0 + 30 * S), Some(Transition::Closed));
+        assert_eq!(b.record(trial, &"k", DONE, t0 + 30 * S), Some(Transition::Closed));
     }
 
     #[test]
@@ -657,10 +626,10 @@ mod tests {
         let mut trial = ticket(&mut b, t0 + 30 * S);
         assert!(b.still_admits(&mut trial));
         assert!(!b.still_admits(&mut waiting), "only the trial runs while half-open");
-        b.record(trial, &"k", &DONE, t0 + 30 * S);
+        b.record(trial, &"k", DONE, t0 + 30 * S);
         assert!(b.still_admits(&mut waiting));
         for _ in 0..20 {
-            b.record(waiting, &"k", &Outcome::Retry, t0 + 31 * S);
+            b.record(waiting, &"k", Finished::FAILED, t0 + 31 * S);
         }
         assert!(matches!(b.state(), BreakerState::Open { .. }), "a renewed ticket's outcomes count");
     }
@@ -673,7 +642,7 @@ mod tests {
         b.reset();
         assert!(b.still_admits(&mut trial));
         assert!(!trial.is_trial());
-        assert_eq!(b.record(trial, &"k", &Outcome::Retry, t0 + 30 * S), None, "counted in the new window");
+        assert_eq!(b.record(trial, &"k", Finished::FAILED, t0 + 30 * S), None, "counted in the new window");
         assert_eq!(b.window.len(), 1);
     }
 
@@ -693,7 +662,7 @@ mod tests {
         trip(&mut b, now);
         now += 30 * S;
         let trial = ticket(&mut b, now);
-        b.record(trial, &"k", &Outcome::Retry, now);
+        b.record(trial, &"k", Finished::FAILED, now);
         assert!(matches!(b.state(), BreakerState::Open { .. }));
         assert_eq!(b.reset(), Some(Transition::Reset));
         assert_eq!(b.state(), BreakerState::Closed);

@@ -9,41 +9,11 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState, Ticket, Transition, TripReason, human_duration};
+use super::breaker::{
+    Admission, Breaker, BreakerConfig, BreakerPhase, BreakerState, Finished, Ticket, Transition, TripReason, human_duration,
+};
 use super::mapping::ObjectKey;
-use super::reconcile::Outcome;
-use crate::server::Metrics;
-
-/// The breaker's state without its timer, for status and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerPhase {
-    /// Reconciles run.
-    Closed,
-    /// Reconciles are paused until the cooldown ends.
-    Open,
-    /// One trial reconcile runs.
-    HalfOpen,
-}
-
-impl BreakerPhase {
-    /// `Closed`, `Open` or `HalfOpen`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Closed => "Closed",
-            Self::Open => "Open",
-            Self::HalfOpen => "HalfOpen",
-        }
-    }
-
-    /// The value of `wasmop_plugin_circuit_breaker_state`: 0 closed, 1 open, 2 half-open.
-    pub fn metric_value(self) -> i64 {
-        match self {
-            Self::Closed => 0,
-            Self::Open => 1,
-            Self::HalfOpen => 2,
-        }
-    }
-}
+use super::metrics::Metrics;
 
 /// What the breaker of a plugin says, as of its last transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +42,7 @@ impl BreakerStatus {
             message: message.into(),
             opened_at: None,
             retry_at: None,
-            since: crate::actions::now(),
+            since: crate::actions::timestamp_now(),
             trips: 0,
         }
     }
@@ -188,7 +158,7 @@ impl BreakerGate {
     }
 
     /// Record the outcome of the reconcile of `key` that `permit` allowed.
-    pub fn record(&self, mut permit: Permit<'_>, key: &ObjectKey, outcome: &Outcome) {
+    pub fn record(&self, mut permit: Permit<'_>, key: &ObjectKey, outcome: Finished) {
         permit.recorded = true;
         let mut state = self.lock();
         if let Some(t) = state.breaker.record(permit.ticket, key, outcome, Instant::now()) {
@@ -232,12 +202,12 @@ impl BreakerGate {
                 let message = format!("{evidence}; reconciles paused for {}, then one trial reconcile", human_duration(cooldown));
                 state.evidence = evidence;
                 self.publish(|s| {
-                    let since = if s.phase == BreakerPhase::Closed { crate::actions::now() } else { s.since.clone() };
+                    let since = if s.phase == BreakerPhase::Closed { crate::actions::timestamp_now() } else { s.since.clone() };
                     *s = BreakerStatus {
                         phase: BreakerPhase::Open,
                         reason: Some(reason),
                         message,
-                        opened_at: Some(crate::actions::now()),
+                        opened_at: Some(crate::actions::timestamp_now()),
                         retry_at: Some(until),
                         since,
                         trips: s.trips + 1,
@@ -288,7 +258,7 @@ mod tests {
         ObjectKey { namespace: Some("default".into()), name: name.into() }
     }
 
-    const FAILED: Outcome = Outcome::Retry;
+    const FAILED: Finished = Finished::FAILED;
 
     fn gate(metrics: &Arc<Metrics>) -> Arc<BreakerGate> {
         let config = BreakerConfig::default().window_calls(2).failure_ratio(1.0).cooldown(Duration::from_secs(10));
@@ -298,7 +268,7 @@ mod tests {
     async fn fail_twice(gate: &BreakerGate) {
         for _ in 0..2 {
             let permit = gate.admit().await.expect("admitted");
-            gate.record(permit, &key("x"), &FAILED);
+            gate.record(permit, &key("x"), FAILED);
         }
     }
 
@@ -320,7 +290,7 @@ mod tests {
         assert_eq!(gate.status().phase, BreakerPhase::HalfOpen);
         let second = tokio::time::timeout(Duration::from_secs(3600), gate.admit()).await;
         assert!(second.is_err(), "nobody else passes while the trial runs");
-        gate.record(trial, &key("x"), &Outcome::Done { requeue_after: None, wrote: true });
+        gate.record(trial, &key("x"), Finished::WROTE);
         assert_eq!(gate.status().phase, BreakerPhase::Closed);
         assert_eq!(gate.status().trips, 1);
         let text = metrics.render();

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
-use super::discovery::Discovery;
+use super::metrics::Metrics;
+use super::plugin_controller::Serving;
 use super::plugin_controller::{PluginController, Shared, StartError};
-use super::retirement::Serving;
 use super::watches::Watches;
-use crate::policy::OnRemove;
+use crate::cluster::Discovery;
+use crate::policy::{HostPolicy, OnRemove};
 use crate::runtime::{LoadError, Plugin, Runtime};
-use crate::server::Metrics;
 
 /// Why a plugin file was not started.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +90,11 @@ impl Manager {
     /// Whether every watch has completed its first list.
     pub fn synced(&self) -> bool {
         self.shared.watches.all_synced()
+    }
+
+    /// The host's policy (breaker settings and removal per plugin).
+    pub fn policy(&self) -> &HostPolicy {
+        &self.config.policy
     }
 
     /// The runtime plugins are loaded with.

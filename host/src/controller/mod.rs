@@ -6,28 +6,28 @@
 
 pub mod breaker;
 mod breaker_gate;
-pub mod discovery;
 pub mod leader;
 mod manager;
 mod mapping;
+mod metrics;
 mod plugin_controller;
 pub mod queue;
 mod rate_limit;
 mod reconcile;
 mod retirement;
-pub mod server_version;
 pub mod watches;
 
 use std::time::Duration;
 
-pub use breaker::{BreakerConfig, TripReason};
-pub use breaker_gate::{BreakerGate, BreakerPhase, BreakerStatus, Permit};
+use crate::policy::HostPolicy;
+
+pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
+pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
-pub use plugin_controller::{PluginController, Shared, StartError};
-pub use queue::QueueConfig;
-pub use reconcile::Outcome;
-pub use retirement::Serving;
+pub use metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
+pub use plugin_controller::{Outcome, PluginController, Serving, Shared, StartError};
+pub use rate_limit::QueueConfig;
 pub use watches::SyncTimeout;
 
 /// How every plugin controller runs.
@@ -49,6 +49,10 @@ pub struct ControllerConfig {
     pub sync_timeout: Duration,
     /// When a plugin's circuit breaker opens and for how long.
     pub breaker: BreakerConfig,
+    /// The host's policy: each plugin's breaker settings over [`ControllerConfig::breaker`],
+    /// and what removing its file does ([`OnRemove`](crate::policy::OnRemove)). Its limits
+    /// and grants are the runtime's ([`HostPolicy::allowances`]).
+    pub policy: HostPolicy,
 }
 
 impl Default for ControllerConfig {
@@ -61,6 +65,7 @@ impl Default for ControllerConfig {
             shutdown_grace: Duration::from_secs(10),
             sync_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::default(),
+            policy: HostPolicy::default(),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! [`PluginController`]: the queue, workers and watches of one plugin.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -8,18 +8,17 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::ControllerConfig;
+use super::breaker::Finished;
 use super::breaker_gate::BreakerGate;
-use super::discovery::{Discovery, DiscoveryError, Resolved};
 use super::mapping::{ObjectKey, parents_of_change};
+use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
-use super::reconcile::{Outcome, reconcile};
-use super::retirement::Serving;
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
 use crate::actions::{AppliedChildren, EventSink};
+use crate::cluster::{Discovery, DiscoveryError, Resolved};
 use crate::contract::{Kind, Scope};
 use crate::objects::ObjectCache;
 use crate::runtime::Plugin;
-use crate::server::{Metrics, ReconcileResult};
 
 /// Why a plugin could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +49,45 @@ pub enum StartError {
         /// What discovery says.
         served: Scope,
     },
+}
+
+/// What the worker does with the key next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Success: reset backoff; requeue after the delay the plugin asked for, if any.
+    Done {
+        /// The plugin's requeue-after.
+        requeue_after: Option<Duration>,
+        /// Whether the reconcile wrote anything (a child, a delete, the status, a finalizer).
+        wrote: bool,
+    },
+    /// A retryable failure: requeue with per-object exponential backoff.
+    Retry,
+    /// A terminal failure: wait for the object to change.
+    GiveUp,
+}
+
+impl Outcome {
+    /// What the circuit breaker counts of this outcome.
+    pub fn finished(&self) -> Finished {
+        match self {
+            Self::Done { wrote, .. } => Finished { failed: false, wrote: *wrote },
+            Self::Retry | Self::GiveUp => Finished::FAILED,
+        }
+    }
+}
+
+/// Which parents a plugin controller reconciles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serving {
+    /// Every parent (a plugin whose file is present).
+    All,
+    /// Only parents being deleted that hold its finalizer: the file was removed and the policy
+    /// keeps the last version for finalizing calls. New and updated parents are left alone
+    /// (they get no finalizer).
+    FinalizingOnly,
+    /// None: the controller is stopped.
+    Stopped,
 }
 
 /// The shared parts every plugin controller uses.
@@ -99,6 +137,20 @@ impl std::fmt::Debug for PluginController {
 /// Forwards watch events to the controller without keeping it alive.
 struct Forward(std::sync::Weak<PluginController>);
 
+impl Reporter for PluginController {
+    fn sample(&self) -> ControllerSample {
+        let plugin = self.plugin();
+        ControllerSample {
+            plugin: plugin.name().to_owned(),
+            version: plugin.manifest().version.clone(),
+            digest: plugin.digest().to_owned(),
+            queue_depth: self.queue_depth() as u64,
+            queue_adds: self.queue_adds(),
+            queue_retries: self.queue_retries(),
+        }
+    }
+}
+
 impl Subscriber for Forward {
     fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>) {
         if let Some(controller) = self.0.upgrade() {
@@ -146,7 +198,7 @@ impl PluginController {
             events: EventSink::new(shared.client.clone(), plugin.name()),
             breaker: BreakerGate::new(
                 plugin.name(),
-                plugin.breaker_overrides().apply(config.breaker.clone()),
+                config.policy.for_plugin(plugin.name()).breaker.apply(config.breaker.clone()),
                 Arc::clone(&shared.metrics),
             ),
             plugin: ArcSwap::from_pointee(plugin),
@@ -175,7 +227,9 @@ impl PluginController {
                 .map_err(|e| SyncTimeout { after: config.sync_timeout, ..e })?;
         }
         controller.enqueue_all();
-        controller.shared.metrics.track(&controller);
+        let weak = Arc::downgrade(&controller);
+        let reporter: Weak<dyn Reporter> = weak;
+        controller.shared.metrics.track(reporter);
         let mut workers = controller.workers.lock().expect("workers lock");
         for _ in 0..config.concurrency.max(1) {
             workers.spawn(Arc::clone(&controller).work());
@@ -282,8 +336,8 @@ impl PluginController {
                 continue;
             }
             let started = std::time::Instant::now();
-            let outcome = reconcile(&self, &key).await;
-            self.breaker.record(permit, &key, &outcome);
+            let outcome = self.reconcile(&key).await;
+            self.breaker.record(permit, &key, outcome.finished());
             let result = match outcome {
                 Outcome::Done { requeue_after: None, .. } => ReconcileResult::Success,
                 Outcome::Done { requeue_after: Some(_), .. } => ReconcileResult::RequeueAfter,

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub use super::rate_limit::QueueConfig;
 use super::rate_limit::RateLimiter;
 
 /// Longer delays are clamped to this (a `Instant` far in the future without overflow).
@@ -21,54 +22,6 @@ const MAX_DELAY: Duration = Duration::from_secs(30 * 365 * 86_400);
 /// What a queue key must be; implemented for every type that qualifies.
 pub trait QueueKey: Clone + Eq + Hash + Debug + Send + Sync + 'static {}
 impl<T: Clone + Eq + Hash + Debug + Send + Sync + 'static> QueueKey for T {}
-
-/// Rate-limiting settings of a [`WorkQueue`]. `Default` is controller-runtime's.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct QueueConfig {
-    /// Backoff after a key's first failure; it doubles with each further one. Default 5 ms.
-    pub base_delay: Duration,
-    /// Cap of the per-key backoff. Default 1000 s.
-    pub max_delay: Duration,
-    /// Refill rate of the global token bucket. Default 10. A value that is not finite and
-    /// positive (`0.0`, `f64::INFINITY`, NaN) disables the global limit.
-    pub rate_per_second: f64,
-    /// Size of the global token bucket (rate-limited adds allowed at once). Default 100;
-    /// `0` is treated as `1`.
-    pub burst: u32,
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        Self { base_delay: Duration::from_millis(5), max_delay: Duration::from_secs(1000), rate_per_second: 10.0, burst: 100 }
-    }
-}
-
-impl QueueConfig {
-    /// Sets [`QueueConfig::base_delay`].
-    #[must_use]
-    pub fn base_delay(mut self, delay: Duration) -> Self {
-        self.base_delay = delay;
-        self
-    }
-    /// Sets [`QueueConfig::max_delay`].
-    #[must_use]
-    pub fn max_delay(mut self, delay: Duration) -> Self {
-        self.max_delay = delay;
-        self
-    }
-    /// Sets [`QueueConfig::rate_per_second`].
-    #[must_use]
-    pub fn rate_per_second(mut self, rate: f64) -> Self {
-        self.rate_per_second = rate;
-        self
-    }
-    /// Sets [`QueueConfig::burst`].
-    #[must_use]
-    pub fn burst(mut self, burst: u32) -> Self {
-        self.burst = burst;
-        self
-    }
-}
 
 /// A key waiting in the queue. `seq` is `None` while the key is leased: it is parked and only
 /// scheduled when the lease ends.

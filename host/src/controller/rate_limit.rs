@@ -11,7 +11,53 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::queue::QueueConfig;
+/// Rate-limiting settings of a [`WorkQueue`](super::queue::WorkQueue). `Default` is controller-runtime's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueConfig {
+    /// Backoff after a key's first failure; it doubles with each further one. Default 5 ms.
+    pub base_delay: Duration,
+    /// Cap of the per-key backoff. Default 1000 s.
+    pub max_delay: Duration,
+    /// Refill rate of the global token bucket. Default 10. A value that is not finite and
+    /// positive (`0.0`, `f64::INFINITY`, NaN) disables the global limit.
+    pub rate_per_second: f64,
+    /// Size of the global token bucket (rate-limited adds allowed at once). Default 100;
+    /// `0` is treated as `1`.
+    pub burst: u32,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self { base_delay: Duration::from_millis(5), max_delay: Duration::from_secs(1000), rate_per_second: 10.0, burst: 100 }
+    }
+}
+
+impl QueueConfig {
+    /// Sets [`QueueConfig::base_delay`].
+    #[must_use]
+    pub fn base_delay(mut self, delay: Duration) -> Self {
+        self.base_delay = delay;
+        self
+    }
+    /// Sets [`QueueConfig::max_delay`].
+    #[must_use]
+    pub fn max_delay(mut self, delay: Duration) -> Self {
+        self.max_delay = delay;
+        self
+    }
+    /// Sets [`QueueConfig::rate_per_second`].
+    #[must_use]
+    pub fn rate_per_second(mut self, rate: f64) -> Self {
+        self.rate_per_second = rate;
+        self
+    }
+    /// Sets [`QueueConfig::burst`].
+    #[must_use]
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+}
 
 /// Per-key exponential backoff combined with a global token bucket; not synchronised (the
 /// [`WorkQueue`](super::queue::WorkQueue) keeps it under its lock).

@@ -1,35 +1,25 @@
 //! One reconcile of one parent: cache → request → plugin → plan (checks) → writes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tracing::Instrument;
 
 use super::mapping::ObjectKey;
-use super::plugin_controller::PluginController;
-use crate::actions::{RECONCILED, Writer, add_finalizer, has_finalizer, now, plan, remove_finalizer, status_patch};
+use super::plugin_controller::{Outcome, PluginController};
+use crate::actions::{RECONCILED, Writer, add_finalizer, has_finalizer, plan, remove_finalizer, status_patch, timestamp_now};
 use crate::contract::{Condition, ConditionStatus, Event, EventType, Request};
 use crate::objects::ObjectCache;
 
-/// What the worker does with the key next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Success: reset backoff; requeue after the delay the plugin asked for, if any.
-    Done {
-        /// The plugin's requeue-after.
-        requeue_after: Option<Duration>,
-        /// Whether the reconcile wrote anything (a child, a delete, the status, a finalizer).
-        wrote: bool,
-    },
-    /// A retryable failure: requeue with per-object exponential backoff.
-    Retry,
-    /// A terminal failure: wait for the object to change.
-    GiveUp,
+impl PluginController {
+    /// Reconcile the parent `key` with the controller's current plugin version.
+    pub(super) async fn reconcile(&self, key: &ObjectKey) -> Outcome {
+        reconcile(self, key).await
+    }
 }
 
-/// Reconcile the parent `key` with the controller's current plugin version.
-pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
+/// [`PluginController::reconcile`].
+async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
     let plugin = controller.plugin();
     let manifest = Arc::clone(plugin.manifest());
     let watches = Arc::clone(&controller.shared.watches);
@@ -84,13 +74,15 @@ pub async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcom
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-        let plan = match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, &now()) {
-            Ok(plan) => plan,
-            Err(e) => {
-                metrics.refused(&manifest.name);
-                return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
-            }
-        };
+        let plan =
+            match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, &timestamp_now())
+            {
+                Ok(plan) => plan,
+                Err(e) => {
+                    metrics.refused(&manifest.name);
+                    return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
+                }
+            };
         let written = match writer.execute(&plan).await {
             Ok(written) => written,
             Err(e) => {
@@ -131,7 +123,7 @@ async fn fail(controller: &PluginController, writer: &Writer<'_>, reason: &str, 
     controller.events.publish(writer.parent, &event).await;
     let condition =
         Condition { type_: RECONCILED.into(), status: ConditionStatus::False, reason: reason.into(), message: message.into() };
-    if let Some(patch) = status_patch(writer.parent, None, &[condition], &now())
+    if let Some(patch) = status_patch(writer.parent, None, &[condition], &timestamp_now())
         && let Err(e) = writer.patch_status(&patch).await
     {
         tracing::warn!(error = %e, "cannot record the failure in the parent's status");

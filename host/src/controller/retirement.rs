@@ -11,23 +11,10 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use super::mapping::ObjectKey;
-use super::plugin_controller::PluginController;
+use super::plugin_controller::{PluginController, Serving};
 use crate::actions::{has_finalizer, remove_finalizer};
 use crate::contract::{Event, EventType};
 use crate::objects::ObjectCache;
-
-/// Which parents a plugin controller reconciles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Serving {
-    /// Every parent (a plugin whose file is present).
-    All,
-    /// Only parents being deleted that hold its finalizer: the file was removed and the policy
-    /// keeps the last version for finalizing calls. New and updated parents are left alone
-    /// (they get no finalizer).
-    FinalizingOnly,
-    /// None: the controller is stopped.
-    Stopped,
-}
 
 /// How often a retiring plugin counts its finalizer's holders without a watch event.
 const RECOUNT: Duration = Duration::from_secs(1);

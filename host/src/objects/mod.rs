@@ -4,6 +4,7 @@
 //! [`ObjectCache`]. The controller backs it with its watches; the offline `reconcile` command
 //! backs it with a [`MemoryCache`] filled from fixture files.
 
+mod gather;
 mod memory;
 pub mod selector;
 

@@ -26,7 +26,7 @@
 //!       # cluster-scoped child kinds a namespaced parent may write (default none: refused)
 //!       clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]
 //!   status-heavy:
-//!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see controller::BreakerConfig
+//!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see BreakerConfig
 //!   db-operator:
 //!     onRemove: releaseFinalizers  # keepFinalizing (default) | releaseFinalizers, see OnRemove
 //! ```
@@ -39,8 +39,11 @@
 //! object) but the label `wasmop.dev/parent-uid`; it is never garbage-collected nor pruned:
 //! the plugin deletes it itself (see [`Grants::cluster_scoped_children`]).
 
+mod allowance;
+mod breaker;
 mod file;
 mod grants;
+mod limits;
 mod removal;
 mod view;
 
@@ -48,12 +51,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+pub use allowance::{Allowance, Allowances};
+pub use breaker::{BreakerConfig, BreakerOverrides};
 pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret, parse_kind};
+pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
 
-use crate::controller::BreakerConfig;
-use crate::runtime::{Limits, parse_deadline, parse_memory};
 use crate::units::{parse_bytes, parse_duration};
 use file::{PluginEntry, PolicyFile};
 
@@ -92,34 +96,6 @@ pub struct PluginPolicy {
     pub breaker: BreakerOverrides,
     /// What happens to the plugin's finalizers when its file is removed.
     pub on_remove: OnRemove,
-}
-
-/// Circuit breaker settings of one plugin over the host's [`BreakerConfig`]; `None` keeps the
-/// host's value. Field meanings are [`BreakerConfig`]'s.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[allow(missing_docs)]
-pub struct BreakerOverrides {
-    pub window_calls: Option<usize>,
-    pub failure_ratio: Option<f64>,
-    pub hot_loop_writes: Option<usize>,
-    pub hot_loop_window: Option<Duration>,
-    pub cooldown: Option<Duration>,
-    pub max_cooldown: Option<Duration>,
-}
-
-impl BreakerOverrides {
-    /// `base` with these overrides.
-    #[must_use]
-    pub fn apply(&self, mut base: BreakerConfig) -> BreakerConfig {
-        let o = self.clone();
-        base.window_calls = o.window_calls.unwrap_or(base.window_calls);
-        base.failure_ratio = o.failure_ratio.unwrap_or(base.failure_ratio);
-        base.hot_loop_writes = o.hot_loop_writes.unwrap_or(base.hot_loop_writes);
-        base.hot_loop_window = o.hot_loop_window.unwrap_or(base.hot_loop_window);
-        base.cooldown = o.cooldown.unwrap_or(base.cooldown);
-        base.max_cooldown = o.max_cooldown.unwrap_or(base.max_cooldown);
-        base
-    }
 }
 
 /// The policy of a host: defaults and per-plugin overrides.
@@ -209,13 +185,11 @@ impl HostPolicy {
         &self.defaults
     }
 
-    /// Whether any plugin is metered with fuel (the engine then counts it for all).
-    pub fn uses_fuel(&self) -> bool {
-        self.all().any(|p| p.limits.fuel.is_some())
-    }
-
-    fn all(&self) -> impl Iterator<Item = PluginPolicy> + '_ {
-        self.plugins.keys().map(|name| self.for_plugin(name)).chain([self.defaults.clone()])
+    /// What the runtime enforces on each plugin: its limits and grants.
+    pub fn allowances(&self) -> Allowances {
+        let allowance = |p: PluginPolicy| Allowance { limits: p.limits, grants: p.grants };
+        let plugins = self.plugins.keys().map(|name| (name.clone(), allowance(self.for_plugin(name)))).collect();
+        Allowances::new(allowance(self.defaults.clone()), plugins)
     }
 }
 
@@ -281,7 +255,7 @@ mod tests {
         assert_eq!(p.for_plugin("any"), PluginPolicy::default());
         assert_eq!(p.for_plugin("any").limits.deadline, Duration::from_secs(1));
         assert_eq!(p.for_plugin("any").grants.secrets, SecretAccess::None);
-        assert!(!p.uses_fuel());
+        assert!(!p.allowances().uses_fuel());
     }
 
     #[test]
@@ -298,7 +272,7 @@ mod tests {
         assert!(a.grants.may_read_namespace("shared", Some("x")));
         let b = p.for_plugin("b");
         assert_eq!((b.limits.memory_bytes, b.limits.fuel, b.grants.secrets), (64 << 20, None, SecretAccess::None));
-        assert!(p.uses_fuel());
+        assert!(p.allowances().uses_fuel());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
+use super::Limits;
 use super::{Grants, NamespaceGrant, SecretAccess};
-use crate::runtime::Limits;
 
 /// The limits a plugin runs under, as `kubectl` readers write them.
 pub fn limits_json(limits: &Limits) -> serde_json::Value {

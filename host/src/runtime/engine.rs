@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::limits::MAX_MEMORY_BYTES;
+use crate::policy::MAX_MEMORY_BYTES;
 
 /// How often the ticker advances the engine's epoch: the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);

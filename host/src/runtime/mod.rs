@@ -18,13 +18,14 @@
 
 mod artifact_cache;
 mod bindings;
-mod cache;
 mod convert;
 mod engine;
 mod error;
-mod limits;
 mod loader;
 mod log;
+mod log_budget;
+mod lookup;
+mod memory_limiter;
 mod plugin;
 mod state;
 
@@ -34,15 +35,16 @@ use std::sync::Arc;
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
+pub use crate::policy::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use artifact_cache::ArtifactCache;
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
-pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, MemoryLimitExceeded, parse_deadline, parse_memory};
 pub use loader::{WasmFormat, componentize, detect, digest};
-pub use log::{MAX_LOG_BYTES, MAX_LOG_LINES};
+pub use log_budget::{MAX_LOG_BYTES, MAX_LOG_LINES};
+pub use memory_limiter::MemoryLimitExceeded;
 pub use plugin::{CallStats, Plugin};
 
-use crate::policy::HostPolicy;
+use crate::policy::Allowances;
 use bindings::Operator;
 use engine::EpochTicker;
 use state::HostState;
@@ -58,7 +60,7 @@ pub enum RuntimeError {
 /// Builder for [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct RuntimeBuilder {
-    policy: HostPolicy,
+    allowances: Allowances,
     artifact_dir: Option<PathBuf>,
     pooling: bool,
 }
@@ -67,14 +69,15 @@ impl RuntimeBuilder {
     /// The same limits for every plugin, no grants (default: [`Limits::default`]).
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.policy = HostPolicy::uniform(limits);
+        self.allowances = Allowances::uniform(limits);
         self
     }
 
-    /// Limits and grants per plugin, from the host's operator.
+    /// Limits and grants per plugin, from the host's operator
+    /// ([`HostPolicy::allowances`](crate::policy::HostPolicy::allowances)).
     #[must_use]
-    pub fn policy(mut self, policy: HostPolicy) -> Self {
-        self.policy = policy;
+    pub fn allowances(mut self, allowances: Allowances) -> Self {
+        self.allowances = allowances;
         self
     }
 
@@ -100,14 +103,14 @@ impl RuntimeBuilder {
     /// [`RuntimeError`] if wasmtime cannot be configured.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         let err = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
-        let metered = self.policy.uses_fuel();
+        let metered = self.allowances.uses_fuel();
         let engine = engine::new_engine(self.pooling, metered).map_err(err)?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
         Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));
-        Ok(Runtime { inner: Arc::new(Inner { engine, linker, policy: self.policy, metered, artifacts, ticker }) })
+        Ok(Runtime { inner: Arc::new(Inner { engine, linker, allowances: self.allowances, metered, artifacts, ticker }) })
     }
 }
 
@@ -120,7 +123,7 @@ pub struct Runtime {
 struct Inner {
     engine: Engine,
     linker: Linker<HostState>,
-    policy: HostPolicy,
+    allowances: Allowances,
     /// Whether the engine counts fuel.
     metered: bool,
     artifacts: Option<ArtifactCache>,
@@ -131,24 +134,24 @@ struct Inner {
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("policy", &self.policy).field("artifacts", &self.artifacts).finish()
+        f.debug_struct("Runtime").field("allowances", &self.allowances).field("artifacts", &self.artifacts).finish()
     }
 }
 
 impl Runtime {
     /// A builder with default limits, the default artifact directory and pooling on.
     pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder { policy: HostPolicy::default(), artifact_dir: ArtifactCache::default_dir(), pooling: true }
+        RuntimeBuilder { allowances: Allowances::default(), artifact_dir: ArtifactCache::default_dir(), pooling: true }
     }
 
     /// The default limits (plugins without an entry of their own in the policy).
     pub fn limits(&self) -> &Limits {
-        &self.inner.policy.defaults().limits
+        &self.inner.allowances.defaults().limits
     }
 
     /// The limits and grants of every plugin.
-    pub fn policy(&self) -> &HostPolicy {
-        &self.inner.policy
+    pub fn allowances(&self) -> &Allowances {
+        &self.inner.allowances
     }
 
     /// Load a plugin from its bytes: detect the format, componentize a core module, compile
@@ -165,7 +168,7 @@ impl Runtime {
             .await
             .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
         let engine = plugin::Linked { engine: &self.inner.engine, linker: &self.inner.linker, metered: self.inner.metered };
-        Plugin::new(engine, &component, digest, &self.inner.policy, Arc::clone(&self.inner.ticker)).await
+        Plugin::new(engine, &component, digest, &self.inner.allowances, Arc::clone(&self.inner.ticker)).await
     }
 
     /// [`Runtime::load`] of a file's contents.

@@ -10,12 +10,12 @@ use super::bindings::{Operator, OperatorPre, guest};
 use super::convert;
 use super::engine::{EPOCH_TICK, EpochTicker};
 use super::error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
-use super::limits::{Limits, MemoryLimitExceeded};
-use super::log::one_line;
+use super::log_budget::one_line;
+use super::memory_limiter::MemoryLimitExceeded;
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, Request, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
-use crate::policy::{BreakerOverrides, Grants, HostPolicy, PluginPolicy};
+use crate::policy::{Allowance, Allowances, Grants, Limits};
 
 /// One version of a plugin: compiled, linked against the host's imports and type-checked
 /// against the world once; every call then gets a fresh instance in a fresh store.
@@ -34,7 +34,7 @@ struct Inner {
     manifest: Arc<Manifest>,
     name: Arc<str>,
     digest: String,
-    policy: PluginPolicy,
+    allowance: Allowance,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -68,14 +68,14 @@ impl Plugin {
         linked: Linked<'_>,
         component: &Component,
         digest: String,
-        policy: &HostPolicy,
+        allowances: &Allowances,
         ticker: Arc<EpochTicker>,
     ) -> Result<Self, LoadError> {
         let Linked { engine, linker, metered } = linked;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
         let pre = OperatorPre::new(linker.instantiate_pre(component).map_err(wrong_world)?).map_err(wrong_world)?;
         let name: Arc<str> = Arc::from("(loading)");
-        let defaults = Call { engine, pre: &pre, plugin: &name, limits: &policy.defaults().limits, metered };
+        let defaults = Call { engine, pre: &pre, plugin: &name, limits: &allowances.defaults().limits, metered };
         let (raw, _) = call(defaults, None, async |op: Operator, store: &mut Store<HostState>| {
             op.wasmop_plugin_reconciler().call_manifest(store).await
         })
@@ -83,7 +83,7 @@ impl Plugin {
         .map_err(LoadError::Describe)?;
         let manifest = convert::manifest(raw)?;
         let name = Arc::from(manifest.name.as_str());
-        let policy = policy.for_plugin(&manifest.name);
+        let allowance = allowances.for_plugin(&manifest.name).clone();
         Ok(Self {
             inner: Arc::new(Inner {
                 pre,
@@ -92,7 +92,7 @@ impl Plugin {
                 manifest: Arc::new(manifest),
                 name,
                 digest,
-                policy,
+                allowance,
                 _ticker: ticker,
             }),
         })
@@ -115,22 +115,23 @@ impl Plugin {
 
     /// The limits every call runs under (from the host's policy for this plugin's name).
     pub fn limits(&self) -> &Limits {
-        &self.inner.policy.limits
+        &self.inner.allowance.limits
     }
 
     /// What the host's operator grants this plugin beyond its manifest.
     pub fn grants(&self) -> &Grants {
-        &self.inner.policy.grants
-    }
-
-    /// This plugin's circuit breaker settings, over the host's.
-    pub fn breaker_overrides(&self) -> &BreakerOverrides {
-        &self.inner.policy.breaker
+        &self.inner.allowance.grants
     }
 
     fn call_params(&self) -> Call<'_> {
         let inner = &*self.inner;
-        Call { engine: &inner.engine, pre: &inner.pre, plugin: &inner.name, limits: &inner.policy.limits, metered: inner.metered }
+        Call {
+            engine: &inner.engine,
+            pre: &inner.pre,
+            plugin: &inner.name,
+            limits: &inner.allowance.limits,
+            metered: inner.metered,
+        }
     }
 
     /// Reconcile one parent: a fresh instance, the request in, the validated response out.
@@ -146,14 +147,14 @@ impl Plugin {
             Scope::Cluster => None,
         };
         let parent_name = name_of(&request.parent).unwrap_or_default().to_owned();
-        let lookup = LookupScope { manifest, grants: self.inner.policy.grants.clone(), namespace, parent_name, cache };
+        let lookup = LookupScope { manifest, grants: self.inner.allowance.grants.clone(), namespace, parent_name, cache };
         let raw_request = convert::request(request);
         let (result, stats) = call(self.call_params(), Some(lookup), async |op: Operator, store: &mut Store<HostState>| {
             op.wasmop_plugin_reconciler().call_reconcile(store, &raw_request).await
         })
         .await?;
         match result {
-            Ok(raw) => Ok((convert::response(raw).validate(&self.inner.policy.limits.output)?, stats)),
+            Ok(raw) => Ok((convert::response(raw).validate(&self.inner.allowance.limits.output)?, stats)),
             Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(one_line(&m, MAX_PLUGIN_MESSAGE))),
             Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(one_line(&m, MAX_PLUGIN_MESSAGE))),
         }

@@ -7,14 +7,14 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::limits::MemoryLimiter;
-use super::log::LogBudget;
+use super::log_budget::LogBudget;
+use super::memory_limiter::MemoryLimiter;
 use crate::contract::Manifest;
 use crate::objects::ObjectCache;
 use crate::policy::Grants;
 
 /// Bytes of guest stdout, and of stderr, held in memory per call; the rest is dropped (and
-/// counted). As much as the log takes from one call ([`super::log::MAX_LOG_BYTES`]).
+/// counted). As much as the log takes from one call ([`super::log_budget::MAX_LOG_BYTES`]).
 const MAX_GUEST_OUTPUT: usize = 64 << 10;
 
 /// What one call may read through the `cache` import.

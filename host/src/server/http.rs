@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use super::metrics::Metrics;
+use crate::controller::Metrics;
 
 /// Whether the host is ready (plugins loaded, watches synced).
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;

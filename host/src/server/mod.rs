@@ -1,7 +1,6 @@
 //! What the host serves to operators of the host: metrics and health probes.
 
 mod http;
-mod metrics;
 
+pub use crate::controller::{Metrics, ReconcileResult};
 pub use http::{Readiness, serve};
-pub use metrics::{Metrics, ReconcileResult};

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, 
 use kube::discovery::pinned_kind;
 use serde_json::json;
 
-use super::reloader::FileStatus;
+use super::file_status::FileStatus;
 use crate::actions::merge_conditions;
 use crate::contract::{Condition, ConditionStatus};
 use crate::controller::{BreakerPhase, BreakerStatus};
@@ -204,7 +204,7 @@ impl ClusterStatus {
             "rejectedDigest": file.last_error.as_ref().map(|_| &file.digest).filter(|d| !d.is_empty()),
             "limits": running.map(|p| limits_json(p.limits())),
             "grants": running.map(|p| grants_json(p.grants())),
-            "conditions": merge_conditions(&existing, &[ready], None, &crate::actions::now()),
+            "conditions": merge_conditions(&existing, &[ready], None, &crate::actions::timestamp_now()),
         });
         // Absent, not null: the schema's fields are not nullable.
         let status: serde_json::Map<String, serde_json::Value> =

@@ -1,4 +1,5 @@
-//! Host side of the `cache` interface: scoped, read-only lookups in the host's object cache.
+//! The plugin's lookup interface: the host side of the WIT `cache` interface — scoped,
+//! read-only lookups in the host's object cache.
 
 use std::sync::Arc;
 

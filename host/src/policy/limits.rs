@@ -1,4 +1,5 @@
-//! Per-call sandbox limits: [`Limits`], and the [`MemoryLimiter`] that enforces the memory cap.
+//! Per-call sandbox limits: [`Limits`] (deadline, memory, fuel, output bounds) and the parsers
+//! of their flag and policy values. Plain data; the runtime enforces them.
 
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
 /// Parse a call deadline: more than 0, at most [`MAX_DEADLINE`].
 ///
 /// ```
-/// use wasmop::runtime::parse_deadline;
+/// use wasmop::policy::parse_deadline;
 /// assert!(parse_deadline("250ms").is_ok());
 /// assert_eq!(parse_deadline("0s").unwrap_err(), "must be more than 0");
 /// assert_eq!(parse_deadline("10m").unwrap_err(), "10m is more than the maximum of 5m");
@@ -38,7 +39,7 @@ pub fn parse_deadline(s: &str) -> Result<Duration, String> {
 /// Parse a memory cap: from [`MIN_MEMORY_BYTES`] to [`MAX_MEMORY_BYTES`].
 ///
 /// ```
-/// use wasmop::runtime::parse_memory;
+/// use wasmop::policy::parse_memory;
 /// assert_eq!(parse_memory("64Mi"), Ok(64 << 20));
 /// assert_eq!(parse_memory("1Mi").unwrap_err(), "1Mi is less than the 2Mi a plugin needs to start");
 /// assert_eq!(parse_memory("8Gi").unwrap_err(), "8Gi is more than the maximum of 4Gi");
@@ -57,7 +58,7 @@ pub fn parse_memory(s: &str) -> Result<u64, String> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use wasmop::runtime::Limits;
+/// use wasmop::policy::Limits;
 /// let limits = Limits::default().deadline(Duration::from_millis(100)).memory_bytes(16 << 20);
 /// assert_eq!(limits.memory_bytes, 16 << 20);
 /// ```
@@ -107,86 +108,5 @@ impl Limits {
     pub fn output(mut self, output: OutputLimits) -> Self {
         self.output = output;
         self
-    }
-}
-
-/// The error a guest traps with when it grows past its memory cap.
-#[derive(Debug, thiserror::Error)]
-#[error("memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes in total)")]
-pub struct MemoryLimitExceeded {
-    /// The cap.
-    pub limit: u64,
-    /// What the instance would have had after the growth.
-    pub requested: u64,
-}
-
-/// Caps the sum of all linear memories of one store and records its high-water mark.
-///
-/// `StoreLimits` caps each memory separately; a component holds several core instances, so
-/// the total is what must be bounded.
-#[derive(Debug)]
-pub struct MemoryLimiter {
-    limit: u64,
-    total: u64,
-    high_water: u64,
-}
-
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
-const MAX_INSTANCES: usize = 64;
-
-impl MemoryLimiter {
-    /// A limiter allowing `limit` bytes of linear memory in total.
-    pub fn new(limit: u64) -> Self {
-        Self { limit, total: 0, high_water: 0 }
-    }
-
-    /// The largest total the instance reached.
-    pub fn high_water(&self) -> u64 {
-        self.high_water
-    }
-}
-
-impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let requested = self.total + (desired - current) as u64;
-        if requested > self.limit {
-            return Err(wasmtime::Error::new(MemoryLimitExceeded { limit: self.limit, requested }));
-        }
-        self.total = requested;
-        self.high_water = self.high_water.max(requested);
-        Ok(true)
-    }
-
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
-    }
-
-    fn instances(&self) -> usize {
-        MAX_INSTANCES
-    }
-
-    fn tables(&self) -> usize {
-        MAX_INSTANCES
-    }
-
-    fn memories(&self) -> usize {
-        MAX_INSTANCES
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use wasmtime::ResourceLimiter;
-
-    #[test]
-    fn limiter_caps_the_sum_of_memories() {
-        let mut l = MemoryLimiter::new(100);
-        assert!(l.memory_growing(0, 60, None).unwrap());
-        let err = l.memory_growing(0, 50, None).unwrap_err();
-        assert!(err.downcast_ref::<MemoryLimitExceeded>().is_some());
-        assert!(l.memory_growing(0, 40, None).unwrap());
-        assert!(l.memory_growing(40, 41, None).is_err());
-        assert_eq!(l.high_water(), 100);
     }
 }

@@ -6,10 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use super::cluster_status::ClusterStatus;
 use super::directory::{DirectoryEvents, scan};
+use super::file_status::FileStatus;
 use crate::controller::{BreakerStatus, Manager, PluginController, PluginError, Removal};
 use crate::runtime::digest;
 
@@ -26,31 +25,6 @@ impl Default for ReloadConfig {
     fn default() -> Self {
         Self { debounce: Duration::from_millis(200), rescan: Duration::from_secs(30) }
     }
-}
-
-/// What the host knows about one plugin file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FileStatus {
-    /// The file.
-    pub file: PathBuf,
-    /// sha256 of the content last read.
-    pub digest: String,
-    /// The plugin it provides, when one is running from it.
-    pub plugin: Option<String>,
-    /// That plugin's version.
-    pub version: Option<String>,
-    /// Digest of the version running (differs from `digest` after a rejected update).
-    pub running_digest: Option<String>,
-    /// When the running version was loaded (RFC 3339).
-    pub loaded_at: Option<String>,
-    /// Successful loads of this file.
-    pub loads: u64,
-    /// Why the last content read was rejected, if it was.
-    pub last_error: Option<String>,
-    /// The plugin the file's content provides when it loaded but could not be started (a kind
-    /// not served, Secrets not granted) and no version of it runs: its `WasmPlugin` says why.
-    pub not_started: Option<String>,
 }
 
 /// First delay before a plugin that failed to start (a kind not served or not listable) is
@@ -210,7 +184,7 @@ impl Reloader {
     /// The file of plugin `name` is gone: stop it, or retire it as the host policy says when
     /// parents hold its finalizer.
     async fn remove(&self, name: &str, status: FileStatus) {
-        let on_remove = self.manager.runtime().policy().for_plugin(name).on_remove;
+        let on_remove = self.manager.policy().for_plugin(name).on_remove;
         match self.manager.remove(name, on_remove).await {
             Removal::NotRunning | Removal::Stopped => {}
             Removal::Released { released } => {
@@ -307,7 +281,7 @@ impl Reloader {
                 status.plugin = Some(name);
                 status.version = Some(version);
                 status.running_digest = Some(new_digest);
-                status.loaded_at = Some(crate::actions::now());
+                status.loaded_at = Some(crate::actions::timestamp_now());
                 status.loads += 1;
                 status.last_error = None;
                 status.not_started = None;

@@ -1,4 +1,5 @@
-//! Prometheus metrics with controller-runtime's names (so existing dashboards work), plus the
+//! [`Metrics`]: the registry the controllers and the reloader report into, and the server
+//! renders. Prometheus metrics with controller-runtime's names (so existing dashboards work), plus the
 //! plugin runtime's own.
 //!
 //! | metric | labels |
@@ -26,7 +27,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::{BreakerPhase, PluginController, TripReason};
+use super::breaker::{BreakerPhase, TripReason};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -89,26 +90,56 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// The running controllers, read at scrape time for queue and plugin gauges.
-#[derive(Debug, Default)]
-struct ControllerSet(Mutex<Vec<Weak<PluginController>>>);
+/// One running controller's gauges, taken at scrape time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSample {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The version serving.
+    pub version: String,
+    /// sha256 of the version serving, hex.
+    pub digest: String,
+    /// Parents waiting in the queue.
+    pub queue_depth: u64,
+    /// Keys ever added to the queue.
+    pub queue_adds: u64,
+    /// Rate-limited re-adds (retries) of the queue.
+    pub queue_retries: u64,
+}
+
+/// A running controller as the registry reads it at scrape time ([`Metrics::track`]).
+pub trait Reporter: Send + Sync {
+    /// The controller's gauges now.
+    fn sample(&self) -> ControllerSample;
+}
+
+/// The tracked controllers, read at scrape time for queue and plugin gauges; a controller
+/// dropped is forgotten.
+#[derive(Default)]
+struct ControllerSet(Mutex<Vec<Weak<dyn Reporter>>>);
+
+impl std::fmt::Debug for ControllerSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerSet").finish_non_exhaustive()
+    }
+}
 
 impl Collector for ControllerSet {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let controllers: Vec<Arc<PluginController>> = {
+        let controllers: Vec<ControllerSample> = {
             let mut list = self.0.lock().expect("controllers lock");
             list.retain(|w| w.strong_count() > 0);
-            list.iter().filter_map(Weak::upgrade).collect()
+            list.iter().filter_map(Weak::upgrade).map(|c| c.sample()).collect()
         };
         let queue =
-            |name: &str, help: &str, value: &dyn Fn(&PluginController) -> u64, counter: bool, enc: &mut DescriptorEncoder| {
+            |name: &str, help: &str, value: &dyn Fn(&ControllerSample) -> u64, counter: bool, enc: &mut DescriptorEncoder| {
                 let mut family = if counter {
                     enc.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?
                 } else {
                     enc.encode_descriptor(name, help, None, ConstGauge::new(0i64).metric_type())?
                 };
                 for c in &controllers {
-                    let labels = [("name", c.plugin().name().to_owned())];
+                    let labels = [("name", c.plugin.clone())];
                     let metric = family.encode_family(&labels)?;
                     if counter {
                         ConstCounter::new(value(c)).encode(metric)?;
@@ -118,12 +149,12 @@ impl Collector for ControllerSet {
                 }
                 Ok::<(), std::fmt::Error>(())
             };
-        queue("workqueue_depth", "Current depth of the work queue", &|c| c.queue_depth() as u64, false, &mut encoder)?;
-        queue("workqueue_adds", "Total number of adds handled by the work queue", &|c| c.queue_adds(), true, &mut encoder)?;
+        queue("workqueue_depth", "Current depth of the work queue", &|c| c.queue_depth, false, &mut encoder)?;
+        queue("workqueue_adds", "Total number of adds handled by the work queue", &|c| c.queue_adds, true, &mut encoder)?;
         queue(
             "workqueue_retries",
             "Total number of retries handled by the work queue",
-            &|c| c.queue_retries(),
+            &|c| c.queue_retries,
             true,
             &mut encoder,
         )?;
@@ -134,9 +165,7 @@ impl Collector for ControllerSet {
             ConstGauge::new(0i64).metric_type(),
         )?;
         for c in &controllers {
-            let p = c.plugin();
-            let labels =
-                [("plugin", p.name().to_owned()), ("version", p.manifest().version.clone()), ("digest", p.digest().to_owned())];
+            let labels = [("plugin", c.plugin.clone()), ("version", c.version.clone()), ("digest", c.digest.clone())];
             ConstGauge::new(1i64).encode(info.encode_family(&labels)?)?;
         }
         Ok(())
@@ -228,9 +257,10 @@ impl Metrics {
         }
     }
 
-    /// Report queue depth, adds, retries and the loaded version of this controller.
-    pub fn track(&self, controller: &Arc<PluginController>) {
-        self.controllers.0.lock().expect("controllers lock").push(Arc::downgrade(controller));
+    /// Report queue depth, adds, retries and the loaded version of this controller at every
+    /// scrape, for as long as it lives.
+    pub fn track(&self, controller: Weak<dyn Reporter>) {
+        self.controllers.0.lock().expect("controllers lock").push(controller);
     }
 
     /// Record one reconcile.

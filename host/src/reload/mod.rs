@@ -1,4 +1,5 @@
-//! Plugin files: keeping the running plugins in step with a directory.
+//! The directory reloader: keeping the running plugins in step with the plugin files of a
+//! directory.
 //!
 //! [`Reloader`] maps each `*.wasm` file of the plugins directory to a running plugin. It
 //! watches the directory (never the files: editors and ConfigMap volumes replace them),
@@ -10,8 +11,10 @@
 
 mod cluster_status;
 mod directory;
+mod file_status;
 mod reloader;
 
 pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
-pub use reloader::{FileStatus, ReloadConfig, Reloader, START_RETRY};
+pub use file_status::FileStatus;
+pub use reloader::{ReloadConfig, Reloader, START_RETRY};

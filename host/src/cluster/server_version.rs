@@ -39,7 +39,7 @@ pub enum VersionError {
 ///
 /// ```
 /// use k8s_openapi::apimachinery::pkg::version::Info;
-/// use wasmop::controller::server_version::check;
+/// use wasmop::cluster::server_version::check;
 /// let info = |major: &str, minor: &str| Info { major: major.into(), minor: minor.into(), ..Default::default() };
 /// assert!(check(&info("1", "20")).is_ok());
 /// assert!(check(&info("1", "35+")).is_ok());

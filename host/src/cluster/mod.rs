@@ -1,0 +1,8 @@
+//! What the host asks the cluster itself, below every layer that writes to it: the API
+//! server's version ([`server_version`]) and which kinds it serves, under which resource name
+//! and scope ([`discovery`]).
+
+pub mod discovery;
+pub mod server_version;
+
+pub use discovery::{Discovery, DiscoveryError, Resolved};

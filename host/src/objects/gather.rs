@@ -1,0 +1,100 @@
+//! [`Request::gather`]: a plugin's request for one parent, read from an [`ObjectCache`] as
+//! its manifest declares.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{ObjectCache, SelectorError, controller_uid, name_of, namespace_of};
+use crate::contract::{Manifest, Request, Scope};
+
+impl Request {
+    /// Gather a request for `parent` from `cache`, as the manifest declares: children are the
+    /// objects of the child kinds in the parent's namespace — only those the parent controls
+    /// (controller ownerReference with its uid) when `controlled_only`, as the controller asks;
+    /// all of them for offline fixtures. Related objects are those matching each related
+    /// kind's selector for this parent.
+    ///
+    /// # Errors
+    /// [`SelectorError`] if a related selector does not parse once the parent's name is
+    /// substituted (a parent name that is not a valid label value).
+    pub fn gather(
+        parent: Arc<Value>,
+        manifest: &Manifest,
+        cache: &dyn ObjectCache,
+        controlled_only: bool,
+    ) -> Result<Self, SelectorError> {
+        let namespace = match manifest.scope {
+            Scope::Namespaced => namespace_of(&parent).map(str::to_owned),
+            Scope::Cluster => None,
+        };
+        let ns = namespace.as_deref();
+        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
+        let children = manifest
+            .children
+            .iter()
+            .flat_map(|kind| match (controlled_only, uid) {
+                (false, _) => cache.list(kind, ns),
+                (true, Some(uid)) => cache.controlled_by(kind, ns, uid),
+                (true, None) => Vec::new(),
+            })
+            .collect();
+        let parent_name = name_of(&parent).unwrap_or_default().to_owned();
+        let mut related = Vec::new();
+        for r in &manifest.related {
+            let selector = r.selector_for(&parent_name)?;
+            related.extend(cache.list(&r.kind, ns).into_iter().filter(|o| selector.matches_object(o)));
+        }
+        Ok(Self { parent, children, related, ..Self::new(Value::Null) })
+    }
+
+    /// Whether `child` names `parent` as its controller in `metadata.ownerReferences` (by uid).
+    pub fn is_controlled_by(child: &Value, parent: &Value) -> bool {
+        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
+        uid.is_some() && controller_uid(child) == uid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::objects::MemoryCache;
+    use serde_json::json;
+
+    fn manifest() -> Manifest {
+        crate::contract::manifest::fixtures::memcached("app=m,cr=$(parent.name)")
+    }
+
+    fn obj(api: &str, kind: &str, ns: &str, name: &str, labels: Value, owner_uid: Option<&str>) -> Value {
+        let owners = owner_uid.map(|u| json!([{"uid": u, "controller": true}])).unwrap_or(json!([]));
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owners}})
+    }
+
+    #[test]
+    fn gather_takes_owned_children_and_selected_related_in_parent_namespace() {
+        let parent = Arc::new(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1"}}));
+        let mut cache = MemoryCache::default();
+        cache.insert(obj("apps/v1", "Deployment", "ns", "a", json!({}), Some("u1"))).unwrap();
+        cache.insert(obj("apps/v1", "Deployment", "ns", "b", json!({}), Some("u2"))).unwrap();
+        cache.insert(obj("apps/v1", "Deployment", "other", "a", json!({}), Some("u1"))).unwrap();
+        cache.insert(obj("v1", "Pod", "ns", "a-1", json!({"app": "m", "cr": "a"}), None)).unwrap();
+        cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
+        cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
+        let req = Request::gather(parent, &manifest(), &cache, true).unwrap();
+        let names = |v: &[Arc<Value>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
+        assert_eq!(names(&req.children), ["a"]);
+        assert_eq!(names(&req.related), ["a-1"]);
+    }
+
+    #[test]
+    fn controller_reference_needs_controller_flag() {
+        let parent = json!({"metadata": {"uid": "u"}});
+        assert!(Request::is_controlled_by(
+            &json!({"metadata": {"ownerReferences": [{"uid": "u", "controller": true}]}}),
+            &parent
+        ));
+        assert!(!Request::is_controlled_by(&json!({"metadata": {"ownerReferences": [{"uid": "u"}]}}), &parent));
+    }
+}

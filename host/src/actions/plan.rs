@@ -97,17 +97,10 @@ pub struct Plan {
     /// Events to record about the parent.
     pub events: Vec<Event>,
     /// Reconcile again after this delay.
-    #[serde(rename = "requeueAfterMs", serialize_with = "millis")]
+    #[serde(rename = "requeueAfterMs", serialize_with = "crate::contract::serialize_millis")]
     pub requeue_after: Option<Duration>,
     /// Cleanup done: the finalizer may go.
     pub finalized: bool,
-}
-
-fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        None => s.serialize_none(),
-    }
 }
 
 /// The controller ownerReference the host puts on every child of `parent`.

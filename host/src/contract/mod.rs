@@ -14,5 +14,6 @@ pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
 pub use kind::{Kind, KindError, ObjectRef, Scope};
 pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
 pub use request::Request;
+pub(crate) use response::serialize_millis;
 pub use response::{Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError};
 pub use scopes::{KindInfo, KindScopes, KindsError, KnownKinds};

@@ -66,15 +66,16 @@ pub struct Response {
     /// Events to record.
     pub events: Vec<Event>,
     /// Reconcile again after this delay.
-    #[serde(rename = "requeueAfterMs", serialize_with = "millis")]
+    #[serde(rename = "requeueAfterMs", serialize_with = "serialize_millis")]
     pub requeue_after: Option<Duration>,
     /// Cleanup done, the finalizer may go.
     pub finalized: bool,
 }
 
-fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+/// Serialize a delay as whole milliseconds (`requeueAfterMs`), saturating.
+pub(crate) fn serialize_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {
-        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         None => s.serialize_none(),
     }
 }

@@ -129,6 +129,85 @@ fn reconciles(port: u16) -> u64 {
         .sum()
 }
 
+/// This host's `wasmop_leader` gauge (1 leading, 0 standing by), from its `/metrics`.
+fn leader_gauge(port: u16) -> Option<u64> {
+    let (_, body) = get(port, "/metrics").ok()?;
+    body.lines().find_map(|l| l.strip_prefix("wasmop_leader ")?.trim().parse().ok())
+}
+
+/// A rolling update with one replica: the new pod starts while the old one holds the Lease.
+/// It must turn Ready (or the rollout never replaces the old pod), write nothing while the old
+/// one leads, and take over as soon as the old one releases the Lease on SIGTERM.
+#[tokio::test]
+async fn a_standby_is_ready_writes_nothing_and_takes_over_when_the_leader_releases() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    let root = support::workspace();
+    apply_file(&client, &root.join("crds/memcached.yaml")).await?;
+    apply_file(&client, &root.join("crds/wasmplugin.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    // A long Lease: a takeover well within it comes from the release, not from expiry.
+    let lease = [
+        "--leader-elect",
+        "--leader-elect-name",
+        "rollout",
+        "--leader-elect-lease-duration",
+        "60s",
+        "--leader-elect-renew-deadline",
+        "40s",
+        "--leader-elect-retry-period",
+        "500ms",
+    ];
+    let ports: Vec<u16> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()))
+        .collect::<Result<_, _>>()?;
+    let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
+    let memcached = |name: &str, size: u32| {
+        json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
+    };
+    let replicas = |d: &kube::api::DynamicObject| d.data.pointer("/spec/replicas").and_then(serde_json::Value::as_u64);
+
+    let mut old = spawn_host(&cp, dir.path(), ports[0], &lease)?;
+    eventually("the old pod Ready", WAIT, || async { Ok(get(ports[0], "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) })
+        .await?;
+    apply(&client, &memcached("a", 1)).await?;
+    eventually("deployment a from the old pod", WAIT, || async { Ok(deployments.get_opt("a").await?.map(|_| ())) }).await?;
+    assert_eq!(leader_gauge(ports[0]), Some(1), "the old pod leads");
+
+    let _new = spawn_host(&cp, dir.path(), ports[1], &lease)?;
+    eventually("the new pod Ready while the old one holds the Lease", WAIT, || async {
+        Ok(get(ports[1], "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ()))
+    })
+    .await?;
+    assert_eq!(leader_gauge(ports[1]), Some(0), "the new pod stands by");
+    // A change while the old pod leads: the old pod reconciles it, the standby does not.
+    apply(&client, &memcached("a", 2)).await?;
+    eventually("deployment a scaled by the old pod", WAIT, || async {
+        Ok(deployments.get_opt("a").await?.filter(|d| replicas(d) == Some(2)).map(|_| ()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciles(ports[1]), 0, "the standby reconciles nothing while the old pod leads");
+    assert_eq!(leader_gauge(ports[1]), Some(0), "the new pod still stands by");
+
+    // The rollout stops the old pod: it releases the Lease on its way out.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(old.0.id() as i32, libc::SIGTERM) };
+    let exited = old.0.wait()?;
+    assert!(exited.success(), "the old pod exits cleanly: {exited}");
+    let released = std::time::Instant::now();
+    apply(&client, &memcached("b", 1)).await?;
+    eventually("deployment b from the new pod", WAIT, || async { Ok(deployments.get_opt("b").await?.map(|_| ())) }).await?;
+    let took = released.elapsed();
+    assert_eq!(leader_gauge(ports[1]), Some(1), "the new pod leads");
+    eventually("the new pod counts its reconciles", WAIT, || async { Ok((reconciles(ports[1]) > 0).then_some(())) }).await?;
+    assert!(took < Duration::from_secs(20), "takeover after a release took {took:?} (Lease: 60 s)");
+    eprintln!("takeover after the leader released the Lease: {took:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
     let cp = ControlPlane::start().await?;
@@ -165,7 +244,11 @@ async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
     eventually("deployment a", WAIT, || async { Ok(deployments.get_opt("a").await?.map(|_| ())) }).await?;
     eventually("the leader counts its reconciles", WAIT, || async { Ok((reconciles(ports[0]) > 0).then_some(())) }).await?;
     assert_eq!(reconciles(ports[1]), 0, "the follower does not reconcile");
-    assert_eq!(get(ports[1], "/readyz")?.0, 503, "the follower is not ready");
+    eventually("the follower Ready (warm standby)", WAIT, || async {
+        Ok(get(ports[1], "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ()))
+    })
+    .await?;
+    assert_eq!(leader_gauge(ports[1]), Some(0), "the follower reports it stands by");
 
     // Kill the leader without letting it release the Lease: the follower takes over once the
     // Lease expires (4 s) and reconciles what is created meanwhile.

@@ -30,7 +30,8 @@ pub struct RunArgs {
     /// Address of `/metrics`, `/healthz` and `/readyz` (`none` disables).
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_addr)]
     pub metrics_addr: MetricsAddr,
-    /// Only the holder of a Lease reconciles (run several replicas for availability).
+    /// Only the holder of a Lease writes to the cluster (reconciles, WasmPlugin reports); every
+    /// replica loads its plugins and syncs its caches, and is Ready, leader or not.
     #[arg(long)]
     pub leader_elect: bool,
     /// Namespace of the leader Lease (default: `$POD_NAMESPACE`, else `default`).
@@ -146,26 +147,28 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         };
         LeaderElector::new(client.clone(), &namespace, &args.leader_elect_name, format!("{host}_{}", std::process::id()), config)
     });
-    if let Some(elector) = &elector {
-        tracing::info!(identity = elector.identity(), "waiting to become leader");
-        tokio::select! {
-            () = elector.acquire() => {}
-            () = shutdown_signal() => return Ok(()),
-        }
+    if elector.is_some() {
+        // Warm standby: plugins load and caches sync now; only writing waits for the Lease.
+        manager.leadership().set(false);
     }
     reloader.sync().await;
     started.store(true, Ordering::Relaxed);
     tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");
     let watch = AbortOnDrop(tokio::spawn(Arc::clone(&reloader).run()));
-    let lost = async {
-        match &elector {
-            Some(e) => e.hold().await,
-            None => std::future::pending().await,
-        }
+    let lead = async {
+        let Some(elector) = &elector else { return std::future::pending().await };
+        tracing::info!(identity = elector.identity(), "standing by (ready, writing nothing) until this host holds the Lease");
+        elector.acquire().await;
+        manager.leadership().set(true);
+        elector.hold().await
     };
     let result = tokio::select! {
         () = shutdown_signal() => Ok(()),
-        error = lost => Err(anyhow::Error::from(error).context("stopping: another host may be reconciling now")),
+        error = lead => {
+            // No reconcile starts from now on; those in flight get the shutdown grace.
+            manager.leadership().set(false);
+            Err(anyhow::Error::from(error).context("stopping: another host may be reconciling now"))
+        }
     };
     tracing::info!("shutting down: finishing reconciles in flight");
     drop(watch);

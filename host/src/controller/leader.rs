@@ -1,6 +1,9 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, with controller-runtime's defaults:
-//! only the holder of the Lease reconciles; a follower takes over once the holder has not
-//! renewed for the lease duration.
+//! only the holder of the Lease writes (reconciles, `WasmPlugin` reports; see
+//! [`Leadership`](super::Leadership)); a follower is warm (plugins loaded, caches synced, Ready)
+//! and takes over once the holder releases the Lease or has not renewed it for the lease
+//! duration. A leader that cannot renew within the renew deadline stops writing and the host
+//! exits with an error, to come back as a follower.
 
 use std::time::Duration;
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
+use super::leadership::Leadership;
 use super::metrics::Metrics;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{PluginController, Shared, StartError};
@@ -68,10 +69,12 @@ impl std::fmt::Debug for Manager {
 impl Manager {
     /// A manager with no plugin yet.
     pub fn new(client: kube::Client, runtime: Runtime, config: ControllerConfig) -> Self {
+        let metrics = Arc::new(Metrics::new());
         let shared = Shared {
             discovery: Arc::new(Discovery::new(client.clone())),
             watches: Watches::new(client.clone()),
-            metrics: Arc::new(Metrics::new()),
+            leadership: Leadership::new(true, Arc::clone(&metrics)),
+            metrics,
             client,
         };
         Self { runtime, shared, config, controllers: Mutex::default() }
@@ -85,6 +88,12 @@ impl Manager {
     /// The host's metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.shared.metrics
+    }
+
+    /// This host's role. A manager leads from the start; a host with leader election sets it
+    /// to standby before starting any plugin, and to leader while it holds the Lease.
+    pub fn leadership(&self) -> &Leadership {
+        &self.shared.leadership
     }
 
     /// Whether every watch has completed its first list.
@@ -175,7 +184,8 @@ impl Manager {
     /// The plugin's file was removed: stop it, unless parents hold its finalizer; then
     /// `on_remove` decides. [`OnRemove::KeepFinalizing`] keeps it serving finalizing calls only
     /// (see [`Manager::stop_retired`]); [`OnRemove::ReleaseFinalizers`] stops it and removes its
-    /// finalizer from every parent, with a Warning event on each.
+    /// finalizer from every parent, with a Warning event on each (on a standby, which writes
+    /// nothing, it only stops it: `Released { released: 0 }`).
     pub async fn remove(&self, name: &str, on_remove: OnRemove) -> Removal {
         let Some(controller) = self.controller(name) else { return Removal::NotRunning };
         let plugin = controller.plugin();
@@ -200,6 +210,12 @@ impl Manager {
             }
             OnRemove::ReleaseFinalizers => {
                 self.stop(name).await;
+                if !self.shared.leadership.is_leader() {
+                    // Removing finalizers is a write: the leader, which sees the same file
+                    // removed, does it.
+                    tracing::info!(plugin = name, "plugin file removed on a standby: the leader releases its finalizers");
+                    return Removal::Released { released: 0 };
+                }
                 match controller.release_finalizers().await {
                     Ok(released) => Removal::Released { released },
                     Err(e) => {

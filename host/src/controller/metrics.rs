@@ -81,6 +81,7 @@ pub struct Metrics {
     rejections: Family<FileLabels, Counter>,
     breaker_state: Family<PluginLabels, Gauge>,
     breaker_trips: Family<FailureLabels, Counter>,
+    leader: Gauge,
     controllers: Arc<ControllerSet>,
 }
 
@@ -196,6 +197,14 @@ impl Metrics {
         let breaker_state = Family::<PluginLabels, Gauge>::default();
         let breaker_trips = Family::<FailureLabels, Counter>::default();
         let controllers = Arc::new(ControllerSet::default());
+        // A host without leader election leads alone: 1 until told otherwise.
+        let leader = Gauge::default();
+        leader.set(1);
+        registry.register(
+            "wasmop_leader",
+            "1 while this host may write to the cluster (it holds the leader Lease, or runs without election), 0 on standby",
+            leader.clone(),
+        );
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -253,6 +262,7 @@ impl Metrics {
             rejections,
             breaker_state,
             breaker_trips,
+            leader,
             controllers,
         }
     }
@@ -317,6 +327,11 @@ impl Metrics {
         self.breaker_trips.get_or_create(&FailureLabels { plugin: plugin.into(), reason: reason.as_str().into() }).inc();
     }
 
+    /// Record this host's role: `true` while it may write (see [`Leadership`](super::Leadership)).
+    pub fn leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -339,6 +354,9 @@ mod tests {
         m.circuit_breaker("memcached", BreakerPhase::HalfOpen);
         m.circuit_breaker_tripped("memcached", TripReason::HotLoop);
         let text = m.render();
+        assert!(text.contains("wasmop_leader 1"), "{text}");
+        m.leader(false);
+        assert!(m.render().contains("wasmop_leader 0"), "{}", m.render());
         assert!(text.contains(r#"controller_runtime_reconcile_total{controller="memcached",result="success"} 1"#), "{text}");
         assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="memcached"} 1"#), "{text}");
         assert!(text.contains("controller_runtime_reconcile_time_seconds_bucket"), "{text}");

@@ -7,6 +7,7 @@
 pub mod breaker;
 mod breaker_gate;
 pub mod leader;
+mod leadership;
 mod manager;
 mod mapping;
 mod metrics;
@@ -23,6 +24,7 @@ use crate::policy::HostPolicy;
 
 pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
+pub use leadership::Leadership;
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
 pub use metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};

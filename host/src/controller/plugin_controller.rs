@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 use super::ControllerConfig;
 use super::breaker::Finished;
 use super::breaker_gate::BreakerGate;
+use super::leadership::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
@@ -101,6 +102,8 @@ pub struct Shared {
     pub watches: Arc<Watches>,
     /// The host's metrics.
     pub metrics: Arc<Metrics>,
+    /// Whether this host may write: workers take keys only while it leads.
+    pub leadership: Leadership,
 }
 
 impl std::fmt::Debug for Shared {
@@ -314,13 +317,27 @@ impl PluginController {
         self.subscriptions.lock().expect("subscriptions lock").clear();
     }
 
-    /// One worker: past the circuit breaker (which waits while it is open, before a key is
-    /// taken, so queued keys stay queued), then the next key, its reconcile, its outcome.
+    /// One worker: past leadership (a standby's workers wait, so its queue fills from the warm
+    /// cache and is worked through once it leads), past the circuit breaker (which waits while
+    /// it is open, before a key is taken, so queued keys stay queued), then the next key, its
+    /// reconcile, its outcome.
     async fn work(self: Arc<Self>) {
+        let mut serving = self.serving.subscribe();
         loop {
+            tokio::select! {
+                () = self.shared.leadership.until_leader() => {}
+                _ = serving.wait_for(|s| *s == Serving::Stopped) => return,
+            }
             let Some(mut permit) = self.breaker.admit().await else { return };
             let Some(lease) = self.queue.next().await else { return };
             let key = lease.key().clone();
+            if !self.shared.leadership.is_leader() {
+                // Leadership ended while this worker waited for work: nothing is written.
+                drop(permit);
+                self.queue.add(key);
+                lease.done();
+                continue;
+            }
             if !self.breaker.still_admits(&mut permit) {
                 // The breaker opened while this worker waited for work: put the key back.
                 drop(permit);

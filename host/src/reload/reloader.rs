@@ -85,12 +85,17 @@ impl std::fmt::Debug for Reloader {
 
 impl Reloader {
     /// A reloader for `dir`; nothing happens until [`Reloader::sync`] or [`Reloader::run`].
-    /// Must be called within a tokio runtime (it starts the task writing `WasmPlugin`s).
+    /// Must be called within a tokio runtime (it starts the task writing `WasmPlugin`s, which
+    /// writes only while the manager's [`Leadership`](crate::controller::Leadership) leads).
     pub fn new(manager: Arc<Manager>, dir: impl Into<PathBuf>, config: ReloadConfig) -> Arc<Self> {
         let cluster = ClusterStatus::new(manager.client().clone());
+        let leadership = manager.leadership().clone();
         let (reports, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Some(report) = rx.recv().await {
+                // A standby writes nothing: its reports wait, in order, until it leads (the
+                // last one of each plugin then stands, as it would have on the leader).
+                leadership.until_leader().await;
                 match report {
                     Report::Loaded(status, plugin) => cluster.publish(&status, plugin.as_deref()).await,
                     Report::Removed(name) => cluster.remove(&name).await,

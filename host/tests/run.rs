@@ -29,6 +29,23 @@ fn get(port: u16, path: &str) -> Result<(u16, String)> {
 
 struct Host(Child);
 
+impl Host {
+    /// SIGTERM the host and wait for it to exit, at most `within`; its exit status and how long
+    /// it took.
+    async fn terminate(&mut self, within: Duration) -> Result<(std::process::ExitStatus, Duration)> {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let sent = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait()? {
+                return Ok((status, sent.elapsed()));
+            }
+            assert!(sent.elapsed() < within, "still running {within:?} after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 impl Drop for Host {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -89,16 +106,7 @@ async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     }
 
     // SIGTERM: graceful exit, well within a pod's default 30 s grace period.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(host.0.id() as i32, libc::SIGTERM) };
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let exited = loop {
-        if let Some(status) = host.0.try_wait()? {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "still running 20 s after SIGTERM");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (exited, _) = host.terminate(Duration::from_secs(20)).await?;
     assert!(exited.success(), "exit status {exited}");
     Ok(())
 }
@@ -292,18 +300,9 @@ async fn sigterm_during_a_burst_exits_in_time_and_a_restart_converges_everything
         r?;
     }
     // SIGTERM while the host works through the burst.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(host.0.id() as i32, libc::SIGTERM) };
-    let stopped = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = host.0.try_wait()? {
-            break status;
-        }
-        assert!(stopped.elapsed() < Duration::from_secs(15), "still running 15 s after SIGTERM (grace is 10 s)");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let (status, took) = host.terminate(Duration::from_secs(15)).await?; // the grace is 10 s
     assert!(status.success(), "{status}");
-    eprintln!("exited {:?} after SIGTERM", stopped.elapsed());
+    eprintln!("exited {took:?} after SIGTERM");
 
     // A new host finishes the work: every CR converges, none half-done.
     let _restarted = spawn_host(&cp, dir.path(), port, &[])?;
@@ -357,18 +356,9 @@ async fn sigterm_lets_a_reconcile_in_flight_finish_its_writes_before_exit() -> R
     assert!(configmaps.get_opt("slow-out").await?.is_none(), "the reconcile must still be running at SIGTERM");
     assert_eq!(reconciles(port), 0, "no reconcile has ended yet");
 
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(host.0.id() as i32, libc::SIGTERM) };
-    let stopped = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = host.0.try_wait()? {
-            break status;
-        }
-        assert!(stopped.elapsed() < Duration::from_secs(15), "still running 15 s after SIGTERM (grace is 10 s)");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let (status, took) = host.terminate(Duration::from_secs(15)).await?; // the grace is 10 s
     assert!(status.success(), "{status}");
-    eprintln!("exited {:?} after SIGTERM", stopped.elapsed());
+    eprintln!("exited {took:?} after SIGTERM");
 
     // The process is gone; what the reconcile in flight wrote is in the cluster.
     let child = configmaps.get("slow-out").await?;

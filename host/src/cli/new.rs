@@ -21,10 +21,10 @@ pub struct NewArgs {
     pub name: String,
     /// The kind the plugin reconciles, `group/version/Kind` (`example.com/v1/Hello`); the group
     /// needs a dot, as a CRD's does. The crate gets its CRD (namespaced).
-    #[arg(long, value_name = "GROUP/VERSION/KIND", value_parser = parse_kind)]
+    #[arg(long, value_name = "GROUP/VERSION/KIND", value_parser = crate::policy::parse_kind)]
     pub parent: Kind,
     /// A kind the plugin creates for each parent, `group/version/Kind` or `v1/Kind` (repeatable).
-    #[arg(long = "child", value_name = "GROUP/VERSION/KIND", value_parser = parse_kind)]
+    #[arg(long = "child", value_name = "GROUP/VERSION/KIND", value_parser = crate::policy::parse_kind)]
     pub children: Vec<Kind>,
     /// The plugin's language.
     #[arg(long, value_enum, default_value_t = Lang::Rust)]
@@ -47,10 +47,6 @@ pub enum Lang {
     Python,
     /// JavaScript (componentize-js): not yet supported by `wasmop new`.
     Js,
-}
-
-fn parse_kind(text: &str) -> Result<Kind, String> {
-    Kind::parse(text).map_err(|e| e.to_string())
 }
 
 pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {

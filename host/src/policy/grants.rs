@@ -92,28 +92,13 @@ pub struct Grants {
     pub cluster_scoped_children: BTreeSet<Kind>,
 }
 
-/// Whether `kind` is the core `Secret`.
-pub fn is_secret(kind: &Kind) -> bool {
-    kind.group.is_empty() && kind.kind == "Secret"
-}
-
 /// A kind as written in a policy file: `group/version/Kind`, or `version/Kind` for the core
 /// group (as [`Kind`] displays).
 ///
 /// # Errors
 /// A message showing the expected form.
 pub fn parse_kind(text: &str) -> Result<Kind, String> {
-    let bad = || {
-        format!(
-            "{text:?} is not a kind: write group/version/Kind (rbac.authorization.k8s.io/v1/ClusterRole), or v1/Kind for the core group"
-        )
-    };
-    let (api_version, kind) = text.rsplit_once('/').ok_or_else(bad)?;
-    let kind = Kind::from_api_version(api_version, kind);
-    let ok_group = kind.group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
-    let ok_version = !kind.version.is_empty() && kind.version.chars().all(|c| c.is_ascii_alphanumeric());
-    let ok_kind = kind.kind.starts_with(|c: char| c.is_ascii_uppercase()) && kind.kind.chars().all(|c| c.is_ascii_alphanumeric());
-    if ok_group && ok_version && ok_kind && kind.to_string() == text { Ok(kind) } else { Err(bad()) }
+    Kind::parse(text).map_err(|e| e.to_string())
 }
 
 impl Grants {
@@ -129,12 +114,12 @@ impl Grants {
 
     /// Whether objects of `kind` may be read (given the manifest declares it).
     pub fn may_read_kind(&self, kind: &Kind) -> bool {
-        !is_secret(kind) || self.secrets >= SecretAccess::Read
+        !kind.is_secret() || self.secrets >= SecretAccess::Read
     }
 
     /// Whether objects of `kind` may be written (given the manifest declares it as a child).
     pub fn may_write_kind(&self, kind: &Kind) -> bool {
-        !is_secret(kind) || self.secrets >= SecretAccess::Write
+        !kind.is_secret() || self.secrets >= SecretAccess::Write
     }
 
     /// Whether a plugin with a namespaced parent may write objects of the cluster-scoped

@@ -53,7 +53,7 @@ use std::time::Duration;
 
 pub use allowance::{Allowance, Allowances};
 pub use breaker::{BreakerConfig, BreakerOverrides};
-pub use grants::{Grants, NamespaceGrant, SecretAccess, is_secret, parse_kind};
+pub use grants::{Grants, NamespaceGrant, SecretAccess, parse_kind};
 pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};

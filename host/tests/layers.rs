@@ -5,8 +5,20 @@
 use std::path::Path;
 
 /// Lowest first.
-const LAYERS: &[&str] =
-    &["units", "contract", "objects", "policy", "runtime", "cluster", "actions", "controller", "reload", "server", "cli"];
+const LAYERS: &[&str] = &[
+    "units",
+    "contract",
+    "objects",
+    "policy",
+    "runtime",
+    "cluster",
+    "actions",
+    "controller",
+    "reload",
+    "admission",
+    "server",
+    "cli",
+];
 
 fn layer(module: &str) -> usize {
     LAYERS.iter().position(|l| *l == module).unwrap_or_else(|| panic!("module {module} is not in LAYERS"))

@@ -9,14 +9,20 @@
 //! - [`Condition`], [`Event`]: what is recorded about a parent, in their Kubernetes JSON form.
 //! - [`LabelSelector`]: kubectl selector syntax, equality- and set-based.
 //! - [`Quantity`]: Kubernetes resource quantities (`1Gi`, `500m`), compared by value.
+//! - [`Webhook`], [`AdmissionRequest`], [`Verdict`]: admission webhooks served by plugins.
 
 #![warn(missing_docs)]
 
+mod admission;
 mod condition;
 mod kind;
 mod quantity;
 mod selector;
 
+pub use admission::{
+    AdmissionRequest, FailurePolicy, GroupVersionResource, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict,
+    WEBHOOK_TIMEOUT_RANGE, Webhook, WebhookType,
+};
 pub use condition::{Condition, ConditionStatus, Event, EventType};
 pub use kind::{Kind, KindError, ObjectRef, Scope};
 pub use quantity::{Quantity, QuantityError};

@@ -85,7 +85,7 @@ proptest! {
             scope: Scope::Namespaced,
             children: vec![Kind::new(group, "v1", format!("{kind}Child"))],
             related: vec![RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: selector }],
-            finalizer: false, prune: true, adopt_unowned: false, config_schema: None,
+            finalizer: false, prune: true, adopt_unowned: false, config_schema: None, webhooks: Vec::new(),
         };
         let _ = m.validate();
     }

@@ -145,6 +145,7 @@ fn gather_probe() -> Result<()> {
         prune: true,
         adopt_unowned: false,
         config_schema: None,
+        webhooks: Vec::new(),
     };
     println!("K Memcacheds and their K Deployments in one namespace, in a MemoryCache:");
     for k in [10usize, 100, 1000, 3000] {

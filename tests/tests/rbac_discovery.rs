@@ -45,6 +45,7 @@ fn octopus_plugin() -> Manifest {
         prune: false,
         adopt_unowned: false,
         config_schema: None,
+        webhooks: Vec::new(),
     }
 }
 

@@ -193,6 +193,7 @@ mod tests {
             prune: false,
             adopt_unowned: false,
             config_schema: None,
+            webhooks: Vec::new(),
         }
     }
 

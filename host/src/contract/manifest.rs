@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::kind::{Kind, Scope};
 pub use super::names::is_dns1123_label;
 use super::names::preview;
-use wasmop_types::{LabelSelector, SelectorError};
+use wasmop_types::{LabelSelector, SelectorError, Webhook};
 
 /// The placeholder in a related kind's selector replaced by the parent's name.
 pub const PARENT_NAME_PLACEHOLDER: &str = "$(parent.name)";
@@ -100,6 +100,10 @@ pub struct Manifest {
     /// JSON Schema of the plugin's configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<serde_json::Value>,
+    /// Admission webhooks the plugin serves (WIT 0.2.0 and later; always empty for a 0.1.0
+    /// plugin).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<Webhook>,
 }
 
 /// Why a manifest was rejected.
@@ -271,6 +275,7 @@ pub(crate) mod fixtures {
             prune: true,
             adopt_unowned: false,
             config_schema: None,
+            webhooks: Vec::new(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestErr
         // WIT 0.1.0 has no way to opt in.
         adopt_unowned: false,
         config_schema,
+        webhooks: Vec::new(),
     };
     manifest.validate()?;
     Ok(manifest)

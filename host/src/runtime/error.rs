@@ -120,6 +120,10 @@ pub enum CallError {
     /// The request could not be built or the instance could not be created.
     #[error("cannot call plugin: {0}")]
     Host(String),
+    /// The plugin does not serve the admission webhook it was asked for: it declares no
+    /// webhook of that name, or it does not export admission at all (every WIT 0.1.0 plugin).
+    #[error("plugin serves no admission webhook named {0:?}")]
+    NoSuchWebhook(String),
 }
 
 impl CallError {
@@ -142,6 +146,7 @@ impl CallError {
             CallError::Trap { .. } => "PluginTrapped",
             CallError::MalformedOutput(_) => "MalformedOutput",
             CallError::Host(_) => "HostError",
+            CallError::NoSuchWebhook(_) => "NoSuchWebhook",
         }
     }
 }

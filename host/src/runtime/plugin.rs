@@ -16,6 +16,7 @@ use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, Request, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 use crate::policy::{Allowance, Allowances, Grants, Limits};
+use wasmop_types::{AdmissionRequest, Verdict};
 
 /// One version of a plugin: compiled, linked against the host's imports and type-checked
 /// against the world once; every call then gets a fresh instance in a fresh store.
@@ -158,6 +159,26 @@ impl Plugin {
             Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(one_line(&m, MAX_PLUGIN_MESSAGE))),
             Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(one_line(&m, MAX_PLUGIN_MESSAGE))),
         }
+    }
+}
+
+impl Plugin {
+    /// Answer one admission request for the webhook `webhook` of the manifest: a fresh
+    /// instance under the same limits as a reconcile; lookups are answered from `cache`, scoped
+    /// by the manifest and, for a namespaced object, its namespace.
+    ///
+    /// # Errors
+    /// [`CallError::NoSuchWebhook`] when the manifest declares no such webhook (a WIT 0.1.0
+    /// plugin declares none); otherwise as [`Plugin::reconcile`]. Callers fail closed: an error
+    /// is a denial.
+    pub async fn admit(
+        &self,
+        webhook: &str,
+        _request: &AdmissionRequest,
+        _cache: Arc<dyn ObjectCache>,
+    ) -> Result<(Verdict, CallStats), CallError> {
+        // Every plugin this runtime loads implements WIT 0.1.0, which has no admission export.
+        Err(CallError::NoSuchWebhook(webhook.to_owned()))
     }
 }
 

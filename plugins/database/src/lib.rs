@@ -156,7 +156,8 @@ impl Plugin for DatabaseOperator {
         let response = response
             .apply(json!({
                 "apiVersion": "v1", "kind": "Service", "metadata": meta(name),
-                "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "postgres", "port": 5432}]},
+                // `protocol` keys the ports lists: server-side apply wants it even where it defaults.
+                "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "postgres", "port": 5432, "protocol": "TCP"}]},
             }))
             .apply(json!({
                 "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(name),
@@ -164,7 +165,7 @@ impl Plugin for DatabaseOperator {
                     "serviceName": name, "replicas": replicas, "selector": {"matchLabels": labels},
                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
                         "name": "postgres", "image": format!("postgres:{}", spec.version),
-                        "ports": [{"name": "postgres", "containerPort": 5432}],
+                        "ports": [{"name": "postgres", "containerPort": 5432, "protocol": "TCP"}],
                         "env": [env("POSTGRES_DB", "database"), env("POSTGRES_USER", "username"),
                                 env("POSTGRES_PASSWORD", "password"),
                                 {"name": "PGDATA", "value": "/var/lib/postgresql/data/pgdata"}],
@@ -263,6 +264,11 @@ mod tests {
         let svc = child(&resp, Kind::of::<Service>(), "orders");
         assert_eq!(svc["metadata"]["namespace"], "shop");
         assert_eq!(svc["spec"]["clusterIP"], "None");
+        assert_eq!(
+            svc["spec"]["ports"],
+            json!([{"name": "postgres", "port": 5432, "protocol": "TCP"}]),
+            "SSA needs the protocol"
+        );
         let labels = json!({"app.kubernetes.io/name": "postgres", "app.kubernetes.io/instance": "orders"});
         assert_eq!(svc["spec"]["selector"], labels);
         let sts = child(&resp, Kind::of::<StatefulSet>(), "orders");

@@ -6,6 +6,10 @@
 //! and a password generated once and kept. Status: `readyReplicas`, `phase` and a `Ready`
 //! condition. CRD: `crds/database.yaml`; the host policy must grant `secrets: write`.
 //!
+//! The password exists only in the Secret: the plugin keeps what it observes there (a password
+//! rotated by hand stays), and generates one only while there is none. PostgreSQL reads it once,
+//! when it initializes its volume: a deleted Secret gets a new password the database does not know.
+//!
 //! ```yaml
 //! apiVersion: db.example.com/v1alpha1
 //! kind: Database

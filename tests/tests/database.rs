@@ -47,7 +47,7 @@ async fn a_database_gets_its_service_stateful_set_and_a_kept_password_and_bad_sp
     let message = format!("{:#}", refused.err().context("the database plugin must not start without a Secret grant")?);
     assert!(message.contains("writes v1/Secret (grant secrets: write)"), "{message}");
     let grant = "plugins: {database: {grants: {secrets: write}}}";
-    let _host = Host::start_with(client.clone(), &[&database_plugin], Host::test_config(), runtime(grant)?).await?;
+    let host = Host::start_with(client.clone(), &[&database_plugin], Host::test_config(), runtime(grant)?).await?;
 
     let (dbs, services, sets, secrets) = (
         api_for(&client, "db.example.com/v1alpha1", "Database", Some("default")).await?,
@@ -86,8 +86,19 @@ async fn a_database_gets_its_service_stateful_set_and_a_kept_password_and_bad_sp
     eventually("the re-reconcile recorded", WAIT, || async { reconciled(&dbs, "orders").await }).await?;
     assert_eq!(secrets.get("orders-credentials").await?.data["data"]["password"], password, "the password was regenerated");
 
+    // So does a new host, which remembers nothing it applied before.
+    host.manager.shutdown().await;
+    let _host = Host::start_with(client.clone(), &[&database_plugin], Host::test_config(), runtime(grant)?).await?;
+    apply(&client, &database("orders", json!({"version": "17", "storageSize": "1Gi", "replicas": 1}))).await?;
+    eventually("the new host scaled the StatefulSet back to 1", WAIT, || async {
+        Ok((sets.get("orders").await?.data["spec"]["replicas"] == 1).then_some(()))
+    })
+    .await?;
+    eventually("the new host's reconcile recorded", WAIT, || async { reconciled(&dbs, "orders").await }).await?;
+    assert_eq!(secrets.get("orders-credentials").await?.data["data"]["password"], password, "a new host regenerated it");
+
     // A storage size a StatefulSet cannot take: terminal, named, and nothing changes.
-    apply(&client, &database("orders", json!({"version": "17", "storageSize": "2Gi", "replicas": 2}))).await?;
+    apply(&client, &database("orders", json!({"version": "17", "storageSize": "2Gi", "replicas": 1}))).await?;
     let condition = eventually("the storage change refused", WAIT, || async { reconciled(&dbs, "orders").await }).await?;
     assert_eq!((&condition["status"], &condition["reason"]), (&json!("False"), &json!("ReconcileFailed")));
     let message = condition["message"].as_str().unwrap_or_default();

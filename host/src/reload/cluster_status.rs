@@ -120,8 +120,8 @@ impl ClusterStatus {
     /// one of a plugin that was serving finalizing calls when the host stopped gets reason
     /// `FileMissing` (its parents keep the finalizer until the file is back); any other (its file
     /// gone while the host was down) is deleted. Objects of files in other directories belong
-    /// to other hosts and are left alone. A file report ([`super::file_report`]) stays only while
-    /// its file is `rejected` (this pass wrote it); any other is deleted.
+    /// to other hosts and are left alone. A file report (named by [`crate::reload::report_name`])
+    /// stays only while its file is `rejected` (this pass wrote it); any other is deleted.
     pub async fn reconcile_stale(&self, dir: &Path, keep: &BTreeSet<String>, rejected: &BTreeMap<PathBuf, String>) {
         let Some(api) = self.api().await else { return };
         let objects = match api.list(&ListParams::default()).await {
@@ -141,7 +141,7 @@ impl ClusterStatus {
             }
             if is_file_report(&object) {
                 if !(rejected.contains_key(&file) && report_name(&file) == name) {
-                    tracing::info!(report = %name, file = %file.display(), "the reported file is gone or loads now; deleting its report");
+                    tracing::info!(report = %name, file = %file.display(), "reported file gone or loading; deleting the report");
                     self.remove(&name).await;
                 }
                 continue;

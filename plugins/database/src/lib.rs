@@ -161,7 +161,8 @@ impl Plugin for DatabaseOperator {
             .apply(json!({
                 "apiVersion": "v1", "kind": "Service", "metadata": meta(name),
                 // `protocol` keys the ports lists: server-side apply wants it even where it defaults.
-                "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "postgres", "port": 5432, "protocol": "TCP"}]},
+                "spec": {"clusterIP": "None", "selector": labels,
+                         "ports": [{"name": "postgres", "port": 5432, "protocol": "TCP"}]},
             }))
             .apply(json!({
                 "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(name),

@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, 
 use kube::discovery::pinned_kind;
 use serde_json::json;
 
+use super::file_report::{FILE_REPORT_LABEL, report_name};
 use super::file_status::FileStatus;
 use crate::actions::merge_conditions;
 use crate::contract::{Condition, ConditionStatus};
@@ -20,7 +21,8 @@ use crate::controller::{BreakerPhase, BreakerStatus};
 use crate::policy::{grants_json, limits_json};
 use crate::runtime::Plugin;
 
-const FIELD_MANAGER: &str = "wasmop";
+/// The field manager of the file reports (the file's fields and `Ready`).
+pub(super) const FIELD_MANAGER: &str = "wasmop";
 const BREAKER_FIELD_MANAGER: &str = "wasmop-breaker";
 /// The `Ready` reason of a plugin kept for finalizing calls after its file was removed.
 const FINALIZING: &str = "Finalizing";
@@ -49,7 +51,8 @@ impl ClusterStatus {
         Self { client, api: tokio::sync::Mutex::new(None), warned: Default::default() }
     }
 
-    async fn api(&self) -> Option<Api<DynamicObject>> {
+    /// The `WasmPlugin` API; `None` (said once) while the CRD is not installed.
+    pub(super) async fn api(&self) -> Option<Api<DynamicObject>> {
         let mut api = self.api.lock().await;
         if api.is_none() {
             match pinned_kind(&self.client, &GroupVersionKind::gvk("wasmop.dev", "v1alpha1", "WasmPlugin")).await {
@@ -117,7 +120,8 @@ impl ClusterStatus {
     /// one of a plugin that was serving finalizing calls when the host stopped gets reason
     /// `FileMissing` (its parents keep the finalizer until the file is back); any other (its file
     /// gone while the host was down) is deleted. Objects of files in other directories belong
-    /// to other hosts and are left alone.
+    /// to other hosts and are left alone. A file report (named by [`crate::reload::report_name`])
+    /// stays only while its file is `rejected` (this pass wrote it); any other is deleted.
     pub async fn reconcile_stale(&self, dir: &Path, keep: &BTreeSet<String>, rejected: &BTreeMap<PathBuf, String>) {
         let Some(api) = self.api().await else { return };
         let objects = match api.list(&ListParams::default()).await {
@@ -133,6 +137,13 @@ impl ClusterStatus {
                 continue;
             };
             if file.parent() != Some(dir) {
+                continue;
+            }
+            if is_file_report(&object) {
+                if !(rejected.contains_key(&file) && report_name(&file) == name) {
+                    tracing::info!(report = %name, file = %file.display(), "reported file gone or loading; deleting the report");
+                    self.remove(&name).await;
+                }
                 continue;
             }
             match rejected.get(&file) {
@@ -312,4 +323,9 @@ impl ClusterStatus {
 fn was_finalizing(object: &DynamicObject) -> bool {
     let conditions = object.data.pointer("/status/conditions").and_then(serde_json::Value::as_array);
     conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && (c["reason"] == FINALIZING || c["reason"] == FILE_MISSING))
+}
+
+/// Whether a `WasmPlugin` is a file report (labelled [`FILE_REPORT_LABEL`]), not a plugin's.
+fn is_file_report(object: &DynamicObject) -> bool {
+    object.metadata.labels.as_ref().and_then(|l| l.get(FILE_REPORT_LABEL)).is_some_and(|v| v == "true")
 }

@@ -8,13 +8,17 @@
 //! the running version, a removed one stops its plugin. A file that fails to load changes
 //! nothing: the previous version keeps serving, and the failure is logged and kept in the
 //! file's status until the file changes again. A periodic rescan catches missed events.
+//! A rejected file from which no plugin runs gets a `WasmPlugin` of its own, a file report
+//! named after the file ([`report_name`]), until it goes or loads.
 
 mod cluster_status;
 mod directory;
+mod file_report;
 mod file_status;
 mod reloader;
 
 pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
+pub use file_report::{FILE_REPORT_LABEL, report_name};
 pub use file_status::FileStatus;
 pub use reloader::{ReloadConfig, Reloader, START_RETRY};

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::cluster_status::ClusterStatus;
 use super::directory::{DirectoryEvents, scan};
+use super::file_report::{needs_report, rejection_reason};
 use super::file_status::FileStatus;
 use crate::controller::{BreakerStatus, Manager, PluginController, PluginError, Removal};
 use crate::runtime::digest;
@@ -60,6 +61,10 @@ pub struct Reloader {
 enum Report {
     Loaded(FileStatus, Option<Arc<crate::runtime::Plugin>>),
     Removed(String),
+    /// A file from which no plugin runs was rejected, for this reason: its file report.
+    FileRejected(FileStatus, &'static str),
+    /// The file report of this file is over: the file is gone or provides a plugin now.
+    FileReportGone(PathBuf),
     /// A removed file's plugin serves finalizing calls only, for `holders` parents.
     Finalizing(FileStatus, Option<Arc<crate::runtime::Plugin>>, usize),
     /// Deal with `WasmPlugin` objects of the directory for which no plugin runs: keep those
@@ -99,6 +104,8 @@ impl Reloader {
                 match report {
                     Report::Loaded(status, plugin) => cluster.publish(&status, plugin.as_deref()).await,
                     Report::Removed(name) => cluster.remove(&name).await,
+                    Report::FileRejected(status, reason) => cluster.publish_file_report(&status, reason).await,
+                    Report::FileReportGone(file) => cluster.remove_file_report(&file).await,
                     Report::Finalizing(status, plugin, holders) => {
                         cluster.publish_finalizing(&status, plugin.as_deref(), holders).await
                     }
@@ -179,6 +186,8 @@ impl Reloader {
                 self.remove(&name, status).await;
             } else if let Some(name) = status.not_started {
                 let _ = self.reports.send(Report::Removed(name));
+            } else if needs_report(&status) {
+                let _ = self.reports.send(Report::FileReportGone(status.file));
             }
         }
         if !self.stale_checked.swap(true, Ordering::Relaxed) {
@@ -258,6 +267,7 @@ impl Reloader {
         }
         let mut status = FileStatus { digest: new_digest.clone(), ..known.clone() };
         let mut attempted = None;
+        let mut rejection = None;
         let result = match self.manager.runtime().load(bytes).await {
             Err(e) => Err(PluginError::Load(e)),
             Ok(plugin) => {
@@ -300,6 +310,7 @@ impl Reloader {
                 );
                 tracing::error!(file = %path.display(), error = %e, "plugin file rejected; {keeps}");
                 status.last_error = Some(e.to_string());
+                rejection = Some(rejection_reason(&e));
                 if matches!(e, PluginError::Start(_)) {
                     // Starting can fail for reasons outside the file (a CRD not installed
                     // yet, a kind the host may not list): forget the digest and try again
@@ -320,6 +331,13 @@ impl Reloader {
             }
         }
         self.files.lock().expect("files lock").insert(path.to_owned(), status.clone());
+        if let (true, Some(reason)) = (needs_report(&status), rejection) {
+            let _ = self.reports.send(Report::FileRejected(status, reason));
+            return;
+        }
+        if needs_report(&known) {
+            let _ = self.reports.send(Report::FileReportGone(path.to_owned()));
+        }
         let controller = status.plugin.as_deref().and_then(|p| self.manager.controller(p));
         let running = controller.as_ref().map(|c| c.plugin());
         let plugin = status.plugin.clone();

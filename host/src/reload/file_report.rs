@@ -1,0 +1,185 @@
+//! File reports: a `WasmPlugin` for a plugin file from which no plugin runs and whose plugin
+//! has no `WasmPlugin` of its own to say why (not wasm, not a component, the wrong world, a
+//! missing import, an invalid manifest, a name another file already provides).
+//!
+//! The report is named after the file ([`report_name`]: `broken.wasm` for `broken.wasm`) and
+//! labelled [`FILE_REPORT_LABEL`]; its `Ready` condition is `False` with a reason naming the
+//! kind of rejection ([`rejection_reason`]) and the error as message. Plugin names are DNS-1123
+//! labels, without dots, and report names always have one: the two never collide. The report
+//! goes when the file goes, and when the file becomes a plugin (whose own `WasmPlugin` then
+//! appears).
+
+use std::path::Path;
+
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::cluster_status::{ClusterStatus, FIELD_MANAGER};
+use super::file_status::FileStatus;
+use crate::actions::{merge_conditions, timestamp_now};
+use crate::contract::{Condition, ConditionStatus};
+use crate::controller::PluginError;
+use crate::runtime::{LoadError, digest};
+
+/// The label (value `"true"`) on a `WasmPlugin` that reports a rejected file rather than a plugin.
+pub const FILE_REPORT_LABEL: &str = "wasmop.dev/file-report";
+
+/// The longest part of a report name taken from the file name (a name may have 253 characters).
+const MAX_STEM: usize = 200;
+
+/// The name of the file report of `file`: a DNS-1123 subdomain ending in `.wasm`. A file name
+/// that is one already (`broken.wasm`) is kept; any other is lowercased, each run of other
+/// characters becomes `-`, and 8 hex digits of the original name's sha256 keep apart files
+/// that map to the same text (`My_Plugin.wasm` is `my-plugin-1a2b3c4d.wasm`).
+pub fn report_name(file: &Path) -> String {
+    let original = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = original.strip_suffix(".wasm").unwrap_or(&original);
+    let mut clean = String::with_capacity(stem.len());
+    for c in stem.chars().map(|c| c.to_ascii_lowercase()) {
+        match c {
+            'a'..='z' | '0'..='9' => clean.push(c),
+            '.' if !clean.is_empty() && !clean.ends_with(['.', '-']) => clean.push('.'),
+            _ if !clean.is_empty() && !clean.ends_with(['.', '-']) => clean.push('-'),
+            _ => {}
+        }
+    }
+    clean.truncate(MAX_STEM);
+    let clean = clean.trim_end_matches(['.', '-']);
+    if clean == stem {
+        format!("{clean}.wasm")
+    } else {
+        let hash = &digest(original.as_bytes())[..8];
+        if clean.is_empty() { format!("file-{hash}.wasm") } else { format!("{clean}-{hash}.wasm") }
+    }
+}
+
+/// The `Ready` reason of a file from which no plugin runs, by why it was rejected.
+pub fn rejection_reason(error: &PluginError) -> &'static str {
+    match error {
+        PluginError::Load(LoadError::Io { .. }) => "Unreadable",
+        PluginError::Load(LoadError::NotWasm { .. }) => "NotWasm",
+        PluginError::Load(LoadError::Invalid(_)) => "InvalidWasm",
+        PluginError::Load(LoadError::Componentize(_)) => "NotAComponent",
+        PluginError::Load(LoadError::WrongWorld(_)) => "WrongWorld",
+        PluginError::Load(LoadError::Describe(_)) => "ManifestFailed",
+        PluginError::Load(LoadError::Manifest(_)) => "InvalidManifest",
+        PluginError::Duplicate(_) => "DuplicatePlugin",
+        PluginError::Start(_) => "NotStarted",
+    }
+}
+
+/// Whether a file's status is one a file report shows: rejected, no plugin running from it,
+/// and no plugin name known to carry the news on a `WasmPlugin` of its own.
+pub fn needs_report(status: &FileStatus) -> bool {
+    status.last_error.is_some() && status.plugin.is_none() && status.not_started.is_none()
+}
+
+impl ClusterStatus {
+    /// Write the file report of `file` (see the module docs): `Ready=False` with `reason` and
+    /// the file's `lastError`. Failures are logged: this is a report, not part of loading.
+    pub async fn publish_file_report(&self, file: &FileStatus, reason: &str) {
+        let Some(api) = self.api().await else { return };
+        let name = report_name(&file.file);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let object = json!({
+            "apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": name, "labels": {FILE_REPORT_LABEL: "true"}}, "spec": {"file": file.file},
+        });
+        let current = match api.patch(&name, &params, &Patch::Apply(&object)).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(report = %name, error = %e, "cannot write the file report");
+                return;
+            }
+        };
+        let error = file.last_error.as_deref().unwrap_or_default();
+        let file_name = file.file.file_name().unwrap_or_default().to_string_lossy();
+        let ready = Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::False,
+            reason: reason.into(),
+            message: format!("no plugin runs from the file {file_name}: {error}"),
+        };
+        let existing: Vec<serde_json::Value> =
+            current.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+        let mut status = json!({
+            "lastError": error,
+            "conditions": merge_conditions(&existing, &[ready], None, &timestamp_now()),
+        });
+        if !file.digest.is_empty() {
+            status["rejectedDigest"] = json!(file.digest);
+        }
+        let patch =
+            json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "status": status});
+        if let Err(e) = api.patch_status(&name, &params, &Patch::Apply(&patch)).await {
+            tracing::warn!(report = %name, error = %e, "cannot write the file report's status");
+        }
+    }
+
+    /// Delete the file report of `file`, if there is one.
+    pub async fn remove_file_report(&self, file: &Path) {
+        let Some(api) = self.api().await else { return };
+        let name = report_name(file);
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => tracing::warn!(report = %name, error = %e, "cannot delete the file report"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::contract::is_dns1123_label;
+    use crate::contract::names::is_dns1123_subdomain;
+
+    fn name(file: &str) -> String {
+        report_name(&PathBuf::from("/plugins").join(file))
+    }
+
+    #[test]
+    fn a_file_name_that_is_a_dns_subdomain_is_the_report_name() {
+        assert_eq!(name("broken.wasm"), "broken.wasm");
+        assert_eq!(name("memcached-v2.wasm"), "memcached-v2.wasm");
+        assert_eq!(name("a.b.wasm"), "a.b.wasm");
+    }
+
+    #[test]
+    fn other_file_names_are_cleaned_and_told_apart_by_a_hash() {
+        let upper = name("My_Plugin.wasm");
+        assert!(upper.starts_with("my-plugin-") && upper.ends_with(".wasm") && upper.len() == "my-plugin-".len() + 8 + 5);
+        assert_ne!(upper, name("my_plugin.wasm"), "two files, two reports");
+        assert_eq!(upper, name("My_Plugin.wasm"), "stable");
+        assert!(name("__.wasm").starts_with("file-"));
+        assert!(name("-x-.wasm").starts_with("x-"));
+    }
+
+    #[test]
+    fn every_report_name_is_a_subdomain_that_no_plugin_name_can_be() {
+        let long = format!("{}.wasm", "a".repeat(300));
+        for file in ["broken.wasm", "My_Plugin.wasm", "__.wasm", "a..b.wasm", "-.-.wasm", "ünïcode.wasm", "x y.wasm", &long] {
+            let n = name(file);
+            assert!(is_dns1123_subdomain(&n), "{file} -> {n}");
+            assert!(!is_dns1123_label(&n), "{file} -> {n} could be a plugin's name");
+        }
+    }
+
+    #[test]
+    fn rejections_have_a_reason_by_kind() {
+        let not_wasm = PluginError::Load(LoadError::NotWasm { found: "6a 75".into() });
+        assert_eq!(rejection_reason(&not_wasm), "NotWasm");
+        assert_eq!(rejection_reason(&PluginError::Load(LoadError::WrongWorld("missing export".into()))), "WrongWorld");
+        assert_eq!(rejection_reason(&PluginError::Duplicate("memcached".into())), "DuplicatePlugin");
+    }
+
+    #[test]
+    fn only_rejected_files_without_a_plugin_name_need_a_report() {
+        let rejected = FileStatus { last_error: Some("not wasm".into()), ..FileStatus::default() };
+        assert!(needs_report(&rejected));
+        assert!(!needs_report(&FileStatus { plugin: Some("memcached".into()), ..rejected.clone() }));
+        assert!(!needs_report(&FileStatus { not_started: Some("testbed".into()), ..rejected }));
+        assert!(!needs_report(&FileStatus { plugin: Some("memcached".into()), ..FileStatus::default() }));
+    }
+}

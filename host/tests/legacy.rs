@@ -1,6 +1,7 @@
 //! WIT 0.1.0 plugins keep loading: a component built from `plugins/legacy-v0-1` (pinned to
 //! `wit/v0.1.0`, no SDK) loads and reconciles next to 0.2.0 plugins in one runtime, and has no
-//! webhooks to answer.
+//! webhooks to answer; and a component of the 0.2.0 world `webhook` (no reconcile export)
+//! loads and admits.
 
 mod support;
 
@@ -35,4 +36,21 @@ async fn a_0_1_0_plugin_reconciles_next_to_0_2_0_plugins_and_admits_nothing() {
 
     let request = AdmissionRequest::new(Operation::Create, parent);
     assert_eq!(legacy.admit("any", &request, cache).await.unwrap_err(), CallError::NoSuchWebhook("any".into()));
+}
+
+#[tokio::test]
+async fn a_webhook_world_plugin_admits_and_does_not_reconcile() {
+    let runtime = Runtime::builder().artifact_dir(None).build().unwrap();
+    let plugin = runtime.load_file(plugin("webhook-only", "wasm32-wasip2")).await.unwrap();
+    assert_eq!(plugin.wit_version(), WitVersion::V0_2);
+    assert!(plugin.admits() && !plugin.reconciles());
+    let cache = Arc::new(MemoryCache::default());
+    let config_map = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a"}});
+    let request = AdmissionRequest::new(Operation::Create, config_map("forbidden-x"));
+    let (verdict, _) = plugin.admit("names", &request, cache.clone()).await.unwrap();
+    assert_eq!(verdict.message(), Some("forbidden-x: the prefix forbidden- is reserved"));
+    let request = AdmissionRequest::new(Operation::Create, config_map("fine"));
+    assert!(plugin.admit("names", &request, cache.clone()).await.unwrap().0.is_allowed());
+    let err = plugin.reconcile(&Request::new(config_map("fine")), cache).await.unwrap_err();
+    assert!(matches!(err, CallError::Host(ref m) if m.contains("does not reconcile")), "{err}");
 }

@@ -54,3 +54,16 @@ async fn a_webhook_world_plugin_admits_and_does_not_reconcile() {
     let err = plugin.reconcile(&Request::new(config_map("fine")), cache).await.unwrap_err();
     assert!(matches!(err, CallError::Host(ref m) if m.contains("does not reconcile")), "{err}");
 }
+
+#[tokio::test]
+async fn a_component_of_no_accepted_world_is_refused_naming_the_accepted_worlds() {
+    let runtime = Runtime::builder().artifact_dir(None).build().unwrap();
+    let err = runtime.load_file(plugin("wrong-world", "wasm32-wasip2")).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("wasmop:plugin/operator@0.1.0")
+            && text.contains("wasmop:plugin@0.2.0 worlds operator, controller or webhook"),
+        "{text}"
+    );
+    assert!(text.contains("exports neither wasmop:plugin/reconciler@0.1.0 nor wasmop:plugin/plugin@0.2.0"), "{text}");
+}

@@ -72,18 +72,24 @@ pub async fn serve(
     let bound = listener.local_addr().map_err(|error| ServeError::Bind { addr, error })?;
     tracing::info!(addr = %bound, "serving admission webhooks over HTTPS at /admission/<plugin>/<webhook>");
     let task = tokio::spawn(async move {
+        // Owned by this task: aborting it (the host stops serving) closes every connection,
+        // keep-alive ones included, so the API server sees the host gone at once.
+        let mut connections = tokio::task::JoinSet::new();
         loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait rather than spin.
-                    tracing::warn!(error = %e, "admission server cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait rather than spin.
+                        tracing::warn!(error = %e, "admission server cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                Some(_) = connections.join_next() => continue,
             };
             let (acceptor, handler) = (acceptor.clone(), handler.clone());
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let tls = match tokio::time::timeout(CLIENT_PATIENCE, acceptor.accept(stream)).await {
                     Ok(Ok(tls)) => tls,
                     Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "admission TLS handshake failed"),

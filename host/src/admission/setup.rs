@@ -105,6 +105,16 @@ impl Admission {
     /// [`SetupError`]: no usable certificate (Secret unreadable or not creatable, files
     /// missing or invalid), or the address cannot be bound.
     pub async fn start(config: AdmissionConfig, manager: Arc<Manager>) -> Result<Self, SetupError> {
+        let admitter: Arc<dyn Admitter> = manager.clone();
+        Self::start_with(config, &manager, admitter).await
+    }
+
+    /// [`Admission::start`] serving and registering the webhooks of `admitter` instead of the
+    /// manager's own (the manager still gives the client, leadership and metrics registry).
+    ///
+    /// # Errors
+    /// As [`Admission::start`].
+    pub async fn start_with(config: AdmissionConfig, manager: &Manager, admitter: Arc<dyn Admitter>) -> Result<Self, SetupError> {
         let mut tasks = Vec::new();
         let cert = match &config.certs {
             CertSource::Secret { namespace, name, names } => {
@@ -115,8 +125,7 @@ impl Admission {
         let resolver = CertResolver::new(&cert)?;
         let (ca_tx, ca_pem) = watch::channel(cert.ca_pem.clone());
         let metrics = AdmissionMetrics::new(manager.metrics());
-        let admitter: Arc<dyn Admitter> = manager.clone();
-        let handler = Handler::new(admitter, metrics, config.max_in_flight);
+        let handler = Handler::new(Arc::clone(&admitter), metrics, config.max_in_flight);
         let (addr, serving) = server::serve(config.bind, handler, Arc::clone(&resolver)).await?;
         tasks.push(serving);
         if let CertSource::Dir(dir) = &config.certs {
@@ -135,7 +144,7 @@ impl Admission {
             ca_pem.clone(),
         );
         tasks.push(writing);
-        Ok(Self { addr, ca_pem, follow: Arc::new(Follow { manager, registrar }), tasks })
+        Ok(Self { addr, ca_pem, follow: Arc::new(Follow { admitter, registrar }), tasks })
     }
 
     /// The address the server listens on.
@@ -155,18 +164,23 @@ impl Admission {
     }
 }
 
-/// Registers the webhooks of the manager's serving plugins, without the one leaving.
-#[derive(Debug)]
+/// Registers the webhooks of the admitter's serving plugins, without the one leaving.
 struct Follow {
-    manager: Arc<Manager>,
+    admitter: Arc<dyn Admitter>,
     registrar: Arc<Registrar>,
+}
+
+impl std::fmt::Debug for Follow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follow").field("registrar", &self.registrar).finish_non_exhaustive()
+    }
 }
 
 impl PluginSetObserver for Follow {
     fn plugins_changed<'a>(&'a self, leaving: Option<&'a str>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let plugins: BTreeMap<String, _> = self
-                .manager
+                .admitter
                 .webhooks()
                 .into_iter()
                 .filter(|(name, hooks)| Some(name.as_str()) != leaving && !hooks.is_empty())

@@ -65,7 +65,7 @@ pub struct Reloader {
     /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass).
     stale_checked: AtomicBool,
     /// Told about plugins leaving and passes ending ([`Reloader::observe`]).
-    observer: std::sync::OnceLock<Arc<dyn PluginSetObserver>>,
+    observer: Mutex<Option<Arc<dyn PluginSetObserver>>>,
 }
 
 /// A change to report in the cluster.
@@ -130,18 +130,19 @@ impl Reloader {
             breakers: Mutex::default(),
             retries: Mutex::default(),
             stale_checked: AtomicBool::new(false),
-            observer: std::sync::OnceLock::new(),
+            observer: Mutex::default(),
         })
     }
 
-    /// Tell `observer` about every change of the serving plugins from now on (one observer;
-    /// a second call is ignored).
+    /// Tell `observer` about every change of the serving plugins from now on, instead of the
+    /// previous one (if any).
     pub fn observe(&self, observer: Arc<dyn PluginSetObserver>) {
-        let _ = self.observer.set(observer);
+        *self.observer.lock().expect("observer lock") = Some(observer);
     }
 
     async fn notify(&self, leaving: Option<&str>) {
-        if let Some(observer) = self.observer.get() {
+        let observer = self.observer.lock().expect("observer lock").clone();
+        if let Some(observer) = observer {
             observer.plugins_changed(leaving).await;
         }
     }

@@ -21,4 +21,4 @@ pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
 pub use file_report::{FILE_REPORT_LABEL, report_name};
 pub use file_status::FileStatus;
-pub use reloader::{ReloadConfig, Reloader, START_RETRY};
+pub use reloader::{PluginSetObserver, ReloadConfig, Reloader, START_RETRY};

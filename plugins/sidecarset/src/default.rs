@@ -54,12 +54,25 @@ mod tests {
             {"name": "e", "image": "registry:5000/busybox:1"},
             {"name": "f", "image": "busybox@sha256:0123"},
         ]));
-        assert_eq!(policies, [json!("IfNotPresent"), json!("Always"), json!("Always"), json!("Always"), json!("IfNotPresent"), json!("IfNotPresent")]);
+        assert_eq!(
+            policies,
+            [
+                json!("IfNotPresent"),
+                json!("Always"),
+                json!("Always"),
+                json!("Always"),
+                json!("IfNotPresent"),
+                json!("IfNotPresent")
+            ]
+        );
     }
 
     #[test]
     fn a_policy_the_user_set_is_kept() {
-        assert_eq!(defaulted_policies(json!([{"name": "a", "image": "busybox:1", "imagePullPolicy": "Never"}])), [json!("Never")]);
+        assert_eq!(
+            defaulted_policies(json!([{"name": "a", "image": "busybox:1", "imagePullPolicy": "Never"}])),
+            [json!("Never")]
+        );
     }
 
     #[test]

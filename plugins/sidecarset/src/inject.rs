@@ -140,11 +140,7 @@ mod tests {
 
     #[test]
     fn a_sidecarset_whose_container_name_is_taken_is_skipped_whole_with_a_warning() {
-        let clashing = set(
-            "app-sidecars",
-            json!({}),
-            json!([{"name": "extra", "image": "x"}, {"name": "app", "image": "y"}]),
-        );
+        let clashing = set("app-sidecars", json!({}), json!([{"name": "extra", "image": "x"}, {"name": "app", "image": "y"}]));
         let out = inject(pod(json!({"app": "web"})), "default", &[logger(), clashing]);
         assert_eq!(names(&out.pod), ["app", "log"]);
         assert_eq!(out.injected, ["log"]);

@@ -88,10 +88,11 @@ mod tests {
 
     #[test]
     fn reconcile_counts_matching_pods_of_every_namespace_into_the_status() {
-        let req = sidecarset(json!({"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "log", "image": "busybox"}]}))
-            .with_related(pod("a", "web-1", json!({"app": "web"})))
-            .with_related(pod("b", "web-2", json!({"app": "web"})))
-            .with_related(pod("a", "db-1", json!({"app": "db"})));
+        let req =
+            sidecarset(json!({"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "log", "image": "busybox"}]}))
+                .with_related(pod("a", "web-1", json!({"app": "web"})))
+                .with_related(pod("b", "web-2", json!({"app": "web"})))
+                .with_related(pod("a", "db-1", json!({"app": "db"})));
         let resp = SidecarSetOperator::reconcile(req, &Context::fixture(vec![])).unwrap();
         assert_eq!(
             resp.status_patch(),

@@ -160,7 +160,9 @@ mod tests {
     fn validate_names_the_bad_requirement() {
         let err = |v: Value| selector(v).validate("spec.selector").unwrap_err().to_string();
         assert_eq!(
-            err(json!({"matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Equals", "values": ["x"]}]})),
+            err(
+                json!({"matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Equals", "values": ["x"]}]})
+            ),
             "spec.selector.matchExpressions[1]: operator \"Equals\" is not one of In, NotIn, Exists, DoesNotExist"
         );
         assert_eq!(
@@ -180,9 +182,11 @@ mod tests {
             "spec.selector.matchExpressions[0].key: the label key is empty"
         );
         assert_eq!(err(json!({"matchLabels": {"": "x"}})), "spec.selector.matchLabels[\"\"]: the label key is empty");
-        assert!(selector(json!({"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "c", "operator": "In", "values": ["d"]}]}))
-            .validate("spec.selector")
-            .is_ok());
+        assert!(
+            selector(json!({"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "c", "operator": "In", "values": ["d"]}]}))
+                .validate("spec.selector")
+                .is_ok()
+        );
     }
 
     #[test]

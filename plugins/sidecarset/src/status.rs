@@ -71,7 +71,8 @@ mod tests {
     }
 
     fn pod(ns: &str, app: &str, hash: Option<&str>, ready: bool) -> Value {
-        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns, "labels": {"app": app}}});
+        let mut pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns, "labels": {"app": app}}});
         if let Some(hash) = hash {
             pod["metadata"]["annotations"] = json!({"sidecarset.wasmop.dev/log-hash": hash});
         }

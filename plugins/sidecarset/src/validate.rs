@@ -15,7 +15,9 @@ pub enum Invalid {
     #[error(transparent)]
     Parse(#[from] ParseError),
     /// The name is too long for the hash annotation key.
-    #[error("metadata.name {name:?} is longer than {MAX_NAME} characters (the Pod annotation sidecarset.wasmop.dev/<name>-hash must fit)")]
+    #[error(
+        "metadata.name {name:?} is longer than {MAX_NAME} characters (the Pod annotation sidecarset.wasmop.dev/<name>-hash must fit)"
+    )]
     NameTooLong {
         /// The name.
         name: String,
@@ -130,11 +132,15 @@ mod tests {
     #[test]
     fn an_invalid_selector_is_refused_with_its_field() {
         assert_eq!(
-            reason(json!({"selector": {"matchExpressions": [{"key": "app", "operator": "In"}]}, "containers": [{"name": "a", "image": "b"}]})),
+            reason(
+                json!({"selector": {"matchExpressions": [{"key": "app", "operator": "In"}]}, "containers": [{"name": "a", "image": "b"}]})
+            ),
             "spec.selector.matchExpressions[0]: operator In needs at least one value"
         );
         assert_eq!(
-            reason(json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Like", "values": ["x"]}]}, "containers": [{"name": "a", "image": "b"}]})),
+            reason(
+                json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Like", "values": ["x"]}]}, "containers": [{"name": "a", "image": "b"}]})
+            ),
             "spec.selector.matchExpressions[0]: operator \"Like\" is not one of In, NotIn, Exists, DoesNotExist"
         );
         assert_eq!(reason(json!({"containers": [{"name": "a", "image": "b"}]})), Invalid::NoSelector.to_string());

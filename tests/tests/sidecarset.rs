@@ -1,0 +1,102 @@
+//! The sidecarset plugin on a real control plane: a cluster-scoped parent (`SidecarSet`) whose
+//! related objects (Pods) live in namespaces. A Pod created, relabelled, marked Ready or
+//! deleted in any namespace requeues the SidecarSets, whose status counts it. Pods never run
+//! here (no kubelet): "injected" is an annotation set by the test, "Ready" a status patch.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use sidecarset::SidecarSet;
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_test_output};
+use wasmop_e2e::plugins::{plugin, workspace};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn setup() -> Result<(ControlPlane, kube::Client, Host)> {
+    log_to_test_output();
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/sidecarset.yaml")).await?;
+    for ns in ["team-a", "team-b"] {
+        apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await?;
+    }
+    let sidecarset = plugin("sidecarset", "wasm32-wasip2");
+    let host = Host::start(client.clone(), &[&sidecarset], Host::test_config()).await?;
+    Ok((cp, client, host))
+}
+
+fn sidecarset(name: &str, namespace: Option<&str>) -> Value {
+    let mut set = json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "sidecars", "operator": "NotIn", "values": ["off"]}]},
+                 "containers": [{"name": "log-shipper", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent"}]}});
+    if let Some(ns) = namespace {
+        set["spec"]["namespace"] = json!(ns);
+    }
+    set
+}
+
+fn pod(namespace: &str, name: &str, labels: Value, annotations: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}})
+}
+
+/// `(matchedPods, updatedPods, readyPods)` of a SidecarSet.
+fn counts(set: &DynamicObject) -> (i64, i64, i64) {
+    let n = |f: &str| set.data.pointer(&format!("/status/{f}")).and_then(Value::as_i64).unwrap_or(-1);
+    (n("matchedPods"), n("updatedPods"), n("readyPods"))
+}
+
+async fn wait_for_counts(sets: &Api<DynamicObject>, name: &str, want: (i64, i64, i64)) -> Result<DynamicObject> {
+    let last = std::cell::Cell::new((0, 0, 0));
+    let seen = &last;
+    let result = eventually(&format!("SidecarSet {name} with (matched, updated, ready) = {want:?}"), WAIT, || async move {
+        let set = sets.get(name).await?;
+        seen.set(counts(&set));
+        Ok((seen.get() == want).then_some(set))
+    })
+    .await;
+    result.map_err(|e| e.context(format!("SidecarSet {name} last counted {:?}", last.get())))
+}
+
+#[tokio::test]
+async fn pods_in_any_namespace_requeue_the_cluster_scoped_sidecarset_and_are_counted() -> Result<()> {
+    let (_cp, client, _host) = setup().await?;
+    let sets = api_for(&client, "apps.wasmop.dev/v1alpha1", "SidecarSet", None).await?;
+    let created = apply(&client, &sidecarset("log-shipper", None)).await?;
+    apply(&client, &sidecarset("team-b-only", Some("team-b"))).await?;
+    let set = wait_for_counts(&sets, "log-shipper", (0, 0, 0)).await?;
+    assert_eq!(set.data.pointer("/status/observedGeneration"), created.metadata.generation.map(Value::from).as_ref());
+    let hash = SidecarSet::from_object(&serde_json::to_value(&created)?)?.hash();
+
+    // Pods created after the SidecarSet, in two namespaces: each change requeues it.
+    apply(&client, &pod("team-a", "web-1", json!({"app": "web"}), json!({}))).await?;
+    wait_for_counts(&sets, "log-shipper", (1, 0, 0)).await?;
+    let injected = json!({"sidecarset.wasmop.dev/log-shipper-hash": hash});
+    apply(&client, &pod("team-b", "web-2", json!({"app": "web"}), injected.clone())).await?;
+    wait_for_counts(&sets, "log-shipper", (2, 1, 0)).await?;
+    wait_for_counts(&sets, "team-b-only", (1, 0, 0)).await?;
+
+    // Not matched: another app, or opted out through the matchExpressions.
+    apply(&client, &pod("team-a", "db-1", json!({"app": "db"}), json!({}))).await?;
+    apply(&client, &pod("team-a", "web-off", json!({"app": "web", "sidecars": "off"}), injected.clone())).await?;
+
+    // Ready is a status patch (no kubelet here).
+    let team_b_pods: Api<DynamicObject> = api_for(&client, "v1", "Pod", Some("team-b")).await?;
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    team_b_pods.patch_status("web-2", &PatchParams::default(), &Patch::Merge(&ready)).await?;
+    wait_for_counts(&sets, "log-shipper", (2, 1, 1)).await?;
+
+    // A relabelled Pod leaves the count, a deleted one too.
+    let team_a_pods: Api<DynamicObject> = api_for(&client, "v1", "Pod", Some("team-a")).await?;
+    let relabel = json!({"metadata": {"labels": {"app": "db"}}});
+    team_a_pods.patch("web-1", &PatchParams::default(), &Patch::Merge(&relabel)).await?;
+    wait_for_counts(&sets, "log-shipper", (1, 1, 1)).await?;
+    team_b_pods.delete("web-2", &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await?;
+    wait_for_counts(&sets, "log-shipper", (0, 0, 0)).await?;
+    wait_for_counts(&sets, "team-b-only", (0, 0, 0)).await?;
+    Ok(())
+}

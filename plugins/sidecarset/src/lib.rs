@@ -18,6 +18,8 @@
 //! - Admission, as plain functions: [`inject()`] (Pods on create), [`validate()`] and
 //!   [`default()`] (SidecarSets on create and update).
 
+#![warn(missing_docs)]
+
 pub mod default;
 pub mod inject;
 pub mod selector;

@@ -1,6 +1,6 @@
 //! SidecarSet as a wasmop plugin: sidecar containers injected into the Pods a selector matches,
 //! after OpenKruise's SidecarSet (in a group of our own, `apps.wasmop.dev`, so it never collides
-//! with an OpenKruise install). CRD: `crds/sidecarset.yaml`; sample: `plugins/sidecarset/sample.yaml`.
+//! with an OpenKruise install). CRD: `crds/sidecarset.yaml`; sample: `crds/samples/sidecarset.yaml`.
 //!
 //! ```yaml
 //! apiVersion: apps.wasmop.dev/v1alpha1

@@ -4,7 +4,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::request::{deserialize_object, object_name};
-use crate::{Error, Kind, LabelSelector, LookupError, Manifest, Request, Scope};
+use crate::{AdmissionRequest, Error, Kind, LabelSelector, LookupError, Manifest, Request, Scope};
 
 /// Access to the host's watch cache, handed to [`Plugin::reconcile`](crate::Plugin::reconcile).
 ///
@@ -97,6 +97,25 @@ impl Context {
     /// ```
     pub fn fixture_for(request: &Request, objects: Vec<Value>) -> Self {
         Self { source: Source::Fixture(objects), declared: None, parent_namespace: request.namespace().map(str::to_owned) }
+    }
+
+    /// [`Context::fixture`] for an admission call: `namespace: None` reads the admitted
+    /// object's namespace, or every namespace for a cluster-scoped object. (The host reads
+    /// every namespace for a plugin whose parent is cluster-scoped; [`Context::restrict_to`]
+    /// applies that.)
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use wasmop_sdk::{AdmissionRequest, Context, Kind, Operation};
+    ///
+    /// let cm = |ns: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}});
+    /// let req = AdmissionRequest::new(Operation::Create, cm("team-a"));
+    /// let ctx = Context::fixture_for_admission(&req, vec![cm("team-a"), cm("team-b")]);
+    /// assert_eq!(ctx.list(&Kind::new("", "v1", "ConfigMap"), None, "")?.len(), 1);
+    /// # Ok::<(), wasmop_sdk::LookupError>(())
+    /// ```
+    pub fn fixture_for_admission(request: &AdmissionRequest, objects: Vec<Value>) -> Self {
+        Self { source: Source::Fixture(objects), declared: None, parent_namespace: request.namespace.clone() }
     }
 
     /// Refuse lookups of kinds the manifest does not declare, like the host does, and take the

@@ -12,13 +12,17 @@ use serde_json::Value;
 
 use crate::{Condition, Error, Event, ObjectRef, Request, Response};
 
-/// Export a [`Plugin`](crate::Plugin) as the component's `reconciler` interface.
+/// Export a [`Plugin`](crate::Plugin) as a component of world `wasmop:plugin/operator@0.2.0`:
+/// its `plugin`, `reconciler` and `admission` interfaces.
 ///
 /// Invoke it once, at the top level of the plugin crate (built with
 /// `crate-type = ["cdylib"]` for `wasm32-wasip2`). On `wasm32` it generates the adapter that
-/// turns the host's raw records into a [`Request`] and the plugin's [`Response`] or [`Error`]
-/// back into records (a parent that is not valid JSON becomes a terminal error without calling
-/// the plugin; a response holding a recorded mistake becomes a terminal error). On other
+/// turns the host's raw records into a [`Request`] or an
+/// [`AdmissionRequest`](crate::AdmissionRequest) and the plugin's answer back into records (a
+/// parent or admitted object that is not valid JSON becomes an error without calling the
+/// plugin; a response holding a recorded mistake becomes a terminal error; an admission call
+/// for a webhook the manifest does not declare is answered `unknown-webhook` without calling
+/// [`Plugin::admit`](crate::Plugin::admit)). On other
 /// targets it only checks that the type implements `Plugin`, so the crate still unit-tests
 /// natively.
 ///
@@ -46,15 +50,26 @@ macro_rules! export_plugin {
         const _: () = {
             struct __WasmopPluginExport;
 
-            impl $crate::__private::Guest for __WasmopPluginExport {
+            impl $crate::__private::PluginGuest for __WasmopPluginExport {
                 fn manifest() -> $crate::__private::RawManifest {
                     $crate::__private::manifest::<$plugin>()
                 }
+            }
 
+            impl $crate::__private::ReconcilerGuest for __WasmopPluginExport {
                 fn reconcile(
                     request: $crate::__private::RawRequest,
                 ) -> ::core::result::Result<$crate::__private::RawResponse, $crate::__private::RawReconcileError> {
                     $crate::__private::reconcile::<$plugin>(request)
+                }
+            }
+
+            impl $crate::__private::AdmissionGuest for __WasmopPluginExport {
+                fn admit(
+                    webhook: ::std::string::String,
+                    request: $crate::__private::RawAdmissionRequest,
+                ) -> ::core::result::Result<$crate::__private::RawVerdict, $crate::__private::RawAdmissionError> {
+                    $crate::__private::admit::<$plugin>(webhook, request)
                 }
             }
 
@@ -104,6 +119,14 @@ impl Request {
     }
 }
 
+/// The admitted object and old object, parsed from the host's JSON texts.
+pub(crate) fn admission_objects(object: Option<&str>, old_object: Option<&str>) -> Result<(Option<Value>, Option<Value>), Error> {
+    Ok((
+        object.map(|o| parse_json(o, || "the admitted object".into())).transpose()?,
+        old_object.map(|o| parse_json(o, || "the old object".into())).transpose()?,
+    ))
+}
+
 fn parse_json(text: &str, what: impl FnOnce() -> String) -> Result<Value, Error> {
     serde_json::from_str(text).map_err(|e| Error::terminal(format!("{} sent by the host is not valid JSON: {e}", what())))
 }
@@ -137,10 +160,15 @@ fn duration_to_ms(d: Duration) -> u64 {
 /// The mapping onto the generated bindings (wasm32 only).
 #[cfg(target_arch = "wasm32")]
 mod raw {
+    use crate::bindings::exports::wasmop::plugin::admission as a;
+    use crate::bindings::exports::wasmop::plugin::plugin as p;
     use crate::bindings::exports::wasmop::plugin::reconciler as r;
     use crate::bindings::kind_to_raw;
     use crate::bindings::wasmop::plugin::types as t;
-    use crate::{ConditionStatus, Error, EventType, Kind, Manifest, ObjectRef, Plugin, Request, Scope};
+    use crate::{
+        AdmissionRequest, ConditionStatus, Error, EventType, FailurePolicy, GroupVersionResource, Kind, Manifest, ObjectRef,
+        Operation, Plugin, Request, RuleScope, Scope, SideEffects, UserInfo, Verdict, Webhook, WebhookType,
+    };
 
     fn object_ref_to_raw(o: ObjectRef) -> t::ObjectRef {
         t::ObjectRef { api_version: o.api_version, kind: o.kind, namespace: o.namespace, name: o.name }
@@ -153,13 +181,69 @@ mod raw {
         }
     }
 
-    pub(crate) fn manifest_to_raw(m: Manifest) -> r::PluginManifest {
+    fn operation_to_raw(o: Operation) -> t::Operation {
+        match o {
+            Operation::Create => t::Operation::Create,
+            Operation::Update => t::Operation::Update,
+            Operation::Delete => t::Operation::Delete,
+            Operation::Connect => t::Operation::Connect,
+            Operation::All => t::Operation::All,
+        }
+    }
+
+    fn operation_from_raw(o: t::Operation) -> Operation {
+        match o {
+            t::Operation::Create => Operation::Create,
+            t::Operation::Update => Operation::Update,
+            t::Operation::Delete => Operation::Delete,
+            t::Operation::Connect => Operation::Connect,
+            t::Operation::All => Operation::All,
+        }
+    }
+
+    fn webhook_to_raw(w: Webhook) -> p::Webhook {
+        p::Webhook {
+            name: w.name,
+            type_: match w.type_ {
+                WebhookType::Validating => p::WebhookType::Validating,
+                WebhookType::Mutating => p::WebhookType::Mutating,
+            },
+            rules: w
+                .rules
+                .into_iter()
+                .map(|rule| p::Rule {
+                    operations: rule.operations.into_iter().map(operation_to_raw).collect(),
+                    api_groups: rule.api_groups,
+                    api_versions: rule.api_versions,
+                    resources: rule.resources,
+                    scope: match rule.scope {
+                        RuleScope::Cluster => p::RuleScope::Cluster,
+                        RuleScope::Namespaced => p::RuleScope::Namespaced,
+                        RuleScope::All => p::RuleScope::All,
+                    },
+                })
+                .collect(),
+            namespace_selector: w.namespace_selector,
+            object_selector: w.object_selector,
+            failure_policy: match w.failure_policy {
+                FailurePolicy::Fail => p::FailurePolicy::Fail,
+                FailurePolicy::Ignore => p::FailurePolicy::Ignore,
+            },
+            side_effects: match w.side_effects {
+                SideEffects::None => p::SideEffects::None,
+                SideEffects::NoneOnDryRun => p::SideEffects::NoneOnDryRun,
+            },
+            timeout_seconds: w.timeout_seconds,
+        }
+    }
+
+    pub(crate) fn manifest_to_raw(m: Manifest) -> p::PluginManifest {
         let (parent, scope) = m.parent.unwrap_or_else(|| (Kind::new("", "", ""), Scope::Namespaced));
-        r::PluginManifest {
+        p::PluginManifest {
             name: m.name,
             version: m.version,
             description: m.description,
-            parent: r::ParentKind {
+            parent: p::ParentKind {
                 kind: kind_to_raw(&parent),
                 scope: match scope {
                     Scope::Namespaced => t::Scope::Namespaced,
@@ -170,12 +254,46 @@ mod raw {
             related: m
                 .related
                 .into_iter()
-                .map(|rk| r::RelatedKind { kind: kind_to_raw(&rk.kind), label_selector: rk.label_selector })
+                .map(|rk| p::RelatedKind { kind: kind_to_raw(&rk.kind), label_selector: rk.label_selector })
                 .collect(),
             finalizer: m.finalizer,
             prune: m.prune,
+            adopt_unowned: m.adopt_unowned,
             config_schema: m.config_schema.map(|s| s.to_string()),
+            webhooks: m.webhooks.into_iter().map(webhook_to_raw).collect(),
         }
+    }
+
+    pub(crate) fn admit<P: Plugin>(webhook: String, raw: a::AdmissionRequest) -> Result<a::Verdict, a::AdmissionError> {
+        if !P::manifest().webhooks.iter().any(|w| w.name == webhook) {
+            return Err(a::AdmissionError::UnknownWebhook(webhook));
+        }
+        let failed = |e: Error| a::AdmissionError::Failed(e.message().to_owned());
+        let (object, old_object) = super::admission_objects(raw.object.as_deref(), raw.old_object.as_deref()).map_err(failed)?;
+        let request = AdmissionRequest {
+            uid: raw.uid,
+            kind: Kind::new(raw.kind.group, raw.kind.version, raw.kind.kind),
+            resource: GroupVersionResource {
+                group: raw.resource.group,
+                version: raw.resource.version,
+                resource: raw.resource.resource,
+            },
+            sub_resource: raw.sub_resource,
+            operation: operation_from_raw(raw.operation),
+            namespace: raw.namespace,
+            name: raw.name,
+            object,
+            old_object,
+            user_info: UserInfo { username: raw.user_info.username, uid: raw.user_info.uid, groups: raw.user_info.groups },
+            dry_run: raw.dry_run,
+        };
+        let ctx = crate::Context::host();
+        Ok(match P::admit(&webhook, request, &ctx).map_err(failed)? {
+            Verdict::Allowed { warnings, mutated } => {
+                a::Verdict::Allowed(a::Allowed { warnings, mutated: mutated.map(|m| m.to_string()) })
+            }
+            Verdict::Denied { code, message, warnings } => a::Verdict::Denied(a::Denied { code, message, warnings }),
+        })
     }
 
     pub(crate) fn reconcile<P: Plugin>(request: r::Request) -> Result<r::Response, r::ReconcileError> {
@@ -225,8 +343,13 @@ mod raw {
 #[doc(hidden)]
 #[cfg(target_arch = "wasm32")]
 pub mod __private {
+    pub use crate::bindings::exports::wasmop::plugin::admission::{
+        AdmissionError as RawAdmissionError, AdmissionRequest as RawAdmissionRequest, Guest as AdmissionGuest,
+        Verdict as RawVerdict,
+    };
+    pub use crate::bindings::exports::wasmop::plugin::plugin::{Guest as PluginGuest, PluginManifest as RawManifest};
     pub use crate::bindings::exports::wasmop::plugin::reconciler::{
-        Guest, PluginManifest as RawManifest, ReconcileError as RawReconcileError, Request as RawRequest, Response as RawResponse,
+        Guest as ReconcilerGuest, ReconcileError as RawReconcileError, Request as RawRequest, Response as RawResponse,
     };
 
     /// The plugin's manifest as a raw record.
@@ -237,6 +360,11 @@ pub mod __private {
     /// Run the plugin on a raw request.
     pub fn reconcile<P: crate::Plugin>(request: RawRequest) -> Result<RawResponse, RawReconcileError> {
         super::raw::reconcile::<P>(request)
+    }
+
+    /// Run the plugin's admission on a raw request.
+    pub fn admit<P: crate::Plugin>(webhook: String, request: RawAdmissionRequest) -> Result<RawVerdict, RawAdmissionError> {
+        super::raw::admit::<P>(webhook, request)
     }
 }
 
@@ -294,6 +422,13 @@ mod tests {
     fn response_with_a_recorded_mistake_flattens_to_that_error() {
         let e = Response::new().apply(json!({"kind": "X"})).into_wire().unwrap_err();
         assert_eq!(e.message(), "child #0: has no apiVersion");
+    }
+
+    #[test]
+    fn admitted_objects_that_are_not_json_name_which_one() {
+        let e = admission_objects(Some("{}"), Some("nope")).unwrap_err();
+        assert!(e.message().starts_with("the old object sent by the host is not valid JSON"), "{e}");
+        assert_eq!(admission_objects(None, Some("{}")).unwrap(), (None, Some(json!({}))));
     }
 
     #[test]

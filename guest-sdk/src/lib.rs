@@ -1,7 +1,8 @@
 //! Write [wasmop](https://github.com/wasmop/wasmop) operator plugins in Rust.
 //!
-//! A plugin is a WebAssembly component that reconciles one kind of Kubernetes custom resource:
-//! the host watches, caches, queues, applies, prunes and records; the plugin only decides.
+//! A plugin is a WebAssembly component (WIT `wasmop:plugin@0.2.0`) that reconciles one kind of
+//! Kubernetes custom resource and may serve admission webhooks: the host watches, caches,
+//! queues, applies, prunes, records and answers the API server; the plugin only decides.
 //! Implement [`Plugin`], export it with [`export_plugin!`], and build with
 //! `cargo build --target wasm32-wasip2 --release` (`crate-type = ["cdylib"]`).
 //!
@@ -43,6 +44,10 @@
 //! - [`Error`]: retryable or terminal.
 //! - [`Context`]: read-only lookups in the host's cache.
 //! - [`log`]: logging into the host's log.
+//! - [`Webhook`], [`Rule`]: admission webhooks the manifest declares.
+//! - [`AdmissionRequest`], [`Verdict`]: what [`Plugin::admit`] is asked and answers
+//!   (allow, deny, mutate, warnings); unit-test it with [`AdmissionRequest::new`] and
+//!   [`Context::fixture_for_admission`].
 //! - [`Plugin`], [`export_plugin!`]: the trait and the export.
 
 #![warn(missing_docs)]
@@ -72,8 +77,9 @@ pub use request::Request;
 pub use response::Response;
 /// The types shared with the host (defined once, in `wasmop-types`).
 pub use wasmop_types::{
-    Condition, ConditionStatus, Event, EventType, Kind, KindError, LabelSelector, ObjectRef, Quantity, QuantityError, Scope,
-    SelectorError,
+    AdmissionRequest, Condition, ConditionStatus, Event, EventType, FailurePolicy, GroupVersionResource, Kind, KindError,
+    LabelSelector, ObjectRef, Operation, Quantity, QuantityError, Rule, RuleScope, Scope, SelectorError, SideEffects, UserInfo,
+    Verdict, Webhook, WebhookType,
 };
 
 /// The README's example compiles and runs as a doctest.

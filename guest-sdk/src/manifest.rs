@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::{Kind, Scope};
+use crate::{Kind, Scope, Webhook};
 
 /// A kind the plugin may read but does not own, limited by a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,8 +50,13 @@ pub struct Manifest {
     pub finalizer: bool,
     /// Whether owned children the response no longer lists are deleted (default `false`).
     pub prune: bool,
+    /// Whether the plugin may take over an existing object of a child kind that no controller
+    /// owns (default `false`).
+    pub adopt_unowned: bool,
     /// JSON Schema of the plugin's configuration, if it takes any.
     pub config_schema: Option<Value>,
+    /// The admission webhooks the plugin serves (answered by [`Plugin::admit`](crate::Plugin::admit)).
+    pub webhooks: Vec<Webhook>,
 }
 
 impl Manifest {
@@ -66,7 +71,9 @@ impl Manifest {
             related: Vec::new(),
             finalizer: false,
             prune: false,
+            adopt_unowned: false,
             config_schema: None,
+            webhooks: Vec::new(),
         }
     }
 
@@ -120,6 +127,30 @@ impl Manifest {
         self
     }
 
+    /// Let the plugin take over an existing object of a child kind that no controller owns;
+    /// objects controlled by another owner are never taken over.
+    #[must_use]
+    pub fn adopt_unowned(mut self, adopt: bool) -> Self {
+        self.adopt_unowned = adopt;
+        self
+    }
+
+    /// Declare an admission webhook the plugin serves; the host registers it with the API
+    /// server and calls [`Plugin::admit`](crate::Plugin::admit) with its name.
+    ///
+    /// ```
+    /// use wasmop_sdk::{Kind, Manifest, Operation, Scope, Webhook};
+    /// let m = Manifest::new("sidecars", "0.1.0")
+    ///     .parent(Kind::new("example.com", "v1", "SidecarSet"), Scope::Cluster)
+    ///     .webhook(Webhook::mutating("inject").rule(Operation::Create, "", "v1", "pods"));
+    /// assert_eq!(m.webhooks[0].name, "inject");
+    /// ```
+    #[must_use]
+    pub fn webhook(mut self, webhook: Webhook) -> Self {
+        self.webhooks.push(webhook);
+        self
+    }
+
     /// Set the JSON Schema of the plugin's configuration.
     ///
     /// ```
@@ -151,7 +182,7 @@ mod tests {
         let m = Manifest::new("p", "1.0.0");
         assert_eq!((m.name.as_str(), m.version.as_str(), m.description.as_str()), ("p", "1.0.0", ""));
         assert!(m.parent.is_none() && m.children.is_empty() && m.related.is_empty());
-        assert!(!m.finalizer && !m.prune && m.config_schema.is_none());
+        assert!(!m.finalizer && !m.prune && !m.adopt_unowned && m.config_schema.is_none() && m.webhooks.is_empty());
     }
 
     #[test]

@@ -2,6 +2,6 @@
 
 pub use crate::log;
 pub use crate::{
-    Condition, ConditionStatus, Context, Error, Event, EventType, Kind, LookupError, Manifest, ObjectRef, Plugin, Quantity,
-    Request, Response, Scope,
+    AdmissionRequest, Condition, ConditionStatus, Context, Error, Event, EventType, FailurePolicy, Kind, LookupError, Manifest,
+    ObjectRef, Operation, Plugin, Quantity, Request, Response, Rule, RuleScope, Scope, Verdict, Webhook,
 };

@@ -150,7 +150,10 @@ fn bad_inputs_exit_non_zero_with_one_clear_line() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["inspect", "/nonexistent.wasm"], "error: cannot read /nonexistent.wasm"),
         (vec!["inspect", not_wasm.to_str().unwrap()], "error: not a WebAssembly file"),
-        (vec!["inspect", wrong_world.to_str().unwrap()], "error: not a wasmop plugin (world wasmop:plugin/operator@0.1.0)"),
+        (
+            vec!["inspect", wrong_world.to_str().unwrap()],
+            "error: not a wasmop plugin (the host accepts wasmop:plugin/operator@0.1.0",
+        ),
         (vec!["reconcile", "--plugin", m, "--object", not_yaml], "error: "),
         (vec!["reconcile", "--plugin", m, "--object", pods], "error: "),
     ];

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod admission;
+mod admission_build;
 mod condition;
 mod kind;
 mod quantity;

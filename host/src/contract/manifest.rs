@@ -145,6 +145,15 @@ pub enum ManifestError {
         /// The limit.
         limit: usize,
     },
+    /// A declared admission webhook is refused.
+    #[error("{0}")]
+    Webhook(super::webhooks::WebhookError),
+    /// The manifest declares webhooks but the plugin does not export the `admission` interface
+    /// (a plugin of world `controller`), so no webhook could ever be answered.
+    #[error(
+        "the manifest declares {0} webhooks but the plugin does not export admission (build it for world operator or webhook)"
+    )]
+    WebhooksWithoutAdmission(usize),
     /// More child kinds, or more related kinds, than [`MAX_KINDS`].
     #[error("{field} declares {count} kinds, more than the limit of {limit}")]
     TooManyKinds {
@@ -192,7 +201,7 @@ impl Manifest {
         {
             return Err(ManifestError::InvalidConfigSchema(schema.to_string()));
         }
-        Ok(())
+        super::webhooks::validate(&self.webhooks).map_err(ManifestError::Webhook)
     }
 
     /// Refuse fields larger than the host accepts, before looking into any of them.

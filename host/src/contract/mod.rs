@@ -1,5 +1,5 @@
 //! The plugin contract as the host sees it: typed, validated forms of what crosses the WIT
-//! boundary (`wit/v0.1.0`). The runtime converts to and from the generated bindings; everything
+//! boundary (`wit/v0.1.0` and `wit/v0.2.0`). The runtime converts to and from the generated bindings; everything
 //! else in the host works with these types.
 
 mod fields;
@@ -9,6 +9,8 @@ pub mod names;
 mod request;
 mod response;
 mod scopes;
+mod verdict;
+mod webhooks;
 
 pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
 pub use kind::{Kind, KindError, ObjectRef, Scope};
@@ -17,3 +19,5 @@ pub use request::Request;
 pub(crate) use response::serialize_millis;
 pub use response::{Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError};
 pub use scopes::{KindInfo, KindScopes, KindsError, KnownKinds};
+pub use verdict::{MAX_DENIAL_MESSAGE, MAX_MUTATED_OBJECT, MAX_WARNING, MAX_WARNINGS, RawVerdict, VerdictError};
+pub use webhooks::{MAX_WEBHOOKS, WebhookError};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::contract::{ManifestError, ResponseError};
+use crate::contract::{ManifestError, ResponseError, VerdictError};
 
 /// Why a plugin could not be loaded. The previous version of a plugin (if any) keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +31,11 @@ pub enum LoadError {
     /// built with the wasmop SDK, so it carries no component type.
     #[error("cannot turn this core module into a component (was it built with wasmop-sdk?): {0}")]
     Componentize(String),
-    /// The component does not implement the `wasmop:plugin/operator@0.1.0` world: an export is
-    /// missing or has the wrong type, or it imports something the host does not provide.
-    #[error("not a wasmop plugin (world wasmop:plugin/operator@0.1.0): {0}")]
+    /// The component implements none of the worlds the host accepts (`operator` of
+    /// `wasmop:plugin@0.1.0`; `operator`, `controller` or `webhook` of `wasmop:plugin@0.2.0`):
+    /// an export is missing or has the wrong type, or it imports something the host does not
+    /// provide.
+    #[error("not a wasmop plugin (the host accepts {worlds}): {0}", worlds = super::bindings::ACCEPTED_WORLDS)]
     WrongWorld(String),
     /// Calling `manifest()` failed.
     #[error("describing the plugin failed: {0}")]
@@ -54,6 +56,12 @@ impl From<ManifestError> for LoadError {
 impl From<ResponseError> for CallError {
     fn from(e: ResponseError) -> Self {
         CallError::MalformedOutput(e)
+    }
+}
+
+impl From<VerdictError> for CallError {
+    fn from(e: VerdictError) -> Self {
+        CallError::MalformedVerdict(e)
     }
 }
 
@@ -113,6 +121,11 @@ pub enum CallError {
     /// The plugin returned output the host refuses; nothing of it is applied.
     #[error("plugin returned malformed output: {0}")]
     MalformedOutput(ResponseError),
+    /// The plugin answered an admission request with a verdict the host refuses (a mutated
+    /// object with another identity, a mutation from a validating webhook, an invalid code,
+    /// too large); the request is denied.
+    #[error("plugin returned a malformed verdict: {0}")]
+    MalformedVerdict(VerdictError),
     /// The plugin asked for objects it may not read (see [`crate::policy::Grants`]); the
     /// lookup failed in the guest, and the host refuses the whole response.
     #[error("plugin attempted a read it is not allowed: {0}")]
@@ -145,6 +158,7 @@ impl CallError {
             CallError::LookupRefused(_) => "LookupRefused",
             CallError::Trap { .. } => "PluginTrapped",
             CallError::MalformedOutput(_) => "MalformedOutput",
+            CallError::MalformedVerdict(_) => "MalformedVerdict",
             CallError::Host(_) => "HostError",
             CallError::NoSuchWebhook(_) => "NoSuchWebhook",
         }

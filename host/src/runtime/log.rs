@@ -1,28 +1,57 @@
 //! Host side of the `log` interface, and forwarding of guest stdout/stderr, into `tracing`,
 //! within the call's [`LogBudget`] (see [`super::log_budget`] for the bounds).
 
-use super::bindings::{log, types};
+use super::bindings::{v0_1, v0_2};
 use super::log_budget::{LogBudget, MAX_LINE, MAX_LOG_BYTES, MAX_LOG_LINES, one_line};
 use super::state::HostState;
 
-impl types::Host for HostState {}
+impl v0_1::types::Host for HostState {}
+impl v0_2::types::Host for HostState {}
 
-impl log::Host for HostState {
-    async fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
-        let Some(line) = self.log_budget.take(&message) else { return Ok(()) };
-        let plugin = &*self.plugin;
-        match level {
-            types::Level::Trace => tracing::trace!(target: "wasmop::plugin", plugin, "{line}"),
-            types::Level::Debug => tracing::debug!(target: "wasmop::plugin", plugin, "{line}"),
-            types::Level::Info => tracing::info!(target: "wasmop::plugin", plugin, "{line}"),
-            types::Level::Warn => tracing::warn!(target: "wasmop::plugin", plugin, "{line}"),
-            types::Level::Error => tracing::error!(target: "wasmop::plugin", plugin, "{line}"),
-        }
+impl v0_1::log::Host for HostState {
+    async fn log(&mut self, level: v0_1::types::Level, message: String) -> wasmtime::Result<()> {
+        use v0_1::types::Level as L;
+        let level = match level {
+            L::Trace => tracing::Level::TRACE,
+            L::Debug => tracing::Level::DEBUG,
+            L::Info => tracing::Level::INFO,
+            L::Warn => tracing::Level::WARN,
+            L::Error => tracing::Level::ERROR,
+        };
+        self.guest_log(level, &message);
+        Ok(())
+    }
+}
+
+impl v0_2::log::Host for HostState {
+    async fn log(&mut self, level: v0_2::types::Level, message: String) -> wasmtime::Result<()> {
+        use v0_2::types::Level as L;
+        let level = match level {
+            L::Trace => tracing::Level::TRACE,
+            L::Debug => tracing::Level::DEBUG,
+            L::Info => tracing::Level::INFO,
+            L::Warn => tracing::Level::WARN,
+            L::Error => tracing::Level::ERROR,
+        };
+        self.guest_log(level, &message);
         Ok(())
     }
 }
 
 impl HostState {
+    /// One line from the `log` import, within the call's budget.
+    fn guest_log(&mut self, level: tracing::Level, message: &str) {
+        let Some(line) = self.log_budget.take(message) else { return };
+        let plugin = &*self.plugin;
+        match level {
+            tracing::Level::TRACE => tracing::trace!(target: "wasmop::plugin", plugin, "{line}"),
+            tracing::Level::DEBUG => tracing::debug!(target: "wasmop::plugin", plugin, "{line}"),
+            tracing::Level::INFO => tracing::info!(target: "wasmop::plugin", plugin, "{line}"),
+            tracing::Level::WARN => tracing::warn!(target: "wasmop::plugin", plugin, "{line}"),
+            tracing::Level::ERROR => tracing::error!(target: "wasmop::plugin", plugin, "{line}"),
+        }
+    }
+
     /// Log what the guest wrote to stdout (info) and stderr (warn), one event per line, within
     /// the call's budget; then, if anything was dropped, one warning saying how much.
     pub(super) fn flush_guest_output(&mut self) {

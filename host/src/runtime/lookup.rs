@@ -1,104 +1,130 @@
 //! The plugin's lookup interface: the host side of the WIT `cache` interface — scoped,
-//! read-only lookups in the host's object cache.
+//! read-only lookups in the host's object cache. One implementation, answered to the `cache`
+//! import of every WIT version.
 
 use std::sync::Arc;
 
-use super::bindings::{cache, types};
+use super::bindings::{v0_1, v0_2};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Kind, Scope};
 use crate::objects::{LabelSelector, name_of, namespace_of};
 
-type Lookup<T> = wasmtime::Result<Result<T, cache::LookupError>>;
+/// Why a lookup was refused, whatever the WIT version of the plugin.
+enum Refused {
+    /// The kind is not declared in the manifest.
+    UndeclaredKind(String),
+    /// The namespace or kind is outside what the plugin may read.
+    Forbidden(String),
+    /// The label selector does not parse.
+    InvalidSelector(String),
+}
 
-impl cache::Host for HostState {
-    async fn get(&mut self, kind: types::KindRef, namespace: Option<String>, name: String) -> Lookup<Option<String>> {
-        let (lookup, kind, ns) = match self.lookup_scope(&kind, namespace.as_deref()) {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let Some(object) = lookup.cache.get(&kind, ns.as_deref(), &name) else { return Ok(Ok(None)) };
-        match visible_part(&lookup, &kind) {
-            Err(e) => return Ok(Err(e)),
-            Ok(Some(visible)) if !visible.admits(&object) => return Ok(Ok(None)),
-            Ok(_) => {}
+/// Each version's `lookup-error`, from a [`Refused`].
+macro_rules! lookup_impl {
+    ($v:ident) => {
+        impl From<Refused> for $v::cache::LookupError {
+            fn from(r: Refused) -> Self {
+                match r {
+                    Refused::UndeclaredKind(k) => Self::UndeclaredKind(k),
+                    Refused::Forbidden(m) => Self::Forbidden(m),
+                    Refused::InvalidSelector(m) => Self::InvalidSelector(m),
+                }
+            }
         }
-        Ok(Ok(Some(object.to_string())))
+
+        impl $v::cache::Host for HostState {
+            async fn get(
+                &mut self,
+                kind: $v::types::KindRef,
+                namespace: Option<String>,
+                name: String,
+            ) -> wasmtime::Result<Result<Option<String>, $v::cache::LookupError>> {
+                let kind = Kind::new(kind.group, kind.version, kind.kind);
+                Ok(self.get_object(kind, namespace.as_deref(), &name).map_err(Into::into))
+            }
+
+            async fn list(
+                &mut self,
+                kind: $v::types::KindRef,
+                namespace: Option<String>,
+                label_selector: String,
+            ) -> wasmtime::Result<Result<Vec<String>, $v::cache::LookupError>> {
+                let kind = Kind::new(kind.group, kind.version, kind.kind);
+                Ok(self.list_objects(kind, namespace.as_deref(), &label_selector).map_err(Into::into))
+            }
+        }
+    };
+}
+
+lookup_impl!(v0_1);
+lookup_impl!(v0_2);
+
+impl HostState {
+    fn get_object(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, Refused> {
+        let (lookup, ns) = self.lookup_scope(&kind, namespace)?;
+        let Some(object) = lookup.cache.get(&kind, ns.as_deref(), name) else { return Ok(None) };
+        match visible_part(&lookup, &kind)? {
+            Some(visible) if !visible.admits(&object) => Ok(None),
+            _ => Ok(Some(object.to_string())),
+        }
     }
 
-    async fn list(&mut self, kind: types::KindRef, namespace: Option<String>, label_selector: String) -> Lookup<Vec<String>> {
-        let (lookup, kind, ns) = match self.lookup_scope(&kind, namespace.as_deref()) {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let wanted = match LabelSelector::parse(&label_selector) {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(cache::LookupError::InvalidSelector(e.to_string()))),
-        };
-        let visible = match visible_part(&lookup, &kind) {
-            Ok(d) => d,
-            Err(e) => return Ok(Err(e)),
-        };
-        let objects = lookup
+    fn list_objects(&mut self, kind: Kind, namespace: Option<&str>, label_selector: &str) -> Result<Vec<String>, Refused> {
+        let (lookup, ns) = self.lookup_scope(&kind, namespace)?;
+        let wanted = LabelSelector::parse(label_selector).map_err(|e| Refused::InvalidSelector(e.to_string()))?;
+        let visible = visible_part(&lookup, &kind)?;
+        Ok(lookup
             .cache
             .list(&kind, ns.as_deref())
             .into_iter()
             .filter(|o| wanted.matches_object(o) && visible.as_ref().is_none_or(|v| v.admits(o)))
             .map(|o| o.to_string())
-            .collect();
-        Ok(Ok(objects))
+            .collect())
     }
 }
 
 impl HostState {
     /// Check a lookup against the manifest, the grants and the parent's namespace; returns
-    /// the scope, the kind and the namespace to read. A refusal is also recorded: it fails
-    /// the call once the plugin returns.
-    fn lookup_scope(
-        &mut self,
-        kind: &types::KindRef,
-        namespace: Option<&str>,
-    ) -> Result<(Arc<LookupScope>, Kind, Option<String>), cache::LookupError> {
+    /// the scope and the namespace to read. A refusal is also recorded: it fails the call once
+    /// the plugin returns.
+    fn lookup_scope(&mut self, kind: &Kind, namespace: Option<&str>) -> Result<(Arc<LookupScope>, Option<String>), Refused> {
         let Some(lookup) = self.lookup.clone() else {
-            return Err(cache::LookupError::Forbidden("lookups are only available while reconciling".into()));
+            return Err(Refused::Forbidden("lookups are only available while reconciling or admitting".into()));
         };
-        let kind = Kind::new(&kind.group, &kind.version, &kind.kind);
         let ns = match (lookup.manifest.scope, namespace) {
             (Scope::Namespaced, None) => lookup.namespace.clone(),
             (_, ns) => ns.map(str::to_owned),
         };
-        let refusal = refusal(&lookup, &kind, ns.as_deref());
+        let refusal = refusal(&lookup, kind, ns.as_deref());
         if let Some(error) = refusal {
             let what = format!("{kind} in namespace {:?}: {}", ns.as_deref().unwrap_or_default(), lookup_error_text(&error));
             tracing::warn!(plugin = %self.plugin, "lookup refused: {what}");
             self.refused_lookups.push(what);
             return Err(error);
         }
-        Ok((lookup, kind, ns))
+        Ok((lookup, ns))
     }
 }
 
 /// Why `lookup` may not read `kind` in `ns`, if it may not: the manifest does not declare the
 /// kind, the policy does not grant it (Secrets), or the namespace is neither the parent's nor
 /// granted.
-fn refusal(lookup: &LookupScope, kind: &Kind, ns: Option<&str>) -> Option<cache::LookupError> {
+fn refusal(lookup: &LookupScope, kind: &Kind, ns: Option<&str>) -> Option<Refused> {
     if !lookup.manifest.may_read(kind) {
-        return Some(cache::LookupError::UndeclaredKind(kind.to_string()));
+        return Some(Refused::UndeclaredKind(kind.to_string()));
     }
     if !lookup.grants.may_read_kind(kind) {
-        return Some(cache::LookupError::Forbidden(format!("{kind} is not granted to this plugin by the host's policy")));
+        return Some(Refused::Forbidden(format!("{kind} is not granted to this plugin by the host's policy")));
     }
     let parent_ns = lookup.namespace.as_deref();
     let other = ns.filter(|ns| !lookup.grants.may_read_namespace(ns, parent_ns))?;
-    Some(cache::LookupError::Forbidden(format!(
-        "namespace {other:?} is outside the parent's namespace {:?}",
-        parent_ns.unwrap_or_default()
-    )))
+    Some(Refused::Forbidden(format!("namespace {other:?} is outside the parent's namespace {:?}", parent_ns.unwrap_or_default())))
 }
 
-fn lookup_error_text(e: &cache::LookupError) -> String {
+fn lookup_error_text(e: &Refused) -> String {
     match e {
-        cache::LookupError::UndeclaredKind(k) => format!("{k} is not declared in the manifest"),
-        cache::LookupError::Forbidden(m) | cache::LookupError::InvalidSelector(m) => m.clone(),
+        Refused::UndeclaredKind(k) => format!("{k} is not declared in the manifest"),
+        Refused::Forbidden(m) | Refused::InvalidSelector(m) => m.clone(),
     }
 }
 
@@ -119,10 +145,11 @@ impl Visible {
     }
 }
 
-/// The restriction on a readable kind: `None` for child kinds (readable in the namespace);
-/// the declared selector for related kinds; the parent alone for the parent's kind.
-fn visible_part(lookup: &LookupScope, kind: &Kind) -> Result<Option<Visible>, cache::LookupError> {
-    if lookup.manifest.may_write(kind) {
+/// The restriction on a readable kind: `None` for child kinds (readable in the namespace),
+/// and for the parent's kind in an admission call; the declared selector for related kinds;
+/// the parent alone for the parent's kind in a reconcile.
+fn visible_part(lookup: &LookupScope, kind: &Kind) -> Result<Option<Visible>, Refused> {
+    if lookup.manifest.may_write(kind) || (lookup.admission && &lookup.manifest.parent == kind) {
         return Ok(None);
     }
     if let Some(related) = lookup.manifest.related.iter().find(|r| &r.kind == kind) {
@@ -131,7 +158,7 @@ fn visible_part(lookup: &LookupScope, kind: &Kind) -> Result<Option<Visible>, ca
         return related
             .selector_for(&lookup.parent_name)
             .map(|s| Some(Visible::Selected(s)))
-            .map_err(|e| cache::LookupError::Forbidden(e.to_string()));
+            .map_err(|e| Refused::Forbidden(e.to_string()));
     }
     Ok(Some(Visible::ParentOnly(lookup.parent_name.clone(), lookup.namespace.clone())))
 }

@@ -21,6 +21,7 @@ mod bindings;
 mod convert;
 mod engine;
 mod error;
+mod exports;
 mod loader;
 mod log;
 mod log_budget;
@@ -39,13 +40,14 @@ pub use crate::policy::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES
 pub use artifact_cache::ArtifactCache;
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
+pub use exports::WitVersion;
 pub use loader::{WasmFormat, componentize, detect, digest};
 pub use log_budget::{MAX_LOG_BYTES, MAX_LOG_LINES};
 pub use memory_limiter::MemoryLimitExceeded;
-pub use plugin::{CallStats, Plugin};
+pub use plugin::{CallStats, Plugin, admission_deadline};
 
 use crate::policy::Allowances;
-use bindings::Operator;
+use bindings::{v0_1, v0_2};
 use engine::EpochTicker;
 use state::HostState;
 
@@ -107,7 +109,8 @@ impl RuntimeBuilder {
         let engine = engine::new_engine(self.pooling, metered).map_err(err)?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
-        Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
+        v0_1::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
+        v0_2::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));
         Ok(Runtime { inner: Arc::new(Inner { engine, linker, allowances: self.allowances, metered, artifacts, ticker }) })
@@ -155,8 +158,8 @@ impl Runtime {
     }
 
     /// Load a plugin from its bytes: detect the format, componentize a core module, compile
-    /// (or fetch the precompiled artifact), link, type-check against the world, and read and
-    /// validate the manifest. Nothing is swapped or started: a failed load changes nothing.
+    /// (or fetch the precompiled artifact), link, find its world (WIT 0.1.0 or 0.2.0) and
+    /// type-check its exports, and read and validate the manifest. Nothing is swapped or started: a failed load changes nothing.
     ///
     /// # Errors
     /// [`LoadError`] saying what is wrong with the bytes.

@@ -3,20 +3,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::Component;
+use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::{Operator, OperatorPre, guest};
-use super::convert;
 use super::engine::{EPOCH_TICK, EpochTicker};
-use super::error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
-use super::log_budget::one_line;
+use super::error::{CallError, LoadError};
+use super::exports::{Exports, WitVersion};
 use super::memory_limiter::MemoryLimitExceeded;
 use super::state::{HostState, LookupScope};
-use crate::contract::{Manifest, Request, Response, Scope};
+use crate::contract::{Manifest, ManifestError, Request, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 use crate::policy::{Allowance, Allowances, Grants, Limits};
-use wasmop_types::{AdmissionRequest, Verdict};
+use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
 /// One version of a plugin: compiled, linked against the host's imports and type-checked
 /// against the world once; every call then gets a fresh instance in a fresh store.
@@ -29,7 +27,8 @@ pub struct Plugin {
 }
 
 struct Inner {
-    pre: OperatorPre<HostState>,
+    pre: InstancePre<HostState>,
+    exports: Exports,
     engine: Engine,
     metered: bool,
     manifest: Arc<Manifest>,
@@ -63,8 +62,9 @@ pub struct CallStats {
 }
 
 impl Plugin {
-    /// Link `component`, check it implements the world, and ask it for its manifest (under
-    /// the default limits); later calls run under the policy for the plugin's name.
+    /// Link `component`, find which world it implements, ask it for its manifest (under the
+    /// default limits) and type-check its exports; later calls run under the policy for the
+    /// plugin's name.
     pub(super) async fn new(
         linked: Linked<'_>,
         component: &Component,
@@ -74,20 +74,31 @@ impl Plugin {
     ) -> Result<Self, LoadError> {
         let Linked { engine, linker, metered } = linked;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
-        let pre = OperatorPre::new(linker.instantiate_pre(component).map_err(wrong_world)?).map_err(wrong_world)?;
+        let pre = linker.instantiate_pre(component).map_err(wrong_world)?;
+        let exports = Exports::find(&pre)?;
         let name: Arc<str> = Arc::from("(loading)");
-        let defaults = Call { engine, pre: &pre, plugin: &name, limits: &allowances.defaults().limits, metered };
-        let (raw, _) = call(defaults, None, async |op: Operator, store: &mut Store<HostState>| {
-            op.wasmop_plugin_reconciler().call_manifest(store).await
+        let limits = &allowances.defaults().limits;
+        let defaults = Call { engine, pre: &pre, plugin: &name, limits, deadline: limits.deadline, metered };
+        let exports_ref = &exports;
+        let (described, _) = call(defaults, None, async |instance: Instance, store: &mut Store<HostState>| {
+            // Type-check every export first: a mismatch is the wrong world, not a failed call.
+            if let Err(e) = exports_ref.check(&mut *store, &instance) {
+                return Ok(Err(e));
+            }
+            exports_ref.describe(store, &instance).await
         })
         .await
         .map_err(LoadError::Describe)?;
-        let manifest = convert::manifest(raw)?;
+        let manifest = described?;
+        if !exports.admits() && !manifest.webhooks.is_empty() {
+            return Err(ManifestError::WebhooksWithoutAdmission(manifest.webhooks.len()).into());
+        }
         let name = Arc::from(manifest.name.as_str());
         let allowance = allowances.for_plugin(&manifest.name).clone();
         Ok(Self {
             inner: Arc::new(Inner {
                 pre,
+                exports,
                 engine: engine.clone(),
                 metered,
                 manifest: Arc::new(manifest),
@@ -97,6 +108,22 @@ impl Plugin {
                 _ticker: ticker,
             }),
         })
+    }
+
+    /// The WIT version the plugin was built against.
+    pub fn wit_version(&self) -> WitVersion {
+        self.inner.exports.version()
+    }
+
+    /// Whether the plugin reconciles (exports `reconciler`): the host starts a controller for
+    /// it only then.
+    pub fn reconciles(&self) -> bool {
+        self.inner.exports.reconciles()
+    }
+
+    /// Whether the plugin answers admission requests (exports `admission`, WIT 0.2.0 and later).
+    pub fn admits(&self) -> bool {
+        self.inner.exports.admits()
     }
 
     /// The plugin's validated manifest.
@@ -124,13 +151,14 @@ impl Plugin {
         &self.inner.allowance.grants
     }
 
-    fn call_params(&self) -> Call<'_> {
+    fn call_params(&self, deadline: Duration) -> Call<'_> {
         let inner = &*self.inner;
         Call {
             engine: &inner.engine,
             pre: &inner.pre,
             plugin: &inner.name,
             limits: &inner.allowance.limits,
+            deadline,
             metered: inner.metered,
         }
     }
@@ -140,7 +168,8 @@ impl Plugin {
     ///
     /// # Errors
     /// [`CallError`]: the plugin's own error, or a timeout, memory exhaustion, a trap, or
-    /// malformed output, each typed. The host is never affected.
+    /// malformed output, each typed; [`CallError::Host`] for a plugin that does not reconcile
+    /// ([`Plugin::reconciles`]). The host is never affected.
     pub async fn reconcile(&self, request: &Request, cache: Arc<dyn ObjectCache>) -> Result<(Response, CallStats), CallError> {
         let manifest = Arc::clone(&self.inner.manifest);
         let namespace = match manifest.scope {
@@ -148,46 +177,94 @@ impl Plugin {
             Scope::Cluster => None,
         };
         let parent_name = name_of(&request.parent).unwrap_or_default().to_owned();
-        let lookup = LookupScope { manifest, grants: self.inner.allowance.grants.clone(), namespace, parent_name, cache };
-        let raw_request = convert::request(request);
-        let (result, stats) = call(self.call_params(), Some(lookup), async |op: Operator, store: &mut Store<HostState>| {
-            op.wasmop_plugin_reconciler().call_reconcile(store, &raw_request).await
+        let lookup = LookupScope {
+            manifest,
+            grants: self.inner.allowance.grants.clone(),
+            namespace,
+            parent_name,
+            cache,
+            admission: false,
+        };
+        let exports = &self.inner.exports;
+        let (raw, stats) = call(self.call_params(self.limits().deadline), Some(lookup), async |instance: Instance, store| {
+            exports.reconcile(store, &instance, request).await
         })
         .await?;
-        match result {
-            Ok(raw) => Ok((convert::response(raw).validate(&self.inner.allowance.limits.output)?, stats)),
-            Err(guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(one_line(&m, MAX_PLUGIN_MESSAGE))),
-            Err(guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(one_line(&m, MAX_PLUGIN_MESSAGE))),
-        }
+        Ok((raw?.validate(&self.inner.allowance.limits.output)?, stats))
     }
 }
 
 impl Plugin {
+    /// The webhook `name` of the manifest.
+    pub fn webhook(&self, name: &str) -> Option<&Webhook> {
+        self.inner.manifest.webhooks.iter().find(|w| w.name == name)
+    }
+
     /// Answer one admission request for the webhook `webhook` of the manifest: a fresh
-    /// instance under the same limits as a reconcile; lookups are answered from `cache`, scoped
-    /// by the manifest and, for a namespaced object, its namespace.
+    /// instance under the same memory cap, fuel and output limits as a reconcile, with the
+    /// deadline of [`admission_deadline`]. Lookups are answered from `cache`, scoped by the
+    /// manifest as for a reconcile, with the admitted object in the parent's place: its
+    /// namespace (for a namespaced parent) and its name (in related kinds' selectors); every
+    /// object of the parent's kind in that scope is visible. The answer is checked
+    /// ([`RawVerdict::validate`](crate::contract::RawVerdict::validate)): a mutated object
+    /// keeps its identity, only a mutating webhook mutates, sizes are bounded.
     ///
     /// # Errors
     /// [`CallError::NoSuchWebhook`] when the manifest declares no such webhook (a WIT 0.1.0
-    /// plugin declares none); otherwise as [`Plugin::reconcile`]. Callers fail closed: an error
-    /// is a denial.
+    /// plugin declares none) or the plugin disowns it; [`CallError::Terminal`] when the plugin
+    /// says it cannot judge the request; [`CallError::MalformedVerdict`] for an answer the
+    /// host refuses; otherwise as [`Plugin::reconcile`]. Callers fail closed: an error is a
+    /// denial.
     pub async fn admit(
         &self,
         webhook: &str,
-        _request: &AdmissionRequest,
-        _cache: Arc<dyn ObjectCache>,
+        request: &AdmissionRequest,
+        cache: Arc<dyn ObjectCache>,
     ) -> Result<(Verdict, CallStats), CallError> {
-        // Every plugin this runtime loads implements WIT 0.1.0, which has no admission export.
-        Err(CallError::NoSuchWebhook(webhook.to_owned()))
+        let Some(declared) = self.webhook(webhook) else { return Err(CallError::NoSuchWebhook(webhook.to_owned())) };
+        let manifest = Arc::clone(&self.inner.manifest);
+        let namespace = match manifest.scope {
+            // A cluster-scoped object admitted for a namespaced parent: no namespace is readable.
+            Scope::Namespaced => Some(request.namespace.clone().unwrap_or_default()),
+            Scope::Cluster => None,
+        };
+        let parent_name = request.name.clone().unwrap_or_default();
+        let lookup =
+            LookupScope { manifest, grants: self.inner.allowance.grants.clone(), namespace, parent_name, cache, admission: true };
+        let deadline = admission_deadline(self.limits().deadline, declared.timeout_seconds);
+        let exports = &self.inner.exports;
+        let (raw, stats) = call(self.call_params(deadline), Some(lookup), async |instance: Instance, store| {
+            exports.admit(store, &instance, webhook, request).await
+        })
+        .await?;
+        let verdict = raw?.validate(request, declared.type_, &self.inner.allowance.limits.output)?;
+        Ok((verdict, stats))
     }
 }
 
-/// What [`call`] runs: a pre-instance, under limits.
+/// The deadline of an admission call: the plugin's deadline, but at most half the webhook's
+/// `timeoutSeconds`, so the host answers (a denial, when the plugin is too slow) well before
+/// the API server gives up on it.
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop::runtime::admission_deadline;
+/// assert_eq!(admission_deadline(Duration::from_secs(1), 10), Duration::from_secs(1));
+/// assert_eq!(admission_deadline(Duration::from_secs(5), 2), Duration::from_secs(1));
+/// assert_eq!(admission_deadline(Duration::from_secs(5), 1), Duration::from_millis(500));
+/// ```
+pub fn admission_deadline(deadline: Duration, timeout_seconds: u32) -> Duration {
+    deadline.min(Duration::from_secs(u64::from(timeout_seconds)) / 2)
+}
+
+/// What [`call`] runs: a pre-instance, under limits and a deadline.
 struct Call<'a> {
     engine: &'a Engine,
-    pre: &'a OperatorPre<HostState>,
+    pre: &'a InstancePre<HostState>,
     plugin: &'a Arc<str>,
     limits: &'a Limits,
+    /// The call's deadline: the limits' own, or shorter for an admission call.
+    deadline: Duration,
     metered: bool,
 }
 
@@ -195,9 +272,9 @@ struct Call<'a> {
 async fn call<R>(
     params: Call<'_>,
     lookup: Option<LookupScope>,
-    f: impl AsyncFnOnce(Operator, &mut Store<HostState>) -> wasmtime::Result<R>,
+    f: impl AsyncFnOnce(Instance, &mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<(R, CallStats), CallError> {
-    let Call { engine, pre, plugin, limits, metered } = params;
+    let Call { engine, pre, plugin, limits, deadline: limit, metered } = params;
     let started = Instant::now();
     let mut store = Store::new(engine, HostState::new(Arc::clone(plugin), limits.memory_bytes, lookup));
     store.limiter(|s| &mut s.limiter);
@@ -206,7 +283,7 @@ async fn call<R>(
     }
     // `None`: past what an `Instant` can hold, so never. Flags and the policy cap the deadline
     // at `MAX_DEADLINE`; only `Limits` built in code can get here.
-    let deadline = started.checked_add(limits.deadline);
+    let deadline = started.checked_add(limit);
     store.epoch_deadline_callback(move |_| {
         Ok(if deadline.is_some_and(|d| Instant::now() >= d) { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
@@ -218,7 +295,7 @@ async fn call<R>(
         f(instance, &mut store).await
     };
     // The epoch callback interrupts the guest; the timer also covers time spent in the host.
-    let outcome = tokio::time::timeout(limits.deadline.saturating_add(4 * EPOCH_TICK), run).await;
+    let outcome = tokio::time::timeout(limit.saturating_add(4 * EPOCH_TICK), run).await;
     store.data_mut().flush_guest_output();
     let state = store.data();
     let stats = CallStats { elapsed: started.elapsed(), memory_high_water: state.limiter.high_water() };
@@ -227,19 +304,25 @@ async fn call<R>(
         Ok(Ok(value)) => Ok((value, stats)),
         Ok(Err(error)) => match error.downcast_ref::<MemoryLimitExceeded>() {
             Some(oom) if !instantiated => Err(CallError::MemoryTooSmall { limit: oom.limit, needed: oom.requested }),
-            _ => Err(classify(&error, limits, stats.elapsed, state.last_stderr_line())),
+            _ => Err(classify(&error, limits, limit, stats.elapsed, state.last_stderr_line())),
         },
-        Err(_) => Err(CallError::Timeout { deadline: limits.deadline, elapsed: stats.elapsed }),
+        Err(_) => Err(CallError::Timeout { deadline: limit, elapsed: stats.elapsed }),
     }
 }
 
 /// Turn a wasmtime error from instantiate or call into a typed [`CallError`].
-fn classify(error: &wasmtime::Error, limits: &Limits, elapsed: Duration, stderr: Option<String>) -> CallError {
+fn classify(
+    error: &wasmtime::Error,
+    limits: &Limits,
+    deadline: Duration,
+    elapsed: Duration,
+    stderr: Option<String>,
+) -> CallError {
     if let Some(oom) = error.downcast_ref::<MemoryLimitExceeded>() {
         return CallError::OutOfMemory { limit: oom.limit };
     }
     match error.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => CallError::Timeout { deadline: limits.deadline, elapsed },
+        Some(Trap::Interrupt) => CallError::Timeout { deadline, elapsed },
         Some(Trap::OutOfFuel) => CallError::OutOfFuel { fuel: limits.fuel.unwrap_or(u64::MAX) },
         Some(trap) => {
             let message = match stderr {

@@ -23,12 +23,17 @@ pub struct LookupScope {
     pub manifest: Arc<Manifest>,
     /// What the host's operator grants beyond the manifest (Secrets, other namespaces).
     pub grants: Grants,
-    /// The parent's namespace (for namespaced parents).
+    /// The parent's namespace (for namespaced parents); in an admission call, the admitted
+    /// object's.
     pub namespace: Option<String>,
-    /// The parent's name, substituted in related selectors.
+    /// The parent's name, substituted in related selectors; in an admission call, the
+    /// admitted object's.
     pub parent_name: String,
     /// The objects.
     pub cache: Arc<dyn ObjectCache>,
+    /// An admission call: every object of the parent's kind in the namespace scope is visible,
+    /// not only the parent.
+    pub admission: bool,
 }
 
 impl std::fmt::Debug for LookupScope {

@@ -38,6 +38,22 @@
 //! | `cluster-role` | like `ok`, plus ClusterRole `testbed-<namespace>-<name>` (cluster-scoped; declared only by the `declares-cluster-role` build) |
 //! | `cluster-role-in-namespace` | apply that ClusterRole with `metadata.namespace` set to the parent's (refused: the kind is cluster-scoped) |
 //!
+//! In the `admission` build the manifest declares one webhook per admission mode, each on
+//! ConfigMap CREATE and UPDATE for ConfigMaps labelled `testbed-admission=<mode>` (so the
+//! apiserver calls each only for the ConfigMaps a test labels for it); what the webhook does is
+//! chosen by its name:
+//!
+//! | webhook | behaviour |
+//! |---|---|
+//! | `allow` (validating) | allow, with the warning `testbed allows` |
+//! | `deny` (validating) | deny with code 403 and `testbed denies <name>` |
+//! | `label` (mutating) | add the label `testbed-admitted: "yes"` |
+//! | `loop` (validating) | spin forever (deadline) |
+//! | `oom` (validating) | allocate without bound (memory cap) |
+//! | `trap` (validating) | execute `unreachable` |
+//! | `rename` (mutating) | answer the object renamed to `<name>-renamed` (nonsense the host refuses) |
+//! | `lookup` (validating) | list the `Testbed` objects of the object's namespace and allow with one warning naming them |
+//!
 //! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
 //! the mode) answers `finalized` with a Normal event `Finalized`.
 //!
@@ -79,7 +95,12 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
-        if cfg!(feature = "declares-cluster-role") { manifest.child(cluster_role_kind()) } else { manifest }
+        let manifest = if cfg!(feature = "declares-cluster-role") { manifest.child(cluster_role_kind()) } else { manifest };
+        if cfg!(feature = "admission") { admission_webhooks().into_iter().fold(manifest, Manifest::webhook) } else { manifest }
+    }
+
+    fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
+        admit(webhook, req, ctx)
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
@@ -680,5 +701,104 @@ mod tests {
     #[test]
     fn only_the_declares_cluster_role_build_declares_cluster_roles() {
         assert_eq!(Testbed::manifest().declares(&cluster_role_kind()), cfg!(feature = "declares-cluster-role"));
+    }
+}
+
+// ---- Admission modes (the `admission` build declares the webhooks; see the table above) ----
+
+/// The label selecting a ConfigMap for one admission webhook of the testbed.
+pub const ADMISSION_LABEL: &str = "testbed-admission";
+
+/// The webhooks of the `admission` build: one per mode, each on ConfigMaps labelled
+/// `testbed-admission=<mode>`.
+pub fn admission_webhooks() -> Vec<Webhook> {
+    let modes = [
+        ("allow", false),
+        ("deny", false),
+        ("label", true),
+        ("loop", false),
+        ("oom", false),
+        ("trap", false),
+        ("rename", true),
+        ("lookup", false),
+    ];
+    modes
+        .into_iter()
+        .map(|(mode, mutating)| {
+            let webhook = if mutating { Webhook::mutating(mode) } else { Webhook::validating(mode) };
+            webhook
+                .with_rule(Rule::new([Operation::Create, Operation::Update], "", "v1", "configmaps").scope(RuleScope::Namespaced))
+                .object_selector(format!("{ADMISSION_LABEL}={mode}"))
+                .timeout_seconds(5)
+        })
+        .collect()
+}
+
+fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
+    let name = req.name.clone().unwrap_or_default();
+    match webhook {
+        "allow" => Ok(Verdict::allow().warning("testbed allows")),
+        "deny" => Ok(Verdict::deny(format!("testbed denies {name}"))),
+        "label" => {
+            let mut object = req.object.ok_or_else(|| Error::terminal("no object to label"))?;
+            object["metadata"]["labels"]["testbed-admitted"] = json!("yes");
+            Ok(Verdict::mutate(object))
+        }
+        "loop" => spin_forever(),
+        "oom" => exhaust_memory(),
+        "trap" => trap(),
+        "rename" => {
+            let mut object = req.object.ok_or_else(|| Error::terminal("no object to rename"))?;
+            object["metadata"]["name"] = json!(format!("{name}-renamed"));
+            Ok(Verdict::mutate(object))
+        }
+        "lookup" => {
+            let found = ctx.list(&testbed_kind(), None, "").map_err(|e| Error::terminal(e.to_string()))?;
+            let names: Vec<&str> = found.iter().filter_map(|o| o["metadata"]["name"].as_str()).collect();
+            Ok(Verdict::allow().warning(format!("testbeds: {}", names.join(","))))
+        }
+        other => Err(Error::terminal(format!("testbed has no admission mode {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod admission_tests {
+    use super::*;
+
+    fn config_map(labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "labels": labels}})
+    }
+
+    fn admit_with(webhook: &str, objects: Vec<Value>) -> Result<Verdict, Error> {
+        let req = AdmissionRequest::new(Operation::Create, config_map(json!({ADMISSION_LABEL: webhook})));
+        let ctx = Context::fixture_for_admission(&req, objects);
+        Testbed::admit(webhook, req, &ctx)
+    }
+
+    #[test]
+    fn deny_names_the_object_and_label_adds_the_label() {
+        assert_eq!(admit_with("deny", vec![]).unwrap().message(), Some("testbed denies c"));
+        let verdict = admit_with("label", vec![]).unwrap();
+        assert_eq!(verdict.mutated().unwrap()["metadata"]["labels"]["testbed-admitted"], "yes");
+    }
+
+    #[test]
+    fn rename_answers_another_name() {
+        assert_eq!(admit_with("rename", vec![]).unwrap().mutated().unwrap()["metadata"]["name"], "c-renamed");
+    }
+
+    #[test]
+    fn lookup_names_the_testbeds_of_the_namespace() {
+        let tb = |ns: &str, name: &str| json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed", "metadata": {"name": name, "namespace": ns}});
+        let verdict = admit_with("lookup", vec![tb("default", "a"), tb("other", "b")]).unwrap();
+        assert_eq!(verdict.warnings(), ["testbeds: a"]);
+    }
+
+    #[test]
+    fn every_webhook_selects_its_own_label() {
+        let webhooks = admission_webhooks();
+        assert_eq!(webhooks.len(), 8);
+        assert!(webhooks.iter().all(|w| w.object_selector == format!("{ADMISSION_LABEL}={}", w.name)));
+        assert_eq!(Testbed::manifest().webhooks.len(), if cfg!(feature = "admission") { 8 } else { 0 });
     }
 }

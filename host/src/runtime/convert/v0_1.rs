@@ -1,6 +1,6 @@
-//! Conversions between the generated bindings and [`crate::contract`] types.
+//! Conversions between the WIT 0.1.0 bindings and [`crate::contract`] types.
 
-use super::bindings::{guest, types};
+use super::super::bindings::v0_1::{guest, types};
 use crate::contract::{
     Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawResponse, RelatedKind, Request,
     Scope,
@@ -11,7 +11,7 @@ fn kind(k: types::KindRef) -> Kind {
 }
 
 /// A manifest as the plugin returned it, validated.
-pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestError> {
+pub(in super::super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestError> {
     let config_schema = m
         .config_schema
         .map(|s| serde_json::from_str(&s).map_err(|e| ManifestError::InvalidConfigSchema(format!("{e}"))))
@@ -39,7 +39,7 @@ pub(super) fn manifest(m: guest::PluginManifest) -> Result<Manifest, ManifestErr
 }
 
 /// The request record handed to the guest: every object serialized to JSON once.
-pub(super) fn request(r: &Request) -> guest::Request {
+pub(in super::super) fn request(r: &Request) -> guest::Request {
     // `serde_json::to_string` is about twice as fast as `Value`'s `Display`.
     let text = |v: &serde_json::Value| serde_json::to_string(v).expect("a Value always serializes");
     let json = |objects: &[std::sync::Arc<serde_json::Value>]| objects.iter().map(|o| text(o)).collect();
@@ -53,7 +53,7 @@ pub(super) fn request(r: &Request) -> guest::Request {
 }
 
 /// The guest's response, not yet validated.
-pub(super) fn response(r: guest::Response) -> RawResponse {
+pub(in super::super) fn response(r: guest::Response) -> RawResponse {
     RawResponse {
         children: r.children,
         delete: r

@@ -1,0 +1,193 @@
+//! Conversions between the WIT 0.2.0 bindings and [`crate::contract`] types.
+
+use super::super::bindings::v0_2::{admission, plugin, reconciler, types};
+use super::super::log_budget::one_line;
+use crate::contract::{
+    Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawResponse, RawVerdict, RelatedKind,
+    Request, Scope,
+};
+use crate::contract::{MAX_DENIAL_MESSAGE, MAX_WARNING, MAX_WARNINGS};
+use wasmop_types::{AdmissionRequest, FailurePolicy, Operation, Rule, RuleScope, SideEffects, Webhook, WebhookType};
+
+fn kind(k: types::KindRef) -> Kind {
+    Kind::new(k.group, k.version, k.kind)
+}
+
+fn operation(o: types::Operation) -> Operation {
+    match o {
+        types::Operation::Create => Operation::Create,
+        types::Operation::Update => Operation::Update,
+        types::Operation::Delete => Operation::Delete,
+        types::Operation::Connect => Operation::Connect,
+        types::Operation::All => Operation::All,
+    }
+}
+
+fn operation_to_raw(o: Operation) -> types::Operation {
+    match o {
+        Operation::Create => types::Operation::Create,
+        Operation::Update => types::Operation::Update,
+        Operation::Delete => types::Operation::Delete,
+        Operation::Connect => types::Operation::Connect,
+        Operation::All => types::Operation::All,
+    }
+}
+
+fn webhook(w: plugin::Webhook) -> Webhook {
+    Webhook {
+        name: w.name,
+        type_: match w.type_ {
+            plugin::WebhookType::Validating => WebhookType::Validating,
+            plugin::WebhookType::Mutating => WebhookType::Mutating,
+        },
+        rules: w
+            .rules
+            .into_iter()
+            .map(|r| Rule {
+                operations: r.operations.into_iter().map(operation).collect(),
+                api_groups: r.api_groups,
+                api_versions: r.api_versions,
+                resources: r.resources,
+                scope: match r.scope {
+                    plugin::RuleScope::Cluster => RuleScope::Cluster,
+                    plugin::RuleScope::Namespaced => RuleScope::Namespaced,
+                    plugin::RuleScope::All => RuleScope::All,
+                },
+            })
+            .collect(),
+        namespace_selector: w.namespace_selector,
+        object_selector: w.object_selector,
+        failure_policy: match w.failure_policy {
+            plugin::FailurePolicy::Fail => FailurePolicy::Fail,
+            plugin::FailurePolicy::Ignore => FailurePolicy::Ignore,
+        },
+        side_effects: match w.side_effects {
+            plugin::SideEffects::None => SideEffects::None,
+            plugin::SideEffects::NoneOnDryRun => SideEffects::NoneOnDryRun,
+        },
+        timeout_seconds: w.timeout_seconds,
+    }
+}
+
+/// A manifest as the plugin returned it, validated.
+pub(in super::super) fn manifest(m: plugin::PluginManifest) -> Result<Manifest, ManifestError> {
+    let config_schema = m
+        .config_schema
+        .map(|s| serde_json::from_str(&s).map_err(|e| ManifestError::InvalidConfigSchema(format!("{e}"))))
+        .transpose()?;
+    let manifest = Manifest {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        parent: kind(m.parent.kind),
+        scope: match m.parent.scope {
+            types::Scope::Namespaced => Scope::Namespaced,
+            types::Scope::Cluster => Scope::Cluster,
+        },
+        children: m.children.into_iter().map(kind).collect(),
+        related: m.related.into_iter().map(|r| RelatedKind { kind: kind(r.kind), label_selector: r.label_selector }).collect(),
+        finalizer: m.finalizer,
+        prune: m.prune,
+        adopt_unowned: m.adopt_unowned,
+        config_schema,
+        webhooks: m.webhooks.into_iter().map(webhook).collect(),
+    };
+    manifest.validate()?;
+    Ok(manifest)
+}
+
+/// `serde_json::to_string` is about twice as fast as `Value`'s `Display`.
+fn text(v: &serde_json::Value) -> String {
+    serde_json::to_string(v).expect("a Value always serializes")
+}
+
+/// The request record handed to the guest: every object serialized to JSON once.
+pub(in super::super) fn request(r: &Request) -> reconciler::Request {
+    let json = |objects: &[std::sync::Arc<serde_json::Value>]| objects.iter().map(|o| text(o)).collect();
+    reconciler::Request {
+        parent: text(&r.parent),
+        children: json(&r.children),
+        related: json(&r.related),
+        finalizing: r.finalizing,
+        config: text(&r.config),
+    }
+}
+
+/// The guest's response, not yet validated.
+pub(in super::super) fn response(r: reconciler::Response) -> RawResponse {
+    RawResponse {
+        children: r.children,
+        delete: r
+            .delete
+            .into_iter()
+            .map(|d| ObjectRef { api_version: d.api_version, kind: d.kind, namespace: d.namespace, name: d.name })
+            .collect(),
+        status: r.status,
+        conditions: r
+            .conditions
+            .into_iter()
+            .map(|c| Condition {
+                type_: c.type_,
+                status: match c.status {
+                    reconciler::ConditionStatus::True => ConditionStatus::True,
+                    reconciler::ConditionStatus::False => ConditionStatus::False,
+                    reconciler::ConditionStatus::Unknown => ConditionStatus::Unknown,
+                },
+                reason: c.reason,
+                message: c.message,
+            })
+            .collect(),
+        events: r
+            .events
+            .into_iter()
+            .map(|e| Event {
+                type_: match e.type_ {
+                    reconciler::EventType::Normal => EventType::Normal,
+                    reconciler::EventType::Warning => EventType::Warning,
+                },
+                reason: e.reason,
+                action: e.action,
+                note: e.note,
+            })
+            .collect(),
+        requeue_after_ms: r.requeue_after_ms,
+        finalized: r.finalized,
+    }
+}
+
+/// The admission request record handed to the guest.
+pub(in super::super) fn admission_request(r: &AdmissionRequest) -> admission::AdmissionRequest {
+    admission::AdmissionRequest {
+        uid: r.uid.clone(),
+        kind: types::KindRef { group: r.kind.group.clone(), version: r.kind.version.clone(), kind: r.kind.kind.clone() },
+        resource: admission::GroupVersionResource {
+            group: r.resource.group.clone(),
+            version: r.resource.version.clone(),
+            resource: r.resource.resource.clone(),
+        },
+        sub_resource: r.sub_resource.clone(),
+        operation: operation_to_raw(r.operation),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        object: r.object.as_ref().map(text),
+        old_object: r.old_object.as_ref().map(text),
+        user_info: admission::UserInfo {
+            username: r.user_info.username.clone(),
+            uid: r.user_info.uid.clone(),
+            groups: r.user_info.groups.clone(),
+        },
+        dry_run: r.dry_run,
+    }
+}
+
+/// The guest's verdict, not yet validated; its texts already one line each and cut: at most
+/// [`MAX_WARNINGS`] warnings of [`MAX_WARNING`] bytes, a message of [`MAX_DENIAL_MESSAGE`].
+pub(in super::super) fn verdict(v: admission::Verdict) -> RawVerdict {
+    let warnings = |w: Vec<String>| w.iter().take(MAX_WARNINGS).map(|w| one_line(w, MAX_WARNING)).collect();
+    match v {
+        admission::Verdict::Allowed(a) => RawVerdict::Allowed { warnings: warnings(a.warnings), mutated: a.mutated },
+        admission::Verdict::Denied(d) => {
+            RawVerdict::Denied { code: d.code, message: one_line(&d.message, MAX_DENIAL_MESSAGE), warnings: warnings(d.warnings) }
+        }
+    }
+}

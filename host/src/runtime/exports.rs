@@ -1,0 +1,180 @@
+//! [`Exports`]: which WIT version and which interfaces a plugin component implements, and the
+//! calls into them, one arm per version.
+
+use wasmtime::Store;
+use wasmtime::component::{Instance, InstancePre};
+
+use super::bindings::{v0_1, v0_2};
+use super::convert;
+use super::error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
+use super::log_budget::one_line;
+use super::state::HostState;
+use crate::contract::{Manifest, RawResponse, RawVerdict, Request};
+use wasmop_types::AdmissionRequest;
+
+/// The WIT package version a plugin was built against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WitVersion {
+    /// `wasmop:plugin@0.1.0`: reconcile only.
+    V0_1,
+    /// `wasmop:plugin@0.2.0`: reconcile, admission, or both.
+    V0_2,
+}
+
+impl std::fmt::Display for WitVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WitVersion::V0_1 => "0.1.0",
+            WitVersion::V0_2 => "0.2.0",
+        })
+    }
+}
+
+/// Where a component's exported functions are, by WIT version.
+pub(super) enum Exports {
+    /// 0.1.0: one interface with `manifest` and `reconcile`.
+    V0_1(v0_1::guest::GuestIndices),
+    /// 0.2.0: `plugin`, and `reconciler` and/or `admission`.
+    V0_2 {
+        plugin: v0_2::plugin::GuestIndices,
+        reconciler: Option<v0_2::reconciler::GuestIndices>,
+        admission: Option<v0_2::admission::GuestIndices>,
+    },
+}
+
+type Wasm<T> = wasmtime::Result<T>;
+
+impl Exports {
+    /// Find the exports of a linked component.
+    ///
+    /// # Errors
+    /// [`LoadError::WrongWorld`] naming the worlds the host accepts when the component exports
+    /// none of them.
+    pub(super) fn find(pre: &InstancePre<HostState>) -> Result<Self, LoadError> {
+        let component = pre.component();
+        let has = |name: &str| component.get_export_index(None, name).is_some();
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
+        if has(v0_1::RECONCILER) {
+            return v0_1::guest::GuestIndices::new(pre).map(Exports::V0_1).map_err(wrong_world);
+        }
+        if has(v0_2::PLUGIN) {
+            let reconciler = has(v0_2::RECONCILER).then(|| v0_2::reconciler::GuestIndices::new(pre)).transpose();
+            let admission = has(v0_2::ADMISSION).then(|| v0_2::admission::GuestIndices::new(pre)).transpose();
+            let exports = Exports::V0_2 {
+                plugin: v0_2::plugin::GuestIndices::new(pre).map_err(wrong_world)?,
+                reconciler: reconciler.map_err(wrong_world)?,
+                admission: admission.map_err(wrong_world)?,
+            };
+            if !exports.reconciles() && !exports.admits() {
+                return Err(LoadError::WrongWorld(format!(
+                    "exports {} but neither {} nor {}",
+                    v0_2::PLUGIN,
+                    v0_2::RECONCILER,
+                    v0_2::ADMISSION
+                )));
+            }
+            return Ok(exports);
+        }
+        Err(LoadError::WrongWorld(format!("exports neither {} nor {}", v0_1::RECONCILER, v0_2::PLUGIN)))
+    }
+
+    pub(super) fn version(&self) -> WitVersion {
+        match self {
+            Exports::V0_1(_) => WitVersion::V0_1,
+            Exports::V0_2 { .. } => WitVersion::V0_2,
+        }
+    }
+
+    pub(super) fn reconciles(&self) -> bool {
+        matches!(self, Exports::V0_1(_) | Exports::V0_2 { reconciler: Some(_), .. })
+    }
+
+    pub(super) fn admits(&self) -> bool {
+        matches!(self, Exports::V0_2 { admission: Some(_), .. })
+    }
+
+    /// Type-check every export of an instance against the bindings.
+    ///
+    /// # Errors
+    /// [`LoadError::WrongWorld`] for the first function whose type differs.
+    pub(super) fn check(&self, store: &mut Store<HostState>, instance: &Instance) -> Result<(), LoadError> {
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
+        match self {
+            Exports::V0_1(guest) => guest.load(&mut *store, instance).map(drop).map_err(wrong_world),
+            Exports::V0_2 { plugin, reconciler, admission } => {
+                plugin.load(&mut *store, instance).map_err(wrong_world)?;
+                if let Some(r) = reconciler {
+                    r.load(&mut *store, instance).map_err(wrong_world)?;
+                }
+                if let Some(a) = admission {
+                    a.load(&mut *store, instance).map_err(wrong_world)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Ask for the manifest and validate it.
+    pub(super) async fn describe(&self, store: &mut Store<HostState>, instance: &Instance) -> Wasm<Result<Manifest, LoadError>> {
+        Ok(match self {
+            Exports::V0_1(guest) => {
+                let raw = guest.load(&mut *store, instance)?.call_manifest(store).await?;
+                convert::v0_1::manifest(raw).map_err(LoadError::from)
+            }
+            Exports::V0_2 { plugin, .. } => {
+                let raw = plugin.load(&mut *store, instance)?.call_manifest(store).await?;
+                convert::v0_2::manifest(raw).map_err(LoadError::from)
+            }
+        })
+    }
+
+    /// Call `reconcile`; the response is not validated yet.
+    pub(super) async fn reconcile(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        request: &Request,
+    ) -> Wasm<Result<RawResponse, CallError>> {
+        let message = |m: String| one_line(&m, MAX_PLUGIN_MESSAGE);
+        Ok(match self {
+            Exports::V0_1(guest) => {
+                let raw = convert::v0_1::request(request);
+                match guest.load(&mut *store, instance)?.call_reconcile(store, &raw).await? {
+                    Ok(response) => Ok(convert::v0_1::response(response)),
+                    Err(v0_1::guest::ReconcileError::Retryable(m)) => Err(CallError::Retryable(message(m))),
+                    Err(v0_1::guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(message(m))),
+                }
+            }
+            Exports::V0_2 { reconciler: Some(guest), .. } => {
+                let raw = convert::v0_2::request(request);
+                match guest.load(&mut *store, instance)?.call_reconcile(store, &raw).await? {
+                    Ok(response) => Ok(convert::v0_2::response(response)),
+                    Err(v0_2::reconciler::ReconcileError::Retryable(m)) => Err(CallError::Retryable(message(m))),
+                    Err(v0_2::reconciler::ReconcileError::Terminal(m)) => Err(CallError::Terminal(message(m))),
+                }
+            }
+            Exports::V0_2 { reconciler: None, .. } => {
+                Err(CallError::Host(format!("the plugin does not reconcile (it exports no {})", v0_2::RECONCILER)))
+            }
+        })
+    }
+
+    /// Call `admit`; the verdict is not validated yet.
+    pub(super) async fn admit(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        webhook: &str,
+        request: &AdmissionRequest,
+    ) -> Wasm<Result<RawVerdict, CallError>> {
+        let Exports::V0_2 { admission: Some(guest), .. } = self else {
+            return Ok(Err(CallError::NoSuchWebhook(webhook.to_owned())));
+        };
+        let raw = convert::v0_2::admission_request(request);
+        Ok(match guest.load(&mut *store, instance)?.call_admit(store, webhook, &raw).await? {
+            Ok(verdict) => Ok(convert::v0_2::verdict(verdict)),
+            Err(v0_2::admission::AdmissionError::UnknownWebhook(_)) => Err(CallError::NoSuchWebhook(webhook.to_owned())),
+            Err(v0_2::admission::AdmissionError::Failed(m)) => Err(CallError::Terminal(one_line(&m, MAX_PLUGIN_MESSAGE))),
+        })
+    }
+}

@@ -15,11 +15,15 @@
 //!   `spec.namespace`), into `status.matchedPods`; those carrying the current sidecar hash
 //!   (annotation `sidecarset.wasmop.dev/<name>-hash`) into `updatedPods`; those of them Ready
 //!   into `readyPods`.
-//! - Admission, as plain functions: [`inject()`] (Pods on create), [`validate()`] and
-//!   [`default()`] (SidecarSets on create and update).
+//! - Admission ([`admission`]): a mutating webhook on Pod CREATE injects the sidecars of every
+//!   SidecarSet that matches ([`inject()`], reading the SidecarSets from the host's cache); on
+//!   SidecarSet CREATE and UPDATE a validating webhook refuses an invalid one ([`validate()`])
+//!   and a mutating one fills its defaults ([`default()`]). Each is a plain function, unit-tested
+//!   without the host.
 
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod default;
 pub mod inject;
 pub mod selector;
@@ -43,13 +47,14 @@ pub struct SidecarSetOperator;
 
 impl Plugin for SidecarSetOperator {
     fn manifest() -> Manifest {
-        Manifest::new("sidecarset", VERSION)
+        let manifest = Manifest::new("sidecarset", VERSION)
             .description("Injects the sidecar containers of each SidecarSet into matching Pods and counts them")
             .parent(sidecarset_kind(), Scope::Cluster)
             // Every Pod: each SidecarSet's own spec.selector picks among them.
             .related(pod_kind(), "")
             .finalizer(false)
-            .prune(false)
+            .prune(false);
+        admission::webhooks().into_iter().fold(manifest, Manifest::webhook)
     }
 
     fn reconcile(req: Request, _ctx: &Context) -> Result<Response, Error> {
@@ -59,6 +64,10 @@ impl Plugin for SidecarSetOperator {
         log::debug!("sidecarset {}: {status:?}", set.name);
         let condition = status::updated_condition(&status);
         Ok(Response::new().status(status).condition(condition))
+    }
+
+    fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
+        admission::admit(webhook, req, ctx)
     }
 }
 

@@ -2,16 +2,26 @@
 //! related objects (Pods) live in namespaces. A Pod created, relabelled, marked Ready or
 //! deleted in any namespace requeues the SidecarSets, whose status counts it. Pods never run
 //! here (no kubelet): "injected" is an annotation set by the test, "Ready" a status patch.
+//!
+//! Its webhooks, called through the host's runtime (the component built from source, lookups
+//! answered from a host cache): a Pod gets the sidecars of the cluster-scoped SidecarSets, an
+//! invalid SidecarSet is refused with the reason, a SidecarSet is defaulted. (The API server
+//! calling them over TLS is the admission server's e2e.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use sidecarset::SidecarSet;
+use sidecarset::admission::{DEFAULT, INJECT, VALIDATE};
+use wasmop::objects::MemoryCache;
+use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, workspace};
+use wasmop_types::{AdmissionRequest, Operation, Verdict};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -98,5 +108,43 @@ async fn pods_in_any_namespace_requeue_the_cluster_scoped_sidecarset_and_are_cou
     team_b_pods.delete("web-2", &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await?;
     wait_for_counts(&sets, "log-shipper", (0, 0, 0)).await?;
     wait_for_counts(&sets, "team-b-only", (0, 0, 0)).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_webhooks_inject_validate_and_default_through_the_host_runtime() -> Result<()> {
+    let runtime = Runtime::builder().artifact_dir(None).build()?;
+    let plugin = runtime.load_file(&plugin("sidecarset", "wasm32-wasip2")).await?;
+    let mut cache = MemoryCache::default();
+    let set = sidecarset("log-shipper", None);
+    cache.insert(set.clone())?;
+    let cache = Arc::new(cache);
+    let admit = async |webhook: &str, request: AdmissionRequest| -> Result<Verdict> {
+        Ok(plugin.admit(webhook, &request, cache.clone()).await?.0)
+    };
+
+    // A Pod in any namespace reads the cluster-scoped SidecarSets through a lookup.
+    let web = pod("team-a", "web-1", json!({"app": "web"}), json!({}));
+    let verdict = admit(INJECT, AdmissionRequest::new(Operation::Create, web)).await?;
+    let injected = verdict.mutated().expect("the Pod is mutated");
+    let names: Vec<&str> =
+        injected["spec"]["containers"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["web", "log-shipper"]);
+    let hash = SidecarSet::from_object(&set)?.hash();
+    assert_eq!(injected.pointer("/metadata/annotations/sidecarset.wasmop.dev~1log-shipper-hash"), Some(&json!(hash)));
+    let db = pod("team-b", "db-1", json!({"app": "db"}), json!({}));
+    assert_eq!(admit(INJECT, AdmissionRequest::new(Operation::Create, db)).await?, Verdict::allow());
+
+    // An invalid SidecarSet is refused with the reason the user sees.
+    let mut invalid = sidecarset("bad", None);
+    invalid["spec"]["selector"] = json!({"matchExpressions": [{"key": "app", "operator": "In"}]});
+    let verdict = admit(VALIDATE, AdmissionRequest::new(Operation::Create, invalid)).await?;
+    assert_eq!(verdict, Verdict::deny_with(422, "spec.selector.matchExpressions[0]: operator In needs at least one value"));
+
+    // Defaulting fills imagePullPolicy.
+    let mut bare = sidecarset("bare", None);
+    bare["spec"]["containers"][0].as_object_mut().map(|c| c.remove("imagePullPolicy"));
+    let verdict = admit(DEFAULT, AdmissionRequest::new(Operation::Create, bare)).await?;
+    assert_eq!(verdict.mutated().and_then(|s| s.pointer("/spec/containers/0/imagePullPolicy")), Some(&json!("IfNotPresent")));
     Ok(())
 }

@@ -18,12 +18,15 @@
 //! - [`controller`]: watches, queues and reconciles against a cluster; the metrics registry
 //!   controllers report into.
 //! - [`reload`]: the directory reloader (hot reload of plugin files, `WasmPlugin` status).
+//! - [`admission`]: admission webhooks served by plugins (HTTPS server, certificates, webhook
+//!   configurations).
 //! - [`server`]: metrics and health endpoints.
 //! - [`cli`]: the `wasmop` command line.
 
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod admission;
 pub mod cli;
 pub mod cluster;
 pub mod contract;

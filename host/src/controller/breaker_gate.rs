@@ -151,6 +151,27 @@ impl BreakerGate {
         }
     }
 
+    /// For a call that cannot wait (an admission request): a permit now, or — while the breaker
+    /// is open, or half-open with its trial running, or stopped — the sentence saying why not.
+    /// The outcome is recorded as a reconcile's is, so admission failures count too.
+    ///
+    /// # Errors
+    /// The breaker's status message when no call may start now.
+    pub fn try_admit(&self) -> Result<Permit<'_>, String> {
+        let mut state = self.lock();
+        if state.stopped {
+            return Err("the plugin is stopping".into());
+        }
+        let (admission, transition) = state.breaker.admit(Instant::now());
+        if let Some(t) = transition {
+            self.report(&mut state, t);
+        }
+        match admission {
+            Admission::Proceed(ticket) => Ok(Permit { gate: self, ticket, recorded: false }),
+            Admission::WaitUntil(_) | Admission::WaitForTrial => Err(self.status.borrow().message.clone()),
+        }
+    }
+
     /// Whether `permit`, taken before the worker waited for a key, still allows a reconcile:
     /// the breaker may have opened meanwhile (then put the key back and ask again).
     pub fn still_admits(&self, permit: &mut Permit<'_>) -> bool {
@@ -341,5 +362,20 @@ mod tests {
         let mut early = gate.admit().await.expect("admitted");
         fail_twice(&gate).await;
         assert!(!gate.still_admits(&mut early));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_cannot_wait_is_told_why_while_the_breaker_is_open() {
+        let gate = gate(&Arc::new(Metrics::new()));
+        let permit = gate.try_admit().expect("closed: admitted");
+        gate.record(permit, &key("x"), Finished::QUIET);
+        fail_twice(&gate).await;
+        let refused = gate.try_admit().map(|_| ()).unwrap_err();
+        assert!(refused.starts_with("2 of the last 2 reconciles failed; reconciles paused for 10 s"), "{refused}");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let trial = gate.try_admit().expect("the trial after the cooldown");
+        assert!(gate.try_admit().is_err(), "nobody else while the trial runs");
+        gate.record(trial, &key("x"), Finished::QUIET);
+        assert!(gate.try_admit().is_ok());
     }
 }

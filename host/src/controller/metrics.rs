@@ -273,6 +273,12 @@ impl Metrics {
         self.controllers.0.lock().expect("controllers lock").push(controller);
     }
 
+    /// Register a metric of another module (the admission server's) in this registry, under
+    /// `name` with `help`.
+    pub fn register(&self, name: &str, help: &str, metric: impl prometheus_client::registry::Metric) {
+        self.registry.lock().expect("registry lock").register(name, help, metric);
+    }
+
     /// Record one reconcile.
     pub fn reconciled(&self, plugin: &str, result: ReconcileResult, seconds: f64) {
         let result_label = match result {

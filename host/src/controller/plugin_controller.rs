@@ -250,6 +250,11 @@ impl PluginController {
         self.plugin.load_full()
     }
 
+    /// The watch cache its plugin's lookups read (for admission calls as for reconciles).
+    pub fn cache(&self) -> Arc<dyn ObjectCache> {
+        self.shared.watches.clone()
+    }
+
     /// The plugin's circuit breaker.
     pub fn breaker(&self) -> &BreakerGate {
         &self.breaker

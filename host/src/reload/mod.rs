@@ -17,4 +17,4 @@ mod reloader;
 pub use cluster_status::ClusterStatus;
 pub use directory::{DirectoryEvents, scan};
 pub use file_status::FileStatus;
-pub use reloader::{ReloadConfig, Reloader, START_RETRY};
+pub use reloader::{PluginSetObserver, ReloadConfig, Reloader, START_RETRY};

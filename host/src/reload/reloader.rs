@@ -31,6 +31,16 @@ impl Default for ReloadConfig {
 /// tried again; it doubles per failure up to the rescan period.
 pub const START_RETRY: Duration = Duration::from_secs(1);
 
+/// Told when the set of serving plugins changes (the admission layer keeps its webhook
+/// configurations equal to it).
+pub trait PluginSetObserver: Send + Sync {
+    /// `leaving`: the plugin named is about to stop serving (its file was removed, or now
+    /// provides another plugin); the call comes *before* it stops, and the plugin stops once it
+    /// returns. `None`: a pass over the directory ended, after loading, replacing or starting
+    /// plugins.
+    fn plugins_changed<'a>(&'a self, leaving: Option<&'a str>) -> futures::future::BoxFuture<'a, ()>;
+}
+
 /// Keeps a [`Manager`]'s plugins in step with a directory.
 ///
 /// A removed file whose plugin holds finalizers on parents is handled as the host policy's
@@ -54,6 +64,8 @@ pub struct Reloader {
     retries: Mutex<HashMap<PathBuf, (u32, tokio::time::Instant)>>,
     /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass).
     stale_checked: AtomicBool,
+    /// Told about plugins leaving and passes ending ([`Reloader::observe`]).
+    observer: Mutex<Option<Arc<dyn PluginSetObserver>>>,
 }
 
 /// A change to report in the cluster.
@@ -118,7 +130,21 @@ impl Reloader {
             breakers: Mutex::default(),
             retries: Mutex::default(),
             stale_checked: AtomicBool::new(false),
+            observer: Mutex::default(),
         })
+    }
+
+    /// Tell `observer` about every change of the serving plugins from now on, instead of the
+    /// previous one (if any).
+    pub fn observe(&self, observer: Arc<dyn PluginSetObserver>) {
+        *self.observer.lock().expect("observer lock") = Some(observer);
+    }
+
+    async fn notify(&self, leaving: Option<&str>) {
+        let observer = self.observer.lock().expect("observer lock").clone();
+        if let Some(observer) = observer {
+            observer.plugins_changed(leaving).await;
+        }
     }
 
     /// The directory followed.
@@ -176,11 +202,13 @@ impl Reloader {
         for status in gone {
             if let Some(name) = status.plugin.clone() {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
+                self.notify(Some(&name)).await;
                 self.remove(&name, status).await;
             } else if let Some(name) = status.not_started {
                 let _ = self.reports.send(Report::Removed(name));
             }
         }
+        self.notify(None).await;
         if !self.stale_checked.swap(true, Ordering::Relaxed) {
             self.report_stale();
         }
@@ -270,6 +298,7 @@ impl Reloader {
                 } else {
                     if let Some(old) = known.plugin.as_deref().filter(|old| *old != name) {
                         tracing::info!(file = %path.display(), from = old, to = %name, "plugin file now provides another plugin");
+                        self.notify(Some(old)).await;
                         self.manager.stop(old).await;
                         self.unfollow_breaker(old);
                         status.plugin = None;

@@ -1,0 +1,32 @@
+//! Admission webhooks served by plugins: an HTTPS server on its own port, one path per plugin and
+//! webhook (`/admission/<plugin>/<webhook>`), and the webhook configurations that make the API
+//! server call it.
+//!
+//! - [`review`]: `AdmissionReview` `admission.k8s.io/v1` in and out, with its size bound.
+//! - [`patch`]: the JSON Patch of a mutation, computed by the host; identity changes refused.
+//! - [`admitter`]: the seam from "plugin + webhook" to the plugin version serving now.
+//! - [`handler`]: one request to one answer; every failure is a denial with the reason.
+//! - [`server`]: HTTPS (rustls, `ring`) and HTTP/1.1.
+//! - [`certs`]: the serving certificate, generated and shared in a Secret, or read from a
+//!   directory and reloaded.
+//! - [`registration`]: the `ValidatingWebhookConfiguration` and
+//!   `MutatingWebhookConfiguration`, kept equal to what the loaded plugins declare.
+//! - [`metrics`]: controller-runtime's webhook metrics and per-plugin outcomes.
+//! - [`setup`]: all of it started together for `wasmop run`.
+
+pub mod admitter;
+pub mod certs;
+pub mod handler;
+pub mod metrics;
+pub mod patch;
+pub mod registration;
+pub mod review;
+pub mod server;
+pub mod setup;
+
+pub use admitter::{Admitter, CallFailure, NotServed};
+pub use certs::{CertResolver, ServingCert};
+pub use handler::{Handler, webhook_path};
+pub use metrics::AdmissionMetrics;
+pub use registration::{Endpoint, Registrar};
+pub use setup::{Admission, AdmissionConfig, CertSource};

@@ -1,0 +1,191 @@
+//! [`Admission`]: the certificate, the HTTPS server and the registration started together over a
+//! [`Manager`], and the observer that keeps the registration in step with the reloader.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use super::admitter::Admitter;
+use super::certs::{self, CertError, CertResolver, ServingCert};
+use super::handler::{DEFAULT_MAX_IN_FLIGHT, Handler};
+use super::metrics::AdmissionMetrics;
+use super::registration::{Endpoint, Registrar};
+use super::server::{self, ServeError};
+use crate::controller::Manager;
+use crate::reload::PluginSetObserver;
+
+/// How often a certificate directory is re-read.
+pub const CERT_DIR_PERIOD: Duration = Duration::from_secs(10);
+
+/// Why admission could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// No usable certificate.
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    /// The server could not listen.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertSource {
+    /// Generated at start for `names` and kept in Secret `namespace/name` (shared by replicas).
+    Secret {
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// DNS names and IP addresses of the certificate.
+        names: Vec<String>,
+    },
+    /// `tls.crt`, `tls.key` (and `ca.crt`) of a directory, reloaded when they change.
+    Dir(PathBuf),
+}
+
+/// How admission runs.
+#[derive(Debug, Clone)]
+pub struct AdmissionConfig {
+    /// Where the HTTPS server listens.
+    pub bind: SocketAddr,
+    /// How the API server reaches it; `None`: `https://127.0.0.1:<bound port>` (tests, a host
+    /// on the API server's machine).
+    pub endpoint: Option<Endpoint>,
+    /// Name of both webhook configurations (`wasmop-<release>`).
+    pub configuration_name: String,
+    /// The certificate.
+    pub certs: CertSource,
+    /// Plugin calls served at once.
+    pub max_in_flight: usize,
+}
+
+impl AdmissionConfig {
+    /// Defaults for everything but where the certificate comes from: any port on loopback,
+    /// reached by URL, configurations named `wasmop`, [`DEFAULT_MAX_IN_FLIGHT`].
+    pub fn new(certs: CertSource) -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            endpoint: None,
+            configuration_name: "wasmop".into(),
+            certs,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+}
+
+/// The running admission server and registration; dropping it stops both (the webhook
+/// configurations stay, so the API server applies their `failurePolicy` while no host answers).
+#[derive(Debug)]
+pub struct Admission {
+    addr: SocketAddr,
+    ca_pem: watch::Receiver<String>,
+    follow: Arc<Follow>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Admission {
+    /// Get the certificate, start serving `manager`'s plugins' webhooks, and start the
+    /// registrar (it writes once told about the plugins: [`Admission::observer`]).
+    ///
+    /// # Errors
+    /// [`SetupError`]: no usable certificate (Secret unreadable or not creatable, files
+    /// missing or invalid), or the address cannot be bound.
+    pub async fn start(config: AdmissionConfig, manager: Arc<Manager>) -> Result<Self, SetupError> {
+        let admitter: Arc<dyn Admitter> = manager.clone();
+        Self::start_with(config, &manager, admitter).await
+    }
+
+    /// [`Admission::start`] serving and registering the webhooks of `admitter` instead of the
+    /// manager's own (the manager still gives the client, leadership and metrics registry).
+    ///
+    /// # Errors
+    /// As [`Admission::start`].
+    pub async fn start_with(config: AdmissionConfig, manager: &Manager, admitter: Arc<dyn Admitter>) -> Result<Self, SetupError> {
+        let mut tasks = Vec::new();
+        let cert = match &config.certs {
+            CertSource::Secret { namespace, name, names } => {
+                certs::shared_secret(manager.client().clone(), namespace, name, names).await?
+            }
+            CertSource::Dir(dir) => ServingCert::from_dir(dir)?,
+        };
+        let resolver = CertResolver::new(&cert)?;
+        let (ca_tx, ca_pem) = watch::channel(cert.ca_pem.clone());
+        let metrics = AdmissionMetrics::new(manager.metrics());
+        let handler = Handler::new(Arc::clone(&admitter), metrics, config.max_in_flight);
+        let (addr, serving) = server::serve(config.bind, handler, Arc::clone(&resolver)).await?;
+        tasks.push(serving);
+        if let CertSource::Dir(dir) = &config.certs {
+            tasks.push(tokio::spawn(certs::follow_dir(dir.clone(), CERT_DIR_PERIOD, cert, resolver, ca_tx)));
+        } else {
+            // The bundle never changes; the registrar still follows the channel.
+            tasks.push(tokio::spawn(async move { ca_tx.closed().await }));
+        }
+        let endpoint = config.endpoint.unwrap_or_else(|| Endpoint::Url(format!("https://127.0.0.1:{}", addr.port())));
+        tracing::info!(?endpoint, configurations = %config.configuration_name, "admission webhooks registered for this endpoint");
+        let (registrar, writing) = Registrar::start(
+            manager.client().clone(),
+            config.configuration_name,
+            endpoint,
+            manager.leadership().clone(),
+            ca_pem.clone(),
+        );
+        tasks.push(writing);
+        Ok(Self { addr, ca_pem, follow: Arc::new(Follow { admitter, registrar }), tasks })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The CA bundle the webhook configurations carry now (PEM).
+    pub fn ca_pem(&self) -> String {
+        self.ca_pem.borrow().clone()
+    }
+
+    /// What keeps the registration equal to the plugins: give it to
+    /// [`Reloader::observe`](crate::reload::Reloader::observe).
+    pub fn observer(&self) -> Arc<dyn PluginSetObserver> {
+        self.follow.clone()
+    }
+}
+
+/// Registers the webhooks of the admitter's serving plugins, without the one leaving.
+struct Follow {
+    admitter: Arc<dyn Admitter>,
+    registrar: Arc<Registrar>,
+}
+
+impl std::fmt::Debug for Follow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follow").field("registrar", &self.registrar).finish_non_exhaustive()
+    }
+}
+
+impl PluginSetObserver for Follow {
+    fn plugins_changed<'a>(&'a self, leaving: Option<&'a str>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let plugins: BTreeMap<String, _> = self
+                .admitter
+                .webhooks()
+                .into_iter()
+                .filter(|(name, hooks)| Some(name.as_str()) != leaving && !hooks.is_empty())
+                .collect();
+            self.registrar.update(plugins).await;
+        })
+    }
+}

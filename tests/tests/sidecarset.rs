@@ -4,19 +4,23 @@
 //! here (no kubelet): "injected" is an annotation set by the test, "Ready" a status patch.
 //!
 //! Its webhooks, called through the host's runtime (the component built from source, lookups
-//! answered from a host cache): a Pod gets the sidecars of the cluster-scoped SidecarSets, an
-//! invalid SidecarSet is refused with the reason, a SidecarSet is defaulted. (The API server
-//! calling them over TLS is the admission server's e2e.)
+//! answered from a host cache), then by the kube-apiserver over TLS on loopback: a Pod gets the
+//! sidecars of the cluster-scoped SidecarSets in any namespace, a Pod they do not select is
+//! untouched, an invalid SidecarSet is refused with the plugin's reason, a SidecarSet is
+//! defaulted.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sidecarset::SidecarSet;
 use sidecarset::admission::{DEFAULT, INJECT, VALIDATE};
+use wasmop::admission::{Admission, AdmissionConfig, CertSource};
+use wasmop::controller::Manager;
 use wasmop::objects::MemoryCache;
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_test_output};
@@ -146,5 +150,109 @@ async fn the_webhooks_inject_validate_and_default_through_the_host_runtime() -> 
     bare["spec"]["containers"][0].as_object_mut().map(|c| c.remove("imagePullPolicy"));
     let verdict = admit(DEFAULT, AdmissionRequest::new(Operation::Create, bare)).await?;
     assert_eq!(verdict.mutated().and_then(|s| s.pointer("/spec/containers/0/imagePullPolicy")), Some(&json!("IfNotPresent")));
+    Ok(())
+}
+
+/// The names of a Pod's containers.
+fn container_names(pod: &DynamicObject) -> Vec<String> {
+    let containers = pod.data.pointer("/spec/containers").and_then(Value::as_array);
+    containers.into_iter().flatten().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()
+}
+
+/// Create `pod` and return it as stored once the mutating webhook has seen it (the API server
+/// takes a moment to load a new webhook configuration, and the Pod webhook fails open): a Pod
+/// created before that is deleted and created again.
+async fn create_through_webhook(client: &kube::Client, pod: &Value) -> Result<DynamicObject> {
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let pods = api_for(client, "v1", "Pod", Some(namespace)).await?;
+    let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+    eventually(&format!("Pod {namespace}/{name} created through the webhook"), WAIT, || async {
+        let object: DynamicObject = serde_json::from_value(pod.clone())?;
+        let created = pods.create(&PostParams::default(), &object).await?;
+        let seen = created.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(SEEN));
+        if seen {
+            return Ok(Some(created));
+        }
+        pods.delete(name, &now).await?;
+        eventually("the Pod deleted", WAIT, || async { Ok(pods.get_opt(name).await?.is_none().then_some(())) }).await?;
+        Ok(None)
+    })
+    .await
+}
+
+/// The annotation the `witness` SidecarSet, which selects every Pod, leaves on each Pod it is
+/// injected into: the proof that the mutating webhook saw the Pod.
+const SEEN: &str = "sidecarset.wasmop.dev/witness-hash";
+
+#[tokio::test]
+async fn the_api_server_calls_the_sidecarset_webhooks_over_tls() -> Result<()> {
+    log_to_test_output();
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/sidecarset.yaml")).await?;
+    apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(plugin("sidecarset", "wasm32-wasip2"), dir.path().join("sidecarset.wasm"))?;
+    let runtime = Runtime::builder().artifact_dir(None).build()?;
+    let manager = Arc::new(Manager::new(client.clone(), runtime, Host::test_config()));
+    let reloader = Reloader::new(Arc::clone(&manager), dir.path(), ReloadConfig::default());
+    let certs = CertSource::Secret {
+        namespace: "default".into(),
+        name: "wasmop-admission-tls".into(),
+        names: vec!["localhost".into(), "127.0.0.1".into()],
+    };
+    let config = AdmissionConfig { configuration_name: "wasmop-sidecarset-e2e".into(), ..AdmissionConfig::new(certs) };
+    let admission = Admission::start(config, Arc::clone(&manager)).await?;
+    reloader.observe(admission.observer());
+    reloader.sync().await;
+    let sets = api_for(&client, "apps.wasmop.dev/v1alpha1", "SidecarSet", None).await?;
+
+    // Validating: an invalid SidecarSet is refused with the plugin's reason (retried until the
+    // API server has loaded the webhook configuration).
+    let mut invalid = sidecarset("invalid", None);
+    invalid["spec"]["selector"] = json!({"matchExpressions": [{"key": "app", "operator": "In"}]});
+    let refusal = eventually("the invalid SidecarSet refused", WAIT, || async {
+        match apply(&client, &invalid).await {
+            Ok(_) => {
+                sets.delete("invalid", &DeleteParams::default()).await?;
+                Ok(None)
+            }
+            Err(e) => Ok(Some(format!("{e:#}"))),
+        }
+    })
+    .await?;
+    assert!(refusal.contains("spec.selector.matchExpressions[0]: operator In needs at least one value"), "{refusal}");
+    assert!(refusal.contains("validate.sidecarset.wasmop.dev"), "{refusal}");
+
+    // The witness selects every Pod: a created Pod that carries its annotation went through the
+    // mutating webhook (which is then loaded by the API server).
+    let witness = json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "witness"},
+        "spec": {"selector": {}, "containers": [{"name": "witness", "image": "busybox:1.36"}]}});
+    apply(&client, &witness).await?;
+    wait_for_counts(&sets, "witness", (0, 0, 0)).await?;
+    let db = create_through_webhook(&client, &pod("default", "db-1", json!({"app": "db"}), json!({}))).await?;
+    assert_eq!(container_names(&db), ["web", "witness"]);
+
+    // Defaulting: imagePullPolicy filled in on the stored object.
+    let mut undefaulted = sidecarset("log-shipper", None);
+    undefaulted["spec"]["containers"][0].as_object_mut().map(|c| c.remove("imagePullPolicy"));
+    let stored = apply(&client, &undefaulted).await?;
+    assert_eq!(stored.data.pointer("/spec/containers/0/imagePullPolicy"), Some(&json!("IfNotPresent")));
+    let hash = SidecarSet::from_object(&serde_json::to_value(&stored)?)?.hash();
+    wait_for_counts(&sets, "log-shipper", (0, 0, 0)).await?; // in the host's cache
+
+    // Injection on Pod CREATE, in any namespace; a Pod the selector does not match is untouched.
+    let web = create_through_webhook(&client, &pod("default", "web-1", json!({"app": "web"}), json!({}))).await?;
+    assert_eq!(container_names(&web), ["web", "log-shipper", "witness"]);
+    let annotation = web.metadata.annotations.as_ref().and_then(|a| a.get("sidecarset.wasmop.dev/log-shipper-hash"));
+    assert_eq!(annotation, Some(&hash));
+    let other = create_through_webhook(&client, &pod("team-b", "web-2", json!({"app": "web"}), json!({}))).await?;
+    assert_eq!(container_names(&other), ["web", "log-shipper", "witness"]);
+    assert!(db.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key("sidecarset.wasmop.dev/log-shipper-hash")));
+
+    // The reconcile counts the injected Pods of both namespaces as updated.
+    wait_for_counts(&sets, "log-shipper", (2, 2, 0)).await?;
+    drop(admission);
     Ok(())
 }

@@ -68,11 +68,12 @@ pub fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verd
     }
 }
 
-/// Every valid SidecarSet in the host's cache (one that is not valid was stored while its
-/// webhook was not registered: it is skipped, and its own status says why).
+/// Every valid SidecarSet in the host's cache that is not being deleted (one that is not valid
+/// was stored while its webhook was not registered: it is skipped, and its own status says why).
 fn sidecarsets(ctx: &Context) -> Result<Vec<SidecarSet>, Error> {
     let objects = ctx.list(&sidecarset_kind(), None, "")?;
-    Ok(objects.iter().filter(|o| validate(o).is_ok()).filter_map(|o: &Value| SidecarSet::from_object(o).ok()).collect())
+    let live = objects.iter().filter(|o| o.pointer("/metadata/deletionTimestamp").is_none() && validate(o).is_ok());
+    Ok(live.filter_map(|o: &Value| SidecarSet::from_object(o).ok()).collect())
 }
 
 #[cfg(test)]
@@ -159,6 +160,14 @@ mod tests {
             verdict.mutated().unwrap()["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].clone()).collect();
         assert_eq!(names, [json!("web"), json!("log")]);
         assert_eq!(verdict.warnings(), ["SidecarSet clash: not injected, the Pod already has a container named \"web\""]);
+    }
+
+    #[test]
+    fn a_sidecarset_being_deleted_injects_nothing() {
+        let mut leaving = log_shipper();
+        leaving["metadata"]["deletionTimestamp"] = json!("2026-11-30T12:00:00Z");
+        let verdict = admit(INJECT, AdmissionRequest::new(Operation::Create, pod("team-a", "web")), vec![leaving]).unwrap();
+        assert_eq!(verdict, Verdict::allow());
     }
 
     #[test]

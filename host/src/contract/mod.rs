@@ -1,6 +1,6 @@
 //! The plugin contract as the host sees it: typed, validated forms of what crosses the WIT
-//! boundary (`wit/v0.1.0` and `wit/v0.2.0`). The runtime converts to and from the generated bindings; everything
-//! else in the host works with these types.
+//! boundary (`wit/v0.1.0` and `wit/v0.2.0`). The runtime converts to and from the generated
+//! bindings of each version; everything else in the host works with these types.
 
 mod fields;
 mod kind;

@@ -45,8 +45,13 @@ impl PluginController {
         *self.serving.borrow()
     }
 
-    /// Whether the worker skips `key`: finalizing only, and the parent is not being deleted.
+    /// Whether the worker skips `key`: the plugin does not reconcile (it only serves admission
+    /// webhooks: its controller keeps the watches its lookups read and calls nothing), or
+    /// finalizing only and the parent is not being deleted.
     pub(super) fn skips(&self, key: &ObjectKey) -> bool {
+        if !self.plugin().reconciles() {
+            return true;
+        }
         if *self.serving.borrow() != Serving::FinalizingOnly {
             return false;
         }

@@ -91,8 +91,14 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     // The Deployment wires what the host needs.
     let deployment = find(&objects, "Deployment");
     let c = container(deployment);
-    assert_eq!(c["args"], json!(["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]));
+    assert_eq!(
+        c["args"],
+        json!(["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080", "--admission-service", "wasmop-webhook"])
+    );
     assert_eq!(c["ports"][0]["containerPort"], 8080);
+    assert_eq!(c["ports"][1], json!({"name": "webhook", "containerPort": 9443, "protocol": "TCP"}));
+    let webhook_service = objects.iter().find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "wasmop-webhook");
+    assert_eq!(webhook_service.context("Service wasmop-webhook")?["spec"]["ports"][0]["targetPort"], "webhook");
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     let env: Vec<&str> = c["env"].as_array().unwrap().iter().filter_map(|e| e["name"].as_str()).collect();
     assert!(env.contains(&"WASMOP_CACHE_DIR") && env.contains(&"POD_NAME"), "env: {env:?}");
@@ -132,7 +138,7 @@ async fn kustomize_base_passes_server_dry_run() -> Result<()> {
         let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
         let from_files: BTreeSet<String> = kustomize_base_objects()?.iter().map(kubectl_name).collect();
         assert_eq!(expected, from_files, "kubectl 1.{}: kustomize output differs from the base's files", kubectl.minor);
-        assert_eq!(expected.len(), 9, "objects: {expected:?}");
+        assert_eq!(expected.len(), 12, "objects: {expected:?}");
 
         // A dry run of objects in a namespace that does not exist yet fails ("namespaces
         // \"wasmop-system\" not found"): create it for real, then dry-run everything.

@@ -30,6 +30,9 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 
+/// The default name of the Secret holding the generated CA and certificate.
+pub const ADMISSION_SECRET: &str = "wasmop-admission-tls";
+
 /// Why a certificate could not be made, read or used.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {

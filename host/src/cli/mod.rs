@@ -8,6 +8,7 @@ mod object_files;
 pub mod rbac;
 mod reconcile;
 pub mod run;
+mod webhooks;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -125,6 +126,8 @@ pub enum Command {
     Rbac(rbac::RbacArgs),
     /// Write a new plugin crate: Cargo.toml, reconcile skeleton, unit tests, CRD and sample.
     New(new::NewArgs),
+    /// Print the webhook configurations a host registers for a plugins directory (YAML).
+    Webhooks(webhooks::WebhooksArgs),
 }
 
 /// Run a parsed command line.
@@ -139,5 +142,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dev(args) => dev::run(args, &cli.runtime).await,
         Command::Rbac(args) => rbac::run(args, &cli.runtime).await,
         Command::New(args) => new::run(args),
+        Command::Webhooks(args) => webhooks::run(args, &cli.runtime).await,
     }
 }

@@ -10,6 +10,7 @@ use crate::units;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint};
 use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::{ControllerConfig, Manager};
 use crate::policy::limits_json;
@@ -52,6 +53,83 @@ pub struct RunArgs {
     /// Re-queue every parent this often (1s to 168h; `0s` disables).
     #[arg(long, default_value = "10m", value_parser = resync_period)]
     pub resync: Duration,
+    /// Admission webhooks: where the API server reaches them, how they are served.
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
+}
+
+/// The admission flags of `wasmop run`. Admission is on when the API server can reach the host:
+/// with `--admission-service` (in a cluster) or `--admission-url-base` (outside one).
+#[derive(Debug, clap::Args)]
+pub struct AdmissionArgs {
+    /// Serve admission webhooks behind this Service: `NAME` (in `$POD_NAMESPACE`, else
+    /// `default`) or `NAMESPACE/NAME`. The webhook configurations point at it, and the
+    /// generated certificate is for its DNS names.
+    #[arg(long, value_name = "[NAMESPACE/]NAME", conflicts_with = "admission_url_base")]
+    pub admission_service: Option<String>,
+    /// The Service port the webhooks are reached on.
+    #[arg(long, default_value_t = 443)]
+    pub admission_service_port: u16,
+    /// Serve admission webhooks at this base URL (`https://host:port`), for a host outside the
+    /// cluster; the generated certificate is for `localhost` and `127.0.0.1` (use
+    /// `--admission-cert-dir` for other names).
+    #[arg(long, value_name = "URL")]
+    pub admission_url_base: Option<String>,
+    /// Where the HTTPS admission server listens.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    pub admission_bind: std::net::SocketAddr,
+    /// Take the serving certificate from `tls.crt`, `tls.key` (and `ca.crt`) of this directory
+    /// (a mounted cert-manager Secret), re-read every 10s, instead of generating one.
+    #[arg(long, value_name = "DIR")]
+    pub admission_cert_dir: Option<PathBuf>,
+    /// The Secret (in the Service's namespace) holding the generated CA and certificate,
+    /// created if absent and shared by replicas.
+    #[arg(long, default_value = crate::admission::certs::ADMISSION_SECRET)]
+    pub admission_cert_secret: String,
+    /// Name of the host's ValidatingWebhookConfiguration and MutatingWebhookConfiguration.
+    #[arg(long, default_value = "wasmop")]
+    pub admission_configuration_name: String,
+    /// Admission plugin calls served at once (1 to 4096); more wait up to their deadline.
+    #[arg(long, default_value_t = crate::admission::handler::DEFAULT_MAX_IN_FLIGHT,
+        value_parser = |s: &str| units::count_in(s, 1, 4096))]
+    pub admission_max_in_flight: usize,
+}
+
+impl AdmissionArgs {
+    /// The admission configuration these flags describe; `None` when admission is off.
+    ///
+    /// # Errors
+    /// A Service reference that is not `NAME` or `NAMESPACE/NAME`.
+    pub fn config(&self) -> anyhow::Result<Option<AdmissionConfig>> {
+        let pod_namespace = || std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "default".into());
+        let (endpoint, namespace, names) = match (&self.admission_service, &self.admission_url_base) {
+            (Some(service), _) => {
+                let (namespace, name) = match service.split_once('/') {
+                    Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+                    None => (pod_namespace(), service.clone()),
+                };
+                if namespace.is_empty() || name.is_empty() || name.contains('/') {
+                    anyhow::bail!("--admission-service {service:?}: expected NAME or NAMESPACE/NAME");
+                }
+                let names = crate::admission::certs::service_names(&namespace, &name);
+                let endpoint = Endpoint::Service { namespace: namespace.clone(), name, port: self.admission_service_port };
+                (endpoint, namespace, names)
+            }
+            (None, Some(url)) => (Endpoint::Url(url.clone()), pod_namespace(), vec!["localhost".into(), "127.0.0.1".into()]),
+            (None, None) => return Ok(None),
+        };
+        let certs = match &self.admission_cert_dir {
+            Some(dir) => CertSource::Dir(dir.clone()),
+            None => CertSource::Secret { namespace, name: self.admission_cert_secret.clone(), names },
+        };
+        Ok(Some(AdmissionConfig {
+            bind: self.admission_bind,
+            endpoint: Some(endpoint),
+            configuration_name: self.admission_configuration_name.clone(),
+            certs,
+            max_in_flight: self.admission_max_in_flight,
+        }))
+    }
 }
 
 /// The address of `/metrics`, or `None` (`none` on the command line). An alias, so that clap
@@ -151,6 +229,19 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         // Warm standby: plugins load and caches sync now; only writing waits for the Lease.
         manager.leadership().set(false);
     }
+    // Serving before the first pass registers any webhook; every replica serves, the leader
+    // writes the configurations.
+    let _admission = match args.admission.config()? {
+        Some(config) => {
+            let bind = config.bind;
+            let admission = Admission::start(config, Arc::clone(&manager))
+                .await
+                .with_context(|| format!("cannot serve admission webhooks on {bind}"))?;
+            reloader.observe(admission.observer());
+            Some(admission)
+        }
+        None => None,
+    };
     reloader.sync().await;
     started.store(true, Ordering::Relaxed);
     tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");

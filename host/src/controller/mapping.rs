@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::contract::{Kind, Manifest};
+use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
 
 /// Identifies a parent in its plugin's queue.
@@ -52,8 +52,12 @@ pub fn only_status_changed(old: &Value, new: &Value) -> bool {
 ///
 /// - the parent kind: the object itself (unless only its status changed);
 /// - a child kind: the parent named by its controller ownerReference;
-/// - a related kind: every parent in the object's namespace whose related selector matches it
-///   (before or after the change).
+/// - a related kind: every parent whose related selector matches it (before or after the
+///   change) — in the object's namespace for a namespaced parent, among all parents for a
+///   cluster-scoped one (whose related objects may live in any namespace).
+///
+/// A cluster-scoped parent's key has no namespace, whatever the namespace of the changed
+/// object.
 pub fn parents_of_change(
     manifest: &Manifest,
     cache: &dyn ObjectCache,
@@ -71,22 +75,33 @@ pub fn parents_of_change(
         }
         keys.extend(versions().filter_map(ObjectKey::of));
     }
+    // The namespace the parents of a changed object live in.
+    let parent_namespace = |object: &Value| match manifest.scope {
+        Scope::Namespaced => namespace_of(object).map(str::to_owned),
+        Scope::Cluster => None,
+    };
     if manifest.children.contains(kind) {
         for object in versions() {
             if let Some(owner) = controller_owner(object, manifest) {
-                keys.push(ObjectKey { namespace: namespace_of(object).map(str::to_owned), name: owner });
+                keys.push(ObjectKey { namespace: parent_namespace(object), name: owner });
             }
         }
     }
     for related in manifest.related.iter().filter(|r| &r.kind == kind) {
-        let Some(ns) = versions().find_map(namespace_of) else { continue };
+        let ns = match manifest.scope {
+            Scope::Namespaced => match versions().find_map(namespace_of) {
+                Some(ns) => Some(ns),
+                None => continue,
+            },
+            Scope::Cluster => None,
+        };
         let candidates = match related.parent_name_label() {
             // The object's label names the only parent it can match: one lookup, no scan.
             Some(label) => versions()
                 .filter_map(|o| o.pointer("/metadata/labels")?.get(label)?.as_str())
-                .filter_map(|name| cache.get(&manifest.parent, Some(ns), name))
+                .filter_map(|name| cache.get(&manifest.parent, ns, name))
                 .collect(),
-            None => cache.list(&manifest.parent, Some(ns)),
+            None => cache.list(&manifest.parent, ns),
         };
         for parent in candidates {
             let Some(parent_name) = name_of(&parent) else { continue };
@@ -189,5 +204,50 @@ mod tests {
         assert_eq!(parents_of_change(&m, &cache, &pods, Some(&old), Some(&new)), [key("a"), key("b")]);
         let orphan = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "gone"}}});
         assert!(parents_of_change(&m, &cache, &pods, None, Some(&orphan)).is_empty());
+    }
+
+    /// A cluster-scoped SidecarSet-like parent reading Pods (namespaced) through `related`,
+    /// and owning ConfigMaps, with SidecarSets `names` in the cache.
+    fn cluster_parent(related: &str, names: &[&str]) -> (Manifest, MemoryCache) {
+        let mut m = crate::contract::manifest::fixtures::memcached(related);
+        m.parent = Kind::new("apps.wasmop.dev", "v1alpha1", "SidecarSet");
+        m.scope = Scope::Cluster;
+        m.children = vec![Kind::new("", "v1", "ConfigMap")];
+        let mut cache = MemoryCache::default();
+        for name in names {
+            cache
+                .insert(json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": name}}))
+                .unwrap();
+        }
+        (m, cache)
+    }
+
+    fn cluster_key(name: &str) -> ObjectKey {
+        ObjectKey { namespace: None, name: name.into() }
+    }
+
+    #[test]
+    fn a_related_object_in_any_namespace_maps_to_the_cluster_scoped_parents_that_select_it() {
+        let (m, cache) = cluster_parent("", &["log", "mesh"]);
+        let pods = Kind::new("", "v1", "Pod");
+        for ns in ["team-a", "team-b"] {
+            let pod = json!({"metadata": {"name": "p", "namespace": ns, "labels": {"app": "web"}}});
+            assert_eq!(parents_of_change(&m, &cache, &pods, None, Some(&pod)), [cluster_key("log"), cluster_key("mesh")], "{ns}");
+        }
+    }
+
+    #[test]
+    fn a_related_object_naming_its_cluster_scoped_parent_by_label_maps_to_it_alone() {
+        let (m, cache) = cluster_parent("set=$(parent.name)", &["log", "mesh"]);
+        let pod = json!({"metadata": {"name": "p", "namespace": "team-a", "labels": {"set": "mesh"}}});
+        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [cluster_key("mesh")]);
+    }
+
+    #[test]
+    fn a_namespaced_child_maps_to_its_cluster_scoped_owner_without_a_namespace() {
+        let (m, cache) = cluster_parent("", &[]);
+        let child = json!({"metadata": {"name": "c", "namespace": "team-a", "ownerReferences": [
+            {"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "name": "log", "uid": "u", "controller": true}]}});
+        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "ConfigMap"), None, Some(&child)), [cluster_key("log")]);
     }
 }

@@ -97,4 +97,21 @@ mod tests {
         ));
         assert!(!Request::is_controlled_by(&json!({"metadata": {"ownerReferences": [{"uid": "u"}]}}), &parent));
     }
+
+    #[test]
+    fn a_cluster_scoped_parent_gathers_related_objects_of_every_namespace() {
+        let mut m = crate::contract::manifest::fixtures::memcached("app=m");
+        m.parent = crate::contract::Kind::new("apps.wasmop.dev", "v1alpha1", "SidecarSet");
+        m.scope = Scope::Cluster;
+        let parent = Arc::new(
+            json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "a", "uid": "u1"}}),
+        );
+        let mut cache = MemoryCache::default();
+        cache.insert(obj("v1", "Pod", "team-a", "p-1", json!({"app": "m"}), None)).unwrap();
+        cache.insert(obj("v1", "Pod", "team-b", "p-2", json!({"app": "m"}), None)).unwrap();
+        cache.insert(obj("v1", "Pod", "team-b", "other", json!({"app": "x"}), None)).unwrap();
+        let req = Request::gather(parent, &m, &cache, true).unwrap();
+        let names: Vec<_> = req.related.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
+        assert_eq!(names, ["p-1", "p-2"]);
+    }
 }

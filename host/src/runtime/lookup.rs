@@ -162,3 +162,55 @@ fn visible_part(lookup: &LookupScope, kind: &Kind) -> Result<Option<Visible>, Re
     }
     Ok(Some(Visible::ParentOnly(lookup.parent_name.clone(), lookup.namespace.clone())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::objects::MemoryCache;
+    use crate::policy::Grants;
+    use serde_json::{Value, json};
+
+    /// A reconcile's lookups for a parent of `scope` in `namespace`, reading Pods `app=web`
+    /// (related kind) from a cache with one such Pod in each of `team-a` and `team-b`.
+    fn reconcile_lookups(scope: Scope, namespace: Option<&str>) -> HostState {
+        let mut manifest = crate::contract::manifest::fixtures::memcached("app=web");
+        manifest.scope = scope;
+        let mut cache = MemoryCache::default();
+        for ns in ["team-a", "team-b"] {
+            cache.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": ns, "labels": {"app": "web"}}})).unwrap();
+        }
+        let lookup = LookupScope {
+            manifest: Arc::new(manifest),
+            grants: Grants::default(),
+            namespace: namespace.map(str::to_owned),
+            parent_name: "p".into(),
+            cache: Arc::new(cache),
+            admission: false,
+        };
+        HostState::new(Arc::from("test"), 1 << 20, Some(lookup))
+    }
+
+    /// The namespaces of the Pods a list lookup answers, or `None` when it is refused.
+    fn listed(state: &mut HostState, namespace: Option<&str>) -> Option<Vec<String>> {
+        let found = state.list_objects(Kind::new("", "v1", "Pod"), namespace, "").ok()?;
+        let parsed = found.iter().map(|o| serde_json::from_str::<Value>(o).unwrap());
+        Some(parsed.map(|o| namespace_of(&o).unwrap_or_default().to_owned()).collect())
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_lists_related_objects_of_every_namespace() {
+        let mut state = reconcile_lookups(Scope::Cluster, None);
+        assert_eq!(listed(&mut state, None).unwrap(), ["team-a", "team-b"]);
+        assert_eq!(listed(&mut state, Some("team-b")).unwrap(), ["team-b"]);
+        assert!(state.refused_lookups.is_empty(), "{:?}", state.refused_lookups);
+    }
+
+    #[test]
+    fn a_namespaced_parent_lists_its_own_namespace_and_is_refused_another() {
+        let mut state = reconcile_lookups(Scope::Namespaced, Some("team-a"));
+        assert_eq!(listed(&mut state, None).unwrap(), ["team-a"]);
+        assert_eq!(listed(&mut state, Some("team-b")), None);
+        assert_eq!(state.refused_lookups.len(), 1);
+    }
+}

@@ -165,9 +165,21 @@ async fn the_api_server_calls_plugins_over_tls_and_every_failure_is_a_denial_wit
         "{metrics}"
     );
 
-    // Admission failures count in the plugin's circuit breaker; once open, it answers.
-    let message = refused(&pods, "breaker", "circuit breaker is open").await?;
-    assert!(message.contains("plugin memcached's circuit breaker is open: 20 of the last 20 reconciles failed"), "{message}");
+    // Admission failures count in the plugin's circuit breaker; once open, the plugin is not
+    // called and the webhook is unavailable (HTTP 503): its failurePolicy (Fail here) decides.
+    let message = refused(&pods, "breaker", "failed calling webhook").await?;
+    assert!(message.contains("inject.memcached.wasmop.dev"), "{message}");
+    let metrics = manager.metrics().render();
+    assert!(
+        metrics.contains(
+            r#"wasmop_admission_outcomes_total{plugin="memcached",webhook="inject",outcome="error",reason="CircuitBreakerOpen"}"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"controller_runtime_webhook_requests_total{webhook="/admission/memcached/inject",code="503"}"#),
+        "{metrics}"
+    );
 
     // The host stopped: Fail refuses (the call fails), Ignore lets the Pod in.
     drop(admission);

@@ -30,7 +30,9 @@ pub enum NotServed {
     },
 }
 
-/// Why a call gave no verdict; the request is then denied (fail closed).
+/// Why a call gave no verdict. A plugin that failed gets the request denied (fail closed); a
+/// call the host did not make ([`CallFailure::is_unavailable`]) leaves the decision to the
+/// webhook's `failurePolicy`.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("{message}")]
 pub struct CallFailure {
@@ -40,7 +42,17 @@ pub struct CallFailure {
     pub message: String,
 }
 
+/// The reasons of calls the host did not make: the webhook is unavailable, not wrong.
+const UNAVAILABLE: [&str; 3] = ["CircuitBreakerOpen", "TooManyRequests", "PluginNotLoaded"];
+
 impl CallFailure {
+    /// Whether the plugin was not called at all (its circuit breaker is open, too many requests
+    /// are in flight, it was unloaded meanwhile): the API server should treat the webhook as
+    /// unreachable and apply its `failurePolicy`, as when the host is down.
+    pub fn is_unavailable(&self) -> bool {
+        UNAVAILABLE.contains(&self.reason)
+    }
+
     fn from_call(plugin: &str, error: &CallError) -> Self {
         Self { reason: error.reason(), message: format!("plugin {plugin}: {error}") }
     }

@@ -1,12 +1,15 @@
 //! [`Handler`]: one HTTP request to the admission server, from path and body to the answer.
 //!
 //! Every review that reaches a plugin is answered with HTTP 200 and an `AdmissionReview`: the
-//! plugin's verdict, or — when the call failed in any way (timeout, trap, memory, circuit
-//! breaker open, a mutation that changes the object's identity, too many requests in flight) —
-//! a denial naming the reason (fail closed). Requests that are not reviews get a plain-text
-//! error with the HTTP status saying what is wrong (404 unknown path or webhook, 405 not a
-//! POST, 413 too large, 400 malformed); the API server then applies the webhook's
-//! `failurePolicy`.
+//! plugin's verdict, or — when the plugin failed (timeout, trap, memory, a mutation that
+//! changes the object's identity, a malformed answer) — a denial naming the reason (fail
+//! closed). When the host does not call the plugin at all because the plugin's circuit breaker
+//! is open or too many requests are in flight, the webhook is unavailable, not wrong: the
+//! answer is HTTP 503, and the API server applies the webhook's `failurePolicy` (so a
+//! `failurePolicy: Ignore` webhook, like SidecarSet's Pod injection, never blocks the cluster
+//! because its plugin's reconciles tripped the breaker). Requests that are not reviews get a
+//! plain-text error with the HTTP status saying what is wrong (404 unknown path or webhook, 405
+//! not a POST, 413 too large, 400 malformed); the API server then applies `failurePolicy` too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,11 +127,16 @@ impl Handler {
         let uid = request.uid.clone();
         let answer = match self.admit(plugin, &declared, request).await {
             Ok(answer) => answer,
+            Err(failure) if failure.is_unavailable() => {
+                tracing::warn!(plugin, webhook, reason = failure.reason, error = %failure.message,
+                    "admission webhook unavailable; the API server applies its failurePolicy");
+                self.metrics.outcome(plugin, webhook, Outcome::Error, failure.reason);
+                return error(StatusCode::SERVICE_UNAVAILABLE, &format!("wasmop: {}", failure.message));
+            }
             Err(failure) => {
                 tracing::warn!(plugin, webhook, reason = failure.reason, error = %failure.message, "admission call failed; request denied");
                 self.metrics.outcome(plugin, webhook, Outcome::Error, failure.reason);
-                let code = if failure.reason == "TooManyRequests" { 429 } else { 500 };
-                Answer::deny(&uid, code, format!("denied by wasmop (fail closed): {}", failure.message))
+                Answer::deny(&uid, 500, format!("denied by wasmop (fail closed): {}", failure.message))
             }
         };
         Reply::Review(answer.to_review())
@@ -340,6 +348,25 @@ mod tests {
         let response = answer_of(post(&handler, "/admission/p/m").await);
         assert_eq!(started.elapsed(), call_deadline(1), "half of the webhook's timeoutSeconds");
         assert_eq!(response["allowed"], false);
+    }
+
+    #[tokio::test]
+    async fn an_open_breaker_makes_the_webhook_unavailable_so_its_failure_policy_decides() {
+        let failure = CallFailure {
+            reason: "CircuitBreakerOpen",
+            message: "plugin p's circuit breaker is open: wrote on 50 consecutive reconciles".into(),
+        };
+        let (handler, registry) = serve(Fake { failure: Some(failure), ..allow(None) });
+        assert_eq!(
+            post(&handler, "/admission/p/m").await,
+            Reply::Error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "wasmop: plugin p's circuit breaker is open: wrote on 50 consecutive reconciles".into()
+            )
+        );
+        let text = registry.render();
+        assert!(text.contains(r#"outcome="error",reason="CircuitBreakerOpen"} 1"#), "{text}");
+        assert!(text.contains(r#"controller_runtime_webhook_requests_total{webhook="/admission/p/m",code="503"} 1"#), "{text}");
     }
 
     #[tokio::test]

@@ -87,8 +87,6 @@ pub struct Call {
     pub method: Method,
     /// The path, without the query.
     pub path: String,
-    /// Where the path points.
-    pub target: Target,
     /// The query parameters, decoded.
     pub query: BTreeMap<String, String>,
     /// The JSON body (`Null` when empty).
@@ -218,22 +216,10 @@ impl ApiServer {
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or_default()
                         .to_owned();
-                    return Some(Call { method: parts.method, path, target, query, body, content_type, respond });
+                    return Some(Call { method: parts.method, path, query, body, content_type, respond });
                 }
             }
         }
-    }
-
-    /// Answer every request for `within` with `answer`, and return them (method and path): for
-    /// tests that check what a reconcile does *not* send.
-    pub async fn serve_for(&mut self, within: Duration, answer: impl Fn(Call)) -> Vec<String> {
-        let deadline = tokio::time::Instant::now() + within;
-        let mut seen = Vec::new();
-        while let Some(call) = self.next_within(deadline.saturating_duration_since(tokio::time::Instant::now())).await {
-            seen.push(call.to_string());
-            answer(call);
-        }
-        seen
     }
 
     fn list(&self, target: &Target, plural: &str) -> Response<MockBody> {

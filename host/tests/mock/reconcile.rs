@@ -1,0 +1,138 @@
+//! Whole reconciles against the mock API server: the [`Manager`] starts the testbed plugin
+//! (discovery, watches), its worker reconciles the parent through the plugin, and the writes
+//! that reach the server are checked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Method;
+use serde_json::{Value, json};
+use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController};
+use wasmop::runtime::Runtime;
+
+use super::server::{ApiServer, Call, mock_client};
+
+/// `Testbed` `ns/tb` in `mode`.
+fn testbed(mode: &str) -> Value {
+    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "tb", "namespace": "ns", "uid": "u-tb", "generation": 2, "resourceVersion": "5"},
+        "spec": {"mode": mode}})
+}
+
+/// A manager over the mock with one worker, no resync, and the testbed plugin started (the
+/// server answers discovery, lists and watches meanwhile), and the first write of its worker.
+async fn start(server: &mut ApiServer, client: kube::Client) -> (Manager, Arc<PluginController>, Call) {
+    // Compiled once, then loaded from the artifact cache: a test takes well under a second.
+    let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
+    let runtime = Runtime::builder().artifact_dir(Some(artifacts)).build().expect("runtime");
+    let plugin = runtime.load_file(crate::support::testbed()).await.expect("testbed loads");
+    let config = ControllerConfig {
+        concurrency: 1,
+        resync: None,
+        sync_timeout: Duration::from_secs(5),
+        discovery_patience: Duration::from_secs(1),
+        shutdown_grace: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let manager = Manager::new(client, runtime, config);
+    let (started, first) = tokio::join!(manager.start(plugin), server.next());
+    (manager, started.expect("the plugin starts"), first)
+}
+
+fn is_event(call: &Call) -> bool {
+    call.path.starts_with("/apis/events.k8s.io/v1/namespaces/ns/events")
+}
+
+#[tokio::test]
+async fn a_parent_is_reconciled_into_an_apply_of_its_child_and_a_status_patch() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let (_manager, _controller, apply) = start(&mut server, client).await;
+
+    assert_eq!((&apply.method, apply.path.as_str()), (&Method::PATCH, "/api/v1/namespaces/ns/configmaps/tb-out"));
+    assert_eq!((apply.query("fieldManager"), apply.query("force")), (Some("wasmop/testbed"), Some("true")));
+    assert_eq!(apply.body["metadata"]["ownerReferences"][0]["uid"], "u-tb");
+    assert_eq!(apply.body["data"], json!({"mode": "ok"}));
+    apply.echo("6");
+
+    let status = server.next().await;
+    assert_eq!(status.path, "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status");
+    assert_eq!(status.body["status"]["phase"], "Ready");
+    let conditions = status.body["status"]["conditions"].as_array().expect("conditions").clone();
+    let types: Vec<(&str, &str, i64)> = conditions
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap(), c["observedGeneration"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(types, [("Ready", "True", 2), ("Reconciled", "True", 2)]);
+    let mut patched = testbed("ok");
+    patched["metadata"]["resourceVersion"] = json!("7");
+    status.answer(patched);
+
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing else is written");
+    let lists: Vec<&String> = server.requests().iter().filter(|r| r.starts_with("GET") && !r.contains("watch=true")).collect();
+    assert!(lists.iter().any(|r| r.starts_with("GET /apis/test.wasmop.dev/v1/testbeds?")), "{lists:?}");
+    assert!(lists.iter().any(|r| r.starts_with("GET /api/v1/configmaps?")), "{lists:?}");
+}
+
+#[tokio::test]
+async fn a_refused_response_writes_nothing_of_it_and_records_why_on_the_parent() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("other-namespace"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+
+    // Two reconciles (the refusal is retried with backoff); answer what they send.
+    let mut writes = Vec::new();
+    let mut refusals = 0;
+    let mut next = Some(first);
+    while refusals < 2 {
+        let call = match next.take() {
+            Some(call) => call,
+            None => server.next().await,
+        };
+        writes.push(call.to_string());
+        if is_event(&call) {
+            // A repeated event is a PATCH of the first one (its series); the first is created.
+            if call.method == Method::POST {
+                assert_eq!((&call.body["type"], &call.body["reason"]), (&json!("Warning"), &json!("ActionRefused")), "{call}");
+            }
+            call.echo("1");
+        } else {
+            assert_eq!(call.path, "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status", "{call}");
+            let reconciled = &call.body["status"]["conditions"][0];
+            assert_eq!((&reconciled["type"], &reconciled["status"]), (&json!("Reconciled"), &json!("False")), "{call}");
+            assert_eq!(reconciled["reason"], "ActionRefused");
+            call.echo("6");
+            refusals += 1;
+        }
+    }
+    assert!(writes.iter().all(|w| !w.contains("configmaps") && !w.contains("kube-system")), "{writes:#?}");
+    let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
+    assert!(controller.failures(&key) >= 1, "a refusal counts as a failure and is retried with backoff");
+}
+
+#[tokio::test]
+async fn a_failed_apply_is_retried_with_backoff_until_it_succeeds() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+    let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
+
+    let mut next = Some(first);
+    for (failures, (code, reason)) in [(409, "Conflict"), (403, "Forbidden"), (500, "InternalError")].into_iter().enumerate() {
+        let apply = match next.take() {
+            Some(call) => call,
+            None => server.next().await,
+        };
+        assert_eq!(apply.path, "/api/v1/namespaces/ns/configmaps/tb-out", "attempt {}", failures + 1);
+        assert_eq!(controller.failures(&key), failures as u32, "before attempt {}", failures + 1);
+        apply.fail(code, reason);
+    }
+    let apply = server.next().await;
+    assert_eq!(apply.path, "/api/v1/namespaces/ns/configmaps/tb-out");
+    apply.echo("6");
+    let status = server.next().await;
+    assert!(status.path.ends_with("/testbeds/tb/status"), "{status}");
+    status.echo("7");
+    assert!(server.next_within(Duration::from_millis(100)).await.is_none());
+    assert_eq!(controller.failures(&key), 0, "success resets the backoff");
+}

@@ -2,6 +2,7 @@
 //! (discovery, watches), its worker reconciles the parent through the plugin, and the writes
 //! that reach the server are checked.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,13 +20,20 @@ fn testbed(mode: &str) -> Value {
         "spec": {"mode": mode}})
 }
 
-/// A manager over the mock with one worker, no resync, and the testbed plugin started (the
-/// server answers discovery, lists and watches meanwhile), and the first write of its worker.
+const PARENT_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb";
+
+/// [`start_plugin`] with the testbed plugin.
 async fn start(server: &mut ApiServer, client: kube::Client) -> (Manager, Arc<PluginController>, Call) {
+    start_plugin(server, client, crate::support::testbed()).await
+}
+
+/// A manager over the mock with one worker and no resync, the plugin at `path` started (the
+/// server answers discovery, lists and watches meanwhile), and the first write of its worker.
+async fn start_plugin(server: &mut ApiServer, client: kube::Client, path: PathBuf) -> (Manager, Arc<PluginController>, Call) {
     // Compiled once, then loaded from the artifact cache: a test takes well under a second.
     let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
     let runtime = Runtime::builder().artifact_dir(Some(artifacts)).build().expect("runtime");
-    let plugin = runtime.load_file(crate::support::testbed()).await.expect("testbed loads");
+    let plugin = runtime.load_file(path).await.expect("the plugin loads");
     let config = ControllerConfig {
         concurrency: 1,
         resync: None,
@@ -56,7 +64,7 @@ async fn a_parent_is_reconciled_into_an_apply_of_its_child_and_a_status_patch() 
     apply.echo("6");
 
     let status = server.next().await;
-    assert_eq!(status.path, "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status");
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"));
     assert_eq!(status.body["status"]["phase"], "Ready");
     let conditions = status.body["status"]["conditions"].as_array().expect("conditions").clone();
     let types: Vec<(&str, &str, i64)> = conditions
@@ -97,7 +105,7 @@ async fn a_refused_response_writes_nothing_of_it_and_records_why_on_the_parent()
             }
             call.echo("1");
         } else {
-            assert_eq!(call.path, "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status", "{call}");
+            assert_eq!(call.path, format!("{PARENT_PATH}/status"), "{call}");
             let reconciled = &call.body["status"]["conditions"][0];
             assert_eq!((&reconciled["type"], &reconciled["status"]), (&json!("Reconciled"), &json!("False")), "{call}");
             assert_eq!(reconciled["reason"], "ActionRefused");
@@ -135,4 +143,50 @@ async fn a_failed_apply_is_retried_with_backoff_until_it_succeeds() {
     status.echo("7");
     assert!(server.next_within(Duration::from_millis(100)).await.is_none());
     assert_eq!(controller.failures(&key), 0, "success resets the backoff");
+}
+
+#[tokio::test]
+async fn the_finalizer_is_added_before_the_first_reconcile() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
+    let (_manager, _controller, add) = start_plugin(&mut server, client, plugin).await;
+    assert_eq!((&add.method, add.path.as_str()), (&Method::PATCH, PARENT_PATH), "{add}");
+    assert_eq!(add.content_type, "application/merge-patch+json");
+    assert_eq!(add.body, json!({"metadata": {"finalizers": ["wasmop.dev/testbed"], "resourceVersion": "5"}}));
+    add.echo("6");
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "the plugin is called once the update is seen");
+    let mut held = testbed("ok");
+    held["metadata"]["finalizers"] = json!(["wasmop.dev/testbed"]);
+    held["metadata"]["resourceVersion"] = json!("6");
+    server.event("MODIFIED", held);
+    let apply = server.next().await;
+    assert_eq!(apply.path, "/api/v1/namespaces/ns/configmaps/tb-out", "{apply}");
+}
+
+#[tokio::test]
+async fn a_finalized_parent_loses_the_finalizer_at_the_resource_version_of_the_hosts_status_write() {
+    let (client, mut server) = mock_client();
+    let mut deleting = testbed("ok");
+    deleting["metadata"]["finalizers"] = json!(["someone.else/keep", "wasmop.dev/testbed"]);
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    server.add(deleting);
+    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
+    let (_manager, _controller, status) = start_plugin(&mut server, client, plugin).await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"), "{status}");
+    status.echo("8");
+    let mut removal = None;
+    while removal.is_none() {
+        let call = server.next().await;
+        if is_event(&call) {
+            assert_eq!(call.body["reason"], "Finalized", "{call}");
+            call.echo("1");
+        } else {
+            removal = Some(call);
+        }
+    }
+    let removal = removal.expect("the finalizer's removal");
+    assert_eq!(removal.path, PARENT_PATH, "{removal}");
+    assert_eq!(removal.body, json!({"metadata": {"finalizers": ["someone.else/keep"], "resourceVersion": "8"}}));
+    removal.echo("9");
 }

@@ -27,7 +27,7 @@ use tower_test::mock::{Handle, SendResponse};
 pub type MockBody = StreamBody<BoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
 
 /// How long [`ApiServer::next`] waits for a request before failing the test.
-pub const PATIENCE: Duration = Duration::from_secs(10);
+pub const PATIENCE: Duration = Duration::from_secs(5);
 
 /// A kind the mock serves: `(apiVersion, kind, plural, namespaced, has a status subresource)`.
 type Resource = (&'static str, &'static str, &'static str, bool, bool);

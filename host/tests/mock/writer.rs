@@ -4,7 +4,7 @@
 use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use wasmop::actions::{ActionError, AppliedChildren, Plan, Writer, Written, plan};
+use wasmop::actions::{ActionError, AppliedChildren, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, plan};
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
 use wasmop::objects::MemoryCache;
@@ -79,10 +79,20 @@ async fn execute(
     observed: &[Value],
     scenario: impl AsyncFnOnce(&mut ApiServer),
 ) -> (Plan, Result<Written, ActionError>, ApiServer) {
+    execute_for(manifest(), &Grants::default(), response, observed, scenario).await
+}
+
+/// [`execute`] for the plugin of `manifest` with `grants`.
+async fn execute_for(
+    manifest: Manifest,
+    grants: &Grants,
+    response: Response,
+    observed: &[Value],
+    scenario: impl AsyncFnOnce(&mut ApiServer),
+) -> (Plan, Result<Written, ActionError>, ApiServer) {
     let (client, mut server) = mock_client();
-    let (manifest, parent, cache) = (manifest(), parent(), cache(observed));
-    let planned = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW)
-        .expect("an accepted response");
+    let (parent, cache) = (parent(), cache(observed));
+    let planned = plan(&manifest, grants, &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("an accepted response");
     let discovery = Discovery::new(client.clone());
     let applied = AppliedChildren::default();
     let resource = parent_resource();
@@ -141,6 +151,30 @@ async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_p
     let written = written.expect("written");
     assert_eq!((written.applied, written.deleted, written.status), (1, 0, true));
     assert!(server.requests().iter().any(|r| r == "GET /api/v1"), "the child's kind is resolved by discovery");
+}
+
+#[tokio::test]
+async fn a_granted_cluster_scoped_child_is_applied_without_namespace_and_names_its_parent_by_label() {
+    let role = Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    let manifest = Manifest { children: vec![config_map_kind(), role.clone()], ..manifest() };
+    let grants = Grants { cluster_scoped_children: [role].into(), ..Grants::default() };
+    let child = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "tb-role", "labels": {PARENT_UID_LABEL: "forged", "app": "tb"}}, "rules": []});
+    let response = Response { children: vec![child], ..Default::default() };
+    let (_, written, _) = execute_for(manifest, &grants, response, &[], async |server| {
+        let call = server.next().await;
+        assert_eq!(call.path, "/apis/rbac.authorization.k8s.io/v1/clusterroles/tb-role");
+        assert_eq!(call.query("fieldManager"), Some("wasmop/testbed"));
+        let meta = &call.body["metadata"];
+        assert_eq!(meta["labels"], json!({PARENT_UID_LABEL: "u-tb", "app": "tb"}), "the host's label, not the plugin's");
+        assert_eq!(meta["annotations"][PARENT_ANNOTATION], "test.wasmop.dev/v1/Testbed ns/tb");
+        assert_eq!(meta["ownerReferences"], json!([]), "a namespaced owner cannot own a cluster-scoped object");
+        assert!(meta.get("namespace").is_none(), "{meta}");
+        call.echo("1");
+        answer_status(server.next().await);
+    })
+    .await;
+    assert_eq!(written.expect("written").applied, 1);
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hyper::Method;
 use serde_json::{Value, json};
-use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController};
-use wasmop::runtime::Runtime;
+use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController, PluginError, StartError};
+use wasmop::runtime::{Plugin, Runtime};
 
 use super::server::{ApiServer, Call, mock_client};
 
@@ -30,6 +30,14 @@ async fn start(server: &mut ApiServer, client: kube::Client) -> (Manager, Arc<Pl
 /// A manager over the mock with one worker and no resync, the plugin at `path` started (the
 /// server answers discovery, lists and watches meanwhile), and the first write of its worker.
 async fn start_plugin(server: &mut ApiServer, client: kube::Client, path: PathBuf) -> (Manager, Arc<PluginController>, Call) {
+    let (manager, plugin) = manager(client, path).await;
+    let (started, first) = tokio::join!(manager.start(plugin), server.next());
+    (manager, started.expect("the plugin starts"), first)
+}
+
+/// A manager over the mock with one worker, no resync and a 2 s sync timeout, and the plugin at
+/// `path`, loaded.
+async fn manager(client: kube::Client, path: PathBuf) -> (Manager, Plugin) {
     // Compiled once, then loaded from the artifact cache: a test takes well under a second.
     let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
     let runtime = Runtime::builder().artifact_dir(Some(artifacts)).build().expect("runtime");
@@ -37,14 +45,12 @@ async fn start_plugin(server: &mut ApiServer, client: kube::Client, path: PathBu
     let config = ControllerConfig {
         concurrency: 1,
         resync: None,
-        sync_timeout: Duration::from_secs(5),
+        sync_timeout: Duration::from_secs(2),
         discovery_patience: Duration::from_secs(1),
         shutdown_grace: Duration::from_secs(1),
         ..Default::default()
     };
-    let manager = Manager::new(client, runtime, config);
-    let (started, first) = tokio::join!(manager.start(plugin), server.next());
-    (manager, started.expect("the plugin starts"), first)
+    (Manager::new(client, runtime, config), plugin)
 }
 
 fn is_event(call: &Call) -> bool {
@@ -189,4 +195,31 @@ async fn a_finalized_parent_loses_the_finalizer_at_the_resource_version_of_the_h
     assert_eq!(removal.path, PARENT_PATH, "{removal}");
     assert_eq!(removal.body, json!({"metadata": {"finalizers": ["someone.else/keep"], "resourceVersion": "8"}}));
     removal.echo("9");
+}
+
+#[tokio::test]
+async fn a_declared_kind_the_server_does_not_serve_fails_the_start_before_any_watch() {
+    let (client, mut server) = mock_client();
+    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["declares-deployments"]);
+    let (manager, plugin) = manager(client, plugin).await;
+    let (started, write) = tokio::join!(manager.start(plugin), server.next_within(Duration::from_millis(500)));
+    let err = started.expect_err("apps/v1 is not served");
+    assert!(matches!(&err, PluginError::Start(StartError::Discovery(_))), "{err}");
+    assert!(err.to_string().contains("Deployment"), "{err}");
+    assert!(write.is_none());
+    assert!(server.requests().iter().all(|r| !r.contains("watch=true") && !r.contains('?')), "{:?}", server.requests());
+}
+
+#[tokio::test]
+async fn a_kind_the_host_may_not_list_fails_the_start_with_the_servers_answer() {
+    let (client, mut server) = mock_client();
+    server.forbid("configmaps");
+    let (manager, plugin) = manager(client, crate::support::testbed()).await;
+    let (started, write) = tokio::join!(manager.start(plugin), server.next_within(Duration::from_millis(2500)));
+    let err = started.expect_err("ConfigMaps cannot be listed");
+    let PluginError::Start(StartError::NotSynced(timeout)) = &err else { panic!("{err}") };
+    assert_eq!(timeout.kind.kind, "ConfigMap");
+    assert!(timeout.last_error.as_deref().is_some_and(|e| e.contains("403") || e.contains("Forbidden")), "{err}");
+    assert!(write.is_none(), "nothing is reconciled");
+    assert!(manager.plugins().is_empty());
 }

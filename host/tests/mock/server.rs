@@ -140,13 +140,14 @@ pub struct ApiServer {
     handle: Handle<Request<Body>, Response<MockBody>>,
     objects: Vec<Value>,
     watches: Vec<(String, mpsc::UnboundedSender<Bytes>)>,
+    forbidden: Vec<String>,
     requests: Vec<String>,
 }
 
 /// A `kube::Client` (default namespace `default`) and the mock server it talks to.
 pub fn mock_client() -> (kube::Client, ApiServer) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<MockBody>>();
-    let server = ApiServer { handle, objects: Vec::new(), watches: Vec::new(), requests: Vec::new() };
+    let server = ApiServer { handle, objects: Vec::new(), watches: Vec::new(), forbidden: Vec::new(), requests: Vec::new() };
     (kube::Client::new(service, "default"), server)
 }
 
@@ -154,6 +155,11 @@ impl ApiServer {
     /// Serve `object` in lists of its kind from now on.
     pub fn add(&mut self, object: Value) {
         self.objects.push(object);
+    }
+
+    /// Answer lists and watches of `plural` with 403, as to a host without RBAC for it.
+    pub fn forbid(&mut self, plural: &str) {
+        self.forbidden.push(plural.to_owned());
     }
 
     /// Every request so far, as `METHOD path?query`, in order.
@@ -201,6 +207,11 @@ impl ApiServer {
             let get = parts.method == Method::GET;
             match (&target.plural, &target.name) {
                 (None, _) if get => respond.send_response(discovery(&target.api_version)),
+                (Some(plural), None) if get && self.forbidden.contains(plural) => {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                        "message": format!("mock: {plural} is forbidden"), "code": 403});
+                    respond.send_response(json_response(StatusCode::FORBIDDEN, &status));
+                }
                 (Some(plural), None) if get && query.get("watch").is_some_and(|w| w == "true") => {
                     let (tx, rx) = mpsc::unbounded();
                     self.watches.push((plural.clone(), tx));

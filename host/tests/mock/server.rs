@@ -50,8 +50,6 @@ pub struct Target {
     pub plural: Option<String>,
     /// The object's name; `None` for a collection.
     pub name: Option<String>,
-    /// `status` for the status subresource.
-    pub subresource: Option<String>,
 }
 
 impl Target {
@@ -77,7 +75,7 @@ impl Target {
             _ => None,
         };
         let at = |i: usize| parts.get(i).map(|s| s.to_string());
-        Some(Self { api_version, namespace, plural: at(0), name: at(1), subresource: at(2) })
+        Some(Self { api_version, namespace, plural: at(0), name: at(1) })
     }
 }
 

@@ -4,7 +4,9 @@
 use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use wasmop::actions::{ActionError, AppliedChildren, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, plan};
+use wasmop::actions::{
+    ActionError, AppliedChildren, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, owner_reference, plan,
+};
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
 use wasmop::objects::MemoryCache;
@@ -151,6 +153,50 @@ async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_p
     let written = written.expect("written");
     assert_eq!((written.applied, written.deleted, written.status), (1, 0, true));
     assert!(server.requests().iter().any(|r| r == "GET /api/v1"), "the child's kind is resolved by discovery");
+}
+
+#[tokio::test]
+async fn a_child_is_applied_again_only_when_its_content_changed_or_the_observed_object_lost_it() {
+    let (client, mut server) = mock_client();
+    let (manifest, parent, resource) = (manifest(), parent(), parent_resource());
+    let mut observed = child("tb-out");
+    observed["metadata"]["namespace"] = json!("ns");
+    observed["metadata"]["ownerReferences"] = json!([owner_reference(&manifest, &parent, "u-tb")]);
+    let cache = cache(&[observed]);
+    let (discovery, applied) = (Discovery::new(client.clone()), AppliedChildren::default());
+    let writer = Writer {
+        client: &client,
+        discovery: &discovery,
+        manifest: &manifest,
+        parent: &parent,
+        parent_resource: &resource,
+        cache: &cache,
+        applied: &applied,
+    };
+    let planned = |child: Value| {
+        let response = Response { children: vec![child], ..Default::default() };
+        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+        p.status_patch = None;
+        p
+    };
+    let mut fewer = child("tb-out");
+    fewer["data"] = json!({});
+    // First apply, the same content again (skipped), content the observed object still
+    // contains but the plugin no longer sends (applied: the field must go).
+    for (desired, expect_apply) in [(child("tb-out"), true), (child("tb-out"), false), (fewer, true)] {
+        let plan = planned(desired);
+        let (written, ()) = tokio::join!(writer.execute(&plan), async {
+            match server.next_within(std::time::Duration::from_millis(100)).await {
+                Some(call) => {
+                    assert!(expect_apply, "an unchanged child is not applied again: {call}");
+                    call.echo("2");
+                }
+                None => assert!(!expect_apply, "a changed child is applied"),
+            }
+        });
+        let written = written.expect("written");
+        assert_eq!((written.applied, written.unchanged), if expect_apply { (1, 0) } else { (0, 1) });
+    }
 }
 
 #[tokio::test]

@@ -156,7 +156,7 @@ async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_p
 }
 
 #[tokio::test]
-async fn a_child_is_applied_again_only_when_its_content_changed_or_the_observed_object_lost_it() {
+async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let (client, mut server) = mock_client();
     let (manifest, parent, resource) = (manifest(), parent(), parent_resource());
     let mut observed = child("tb-out");

@@ -34,47 +34,40 @@ type Resource = (&'static str, &'static str, &'static str, bool, bool);
 
 const RESOURCES: &[Resource] = &[
     ("v1", "ConfigMap", "configmaps", true, false),
-    ("v1", "Secret", "secrets", true, false),
     ("test.wasmop.dev/v1", "Testbed", "testbeds", true, true),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false, false),
 ];
 
 /// Where a request goes, read from its path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+struct Target {
     /// `v1` or `group/version`.
-    pub api_version: String,
+    api_version: String,
     /// The namespace in the path.
-    pub namespace: Option<String>,
+    namespace: Option<String>,
     /// The resource; `None` for the discovery of the group version.
-    pub plural: Option<String>,
+    plural: Option<String>,
     /// The object's name; `None` for a collection.
-    pub name: Option<String>,
+    name: Option<String>,
 }
 
 impl Target {
     fn parse(path: &str) -> Option<Self> {
-        let rest = path.strip_prefix("/api/").map(|r| (None, r)).or_else(|| path.strip_prefix("/apis/").map(|r| (Some(()), r)));
-        let (grouped, rest) = rest?;
-        let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
-        let api_version = if grouped.is_some() {
-            let (group, version) = (parts.first()?.to_string(), parts.get(1)?.to_string());
-            parts.drain(..2);
-            format!("{group}/{version}")
+        let (grouped, rest) = match (path.strip_prefix("/apis/"), path.strip_prefix("/api/")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return None,
+        };
+        let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+        let (api_version, rest) = if grouped {
+            (format!("{}/{}", parts.first()?, parts.get(1)?), &parts[2..])
         } else {
-            let version = parts.first()?.to_string();
-            parts.drain(..1);
-            version
+            (parts.first()?.to_string(), &parts[1..])
         };
-        let namespace = match parts.as_slice() {
-            ["namespaces", ns, _, ..] => {
-                let ns = ns.to_string();
-                parts.drain(..2);
-                Some(ns)
-            }
-            _ => None,
+        let (namespace, rest) = match rest {
+            ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
+            _ => (None, rest),
         };
-        let at = |i: usize| parts.get(i).map(|s| s.to_string());
+        let at = |i: usize| rest.get(i).map(|s| s.to_string());
         Some(Self { api_version, namespace, plural: at(0), name: at(1) })
     }
 }

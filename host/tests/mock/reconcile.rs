@@ -223,3 +223,42 @@ async fn a_kind_the_host_may_not_list_fails_the_start_with_the_servers_answer() 
     assert!(write.is_none(), "nothing is reconciled");
     assert!(manager.plugins().is_empty());
 }
+
+/// Answer the failure a reconcile records (a Warning event, `Reconciled=False`) and return
+/// the condition's reason.
+async fn failure_recorded(server: &mut ApiServer, first: Option<Call>) -> String {
+    let mut next = first;
+    loop {
+        let call = match next.take() {
+            Some(call) => call,
+            None => server.next().await,
+        };
+        if is_event(&call) {
+            call.echo("1");
+            continue;
+        }
+        assert_eq!(call.path, format!("{PARENT_PATH}/status"), "{call}");
+        let reconciled = call.body["status"]["conditions"][0].clone();
+        assert_eq!((&reconciled["type"], &reconciled["status"]), (&json!("Reconciled"), &json!("False")), "{call}");
+        call.echo("6");
+        return reconciled["reason"].as_str().unwrap_or_default().to_owned();
+    }
+}
+
+#[tokio::test]
+async fn a_retryable_plugin_error_is_retried_and_a_terminal_one_waits_for_a_change() {
+    let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
+    let (client, mut server) = mock_client();
+    server.add(testbed("retryable"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+    assert_eq!(failure_recorded(&mut server, Some(first)).await, "ReconcileError");
+    assert_eq!(failure_recorded(&mut server, None).await, "ReconcileError", "retried with backoff");
+    assert!(controller.failures(&key) >= 1);
+
+    let (client, mut server) = mock_client();
+    server.add(testbed("terminal"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+    assert_eq!(failure_recorded(&mut server, Some(first)).await, "ReconcileFailed");
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "a terminal error is not retried");
+    assert_eq!(controller.failures(&key), 0, "nor backed off: the next change of the parent reconciles it");
+}

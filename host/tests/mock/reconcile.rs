@@ -1,0 +1,264 @@
+//! Whole reconciles against the mock API server: the [`Manager`] starts the testbed plugin
+//! (discovery, watches), its worker reconciles the parent through the plugin, and the writes
+//! that reach the server are checked.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Method;
+use serde_json::{Value, json};
+use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController, PluginError, StartError};
+use wasmop::runtime::{Plugin, Runtime};
+
+use super::server::{ApiServer, Call, mock_client};
+
+/// `Testbed` `ns/tb` in `mode`.
+fn testbed(mode: &str) -> Value {
+    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "tb", "namespace": "ns", "uid": "u-tb", "generation": 2, "resourceVersion": "5"},
+        "spec": {"mode": mode}})
+}
+
+const PARENT_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb";
+
+/// [`start_plugin`] with the testbed plugin.
+async fn start(server: &mut ApiServer, client: kube::Client) -> (Manager, Arc<PluginController>, Call) {
+    start_plugin(server, client, crate::support::testbed()).await
+}
+
+/// A manager over the mock with one worker and no resync, the plugin at `path` started (the
+/// server answers discovery, lists and watches meanwhile), and the first write of its worker.
+async fn start_plugin(server: &mut ApiServer, client: kube::Client, path: PathBuf) -> (Manager, Arc<PluginController>, Call) {
+    let (manager, plugin) = manager(client, path).await;
+    let (started, first) = tokio::join!(manager.start(plugin), server.next());
+    (manager, started.expect("the plugin starts"), first)
+}
+
+/// A manager over the mock with one worker, no resync and a 2 s sync timeout, and the plugin at
+/// `path`, loaded.
+async fn manager(client: kube::Client, path: PathBuf) -> (Manager, Plugin) {
+    // Compiled once, then loaded from the artifact cache: a test takes well under a second.
+    let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
+    let runtime = Runtime::builder().artifact_dir(Some(artifacts)).build().expect("runtime");
+    let plugin = runtime.load_file(path).await.expect("the plugin loads");
+    let config = ControllerConfig {
+        concurrency: 1,
+        resync: None,
+        sync_timeout: Duration::from_secs(2),
+        discovery_patience: Duration::from_secs(1),
+        shutdown_grace: Duration::from_secs(1),
+        ..Default::default()
+    };
+    (Manager::new(client, runtime, config), plugin)
+}
+
+fn is_event(call: &Call) -> bool {
+    call.path.starts_with("/apis/events.k8s.io/v1/namespaces/ns/events")
+}
+
+#[tokio::test]
+async fn a_parent_is_reconciled_into_an_apply_of_its_child_and_a_status_patch() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let (_manager, _controller, apply) = start(&mut server, client).await;
+
+    assert_eq!((&apply.method, apply.path.as_str()), (&Method::PATCH, "/api/v1/namespaces/ns/configmaps/tb-out"));
+    assert_eq!((apply.query("fieldManager"), apply.query("force")), (Some("wasmop/testbed"), Some("true")));
+    assert_eq!(apply.body["metadata"]["ownerReferences"][0]["uid"], "u-tb");
+    assert_eq!(apply.body["data"], json!({"mode": "ok"}));
+    apply.echo("6");
+
+    let status = server.next().await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"));
+    assert_eq!(status.body["status"]["phase"], "Ready");
+    let conditions = status.body["status"]["conditions"].as_array().expect("conditions").clone();
+    let types: Vec<(&str, &str, i64)> = conditions
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap(), c["observedGeneration"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(types, [("Ready", "True", 2), ("Reconciled", "True", 2)]);
+    let mut patched = testbed("ok");
+    patched["metadata"]["resourceVersion"] = json!("7");
+    status.answer(patched);
+
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing else is written");
+    let lists: Vec<&String> = server.requests().iter().filter(|r| r.starts_with("GET") && !r.contains("watch=true")).collect();
+    assert!(lists.iter().any(|r| r.starts_with("GET /apis/test.wasmop.dev/v1/testbeds?")), "{lists:?}");
+    assert!(lists.iter().any(|r| r.starts_with("GET /api/v1/configmaps?")), "{lists:?}");
+}
+
+#[tokio::test]
+async fn a_refused_response_writes_nothing_of_it_and_records_why_on_the_parent() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("other-namespace"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+
+    // Two reconciles (the refusal is retried with backoff); answer what they send.
+    let mut writes = Vec::new();
+    let mut refusals = 0;
+    let mut next = Some(first);
+    while refusals < 2 {
+        let call = match next.take() {
+            Some(call) => call,
+            None => server.next().await,
+        };
+        writes.push(call.to_string());
+        if is_event(&call) {
+            // A repeated event is a PATCH of the first one (its series); the first is created.
+            if call.method == Method::POST {
+                assert_eq!((&call.body["type"], &call.body["reason"]), (&json!("Warning"), &json!("ActionRefused")), "{call}");
+            }
+            call.echo("1");
+        } else {
+            assert_eq!(call.path, format!("{PARENT_PATH}/status"), "{call}");
+            let reconciled = &call.body["status"]["conditions"][0];
+            assert_eq!((&reconciled["type"], &reconciled["status"]), (&json!("Reconciled"), &json!("False")), "{call}");
+            assert_eq!(reconciled["reason"], "ActionRefused");
+            call.echo("6");
+            refusals += 1;
+        }
+    }
+    assert!(writes.iter().all(|w| !w.contains("configmaps") && !w.contains("kube-system")), "{writes:#?}");
+    let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
+    assert!(controller.failures(&key) >= 1, "a refusal counts as a failure and is retried with backoff");
+}
+
+#[tokio::test]
+async fn a_failed_apply_is_retried_with_backoff_until_it_succeeds() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+    let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
+
+    let mut next = Some(first);
+    for (failures, (code, reason)) in [(409, "Conflict"), (403, "Forbidden"), (500, "InternalError")].into_iter().enumerate() {
+        let apply = match next.take() {
+            Some(call) => call,
+            None => server.next().await,
+        };
+        assert_eq!(apply.path, "/api/v1/namespaces/ns/configmaps/tb-out", "attempt {}", failures + 1);
+        assert_eq!(controller.failures(&key), failures as u32, "before attempt {}", failures + 1);
+        apply.fail(code, reason);
+    }
+    let apply = server.next().await;
+    assert_eq!(apply.path, "/api/v1/namespaces/ns/configmaps/tb-out");
+    apply.echo("6");
+    let status = server.next().await;
+    assert!(status.path.ends_with("/testbeds/tb/status"), "{status}");
+    status.echo("7");
+    assert!(server.next_within(Duration::from_millis(100)).await.is_none());
+    assert_eq!(controller.failures(&key), 0, "success resets the backoff");
+}
+
+#[tokio::test]
+async fn the_finalizer_is_added_before_the_first_reconcile() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
+    let (_manager, _controller, add) = start_plugin(&mut server, client, plugin).await;
+    assert_eq!((&add.method, add.path.as_str()), (&Method::PATCH, PARENT_PATH), "{add}");
+    assert_eq!(add.content_type, "application/merge-patch+json");
+    assert_eq!(add.body, json!({"metadata": {"finalizers": ["wasmop.dev/testbed"], "resourceVersion": "5"}}));
+    add.echo("6");
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "the plugin is called once the update is seen");
+    let mut held = testbed("ok");
+    held["metadata"]["finalizers"] = json!(["wasmop.dev/testbed"]);
+    held["metadata"]["resourceVersion"] = json!("6");
+    server.event("MODIFIED", held);
+    let apply = server.next().await;
+    assert_eq!(apply.path, "/api/v1/namespaces/ns/configmaps/tb-out", "{apply}");
+}
+
+#[tokio::test]
+async fn a_finalized_parent_loses_the_finalizer_at_the_resource_version_of_the_hosts_status_write() {
+    let (client, mut server) = mock_client();
+    let mut deleting = testbed("ok");
+    deleting["metadata"]["finalizers"] = json!(["someone.else/keep", "wasmop.dev/testbed"]);
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    server.add(deleting);
+    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
+    let (_manager, _controller, status) = start_plugin(&mut server, client, plugin).await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"), "{status}");
+    status.echo("8");
+    let mut removal = None;
+    while removal.is_none() {
+        let call = server.next().await;
+        if is_event(&call) {
+            assert_eq!(call.body["reason"], "Finalized", "{call}");
+            call.echo("1");
+        } else {
+            removal = Some(call);
+        }
+    }
+    let removal = removal.expect("the finalizer's removal");
+    assert_eq!(removal.path, PARENT_PATH, "{removal}");
+    assert_eq!(removal.body, json!({"metadata": {"finalizers": ["someone.else/keep"], "resourceVersion": "8"}}));
+    removal.echo("9");
+}
+
+#[tokio::test]
+async fn a_declared_kind_the_server_does_not_serve_fails_the_start_before_any_watch() {
+    let (client, mut server) = mock_client();
+    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["declares-deployments"]);
+    let (manager, plugin) = manager(client, plugin).await;
+    let (started, write) = tokio::join!(manager.start(plugin), server.next_within(Duration::from_millis(500)));
+    let err = started.expect_err("apps/v1 is not served");
+    assert!(matches!(&err, PluginError::Start(StartError::Discovery(_))), "{err}");
+    assert!(err.to_string().contains("Deployment"), "{err}");
+    assert!(write.is_none());
+    assert!(server.requests().iter().all(|r| !r.contains("watch=true") && !r.contains('?')), "{:?}", server.requests());
+}
+
+#[tokio::test]
+async fn a_kind_the_host_may_not_list_fails_the_start_with_the_servers_answer() {
+    let (client, mut server) = mock_client();
+    server.forbid("configmaps");
+    let (manager, plugin) = manager(client, crate::support::testbed()).await;
+    let (started, write) = tokio::join!(manager.start(plugin), server.next_within(Duration::from_millis(2500)));
+    let err = started.expect_err("ConfigMaps cannot be listed");
+    let PluginError::Start(StartError::NotSynced(timeout)) = &err else { panic!("{err}") };
+    assert_eq!(timeout.kind.kind, "ConfigMap");
+    assert!(timeout.last_error.as_deref().is_some_and(|e| e.contains("403") || e.contains("Forbidden")), "{err}");
+    assert!(write.is_none(), "nothing is reconciled");
+    assert!(manager.plugins().is_empty());
+}
+
+/// Answer the failure a reconcile records (a Warning event, `Reconciled=False`) and return
+/// the condition's reason.
+async fn failure_recorded(server: &mut ApiServer, first: Option<Call>) -> String {
+    let mut next = first;
+    loop {
+        let call = match next.take() {
+            Some(call) => call,
+            None => server.next().await,
+        };
+        if is_event(&call) {
+            call.echo("1");
+            continue;
+        }
+        assert_eq!(call.path, format!("{PARENT_PATH}/status"), "{call}");
+        let reconciled = call.body["status"]["conditions"][0].clone();
+        assert_eq!((&reconciled["type"], &reconciled["status"]), (&json!("Reconciled"), &json!("False")), "{call}");
+        call.echo("6");
+        return reconciled["reason"].as_str().unwrap_or_default().to_owned();
+    }
+}
+
+#[tokio::test]
+async fn a_retryable_plugin_error_is_retried_and_a_terminal_one_waits_for_a_change() {
+    let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
+    let (client, mut server) = mock_client();
+    server.add(testbed("retryable"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+    assert_eq!(failure_recorded(&mut server, Some(first)).await, "ReconcileError");
+    assert_eq!(failure_recorded(&mut server, None).await, "ReconcileError", "retried with backoff");
+    assert!(controller.failures(&key) >= 1);
+
+    let (client, mut server) = mock_client();
+    server.add(testbed("terminal"));
+    let (_manager, controller, first) = start(&mut server, client).await;
+    assert_eq!(failure_recorded(&mut server, Some(first)).await, "ReconcileFailed");
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "a terminal error is not retried");
+    assert_eq!(controller.failures(&key), 0, "nor backed off: the next change of the parent reconciles it");
+}

@@ -1,0 +1,321 @@
+//! [`Writer::execute`] against the mock API server: the plan's applies, prunes, deletes and
+//! status patch as the requests they become, and API errors as the errors the reconcile sees.
+
+use kube::api::GroupVersionKind;
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use wasmop::actions::{
+    ActionError, AppliedChildren, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, owner_reference, plan,
+};
+use wasmop::cluster::Discovery;
+use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
+use wasmop::objects::MemoryCache;
+use wasmop::policy::Grants;
+
+use super::server::{ApiServer, Call, mock_client};
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+const STATUS_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status";
+
+pub fn config_map_kind() -> Kind {
+    Kind::new("", "v1", "ConfigMap")
+}
+
+/// The testbed plugin's manifest: `Testbed` parents, ConfigMap children, pruned.
+pub fn manifest() -> Manifest {
+    Manifest {
+        name: "testbed".into(),
+        version: "0.1.0".into(),
+        description: "mock API tests".into(),
+        parent: Kind::new("test.wasmop.dev", "v1", "Testbed"),
+        scope: Scope::Namespaced,
+        children: vec![config_map_kind()],
+        related: vec![],
+        finalizer: false,
+        prune: true,
+        adopt_unowned: false,
+        config_schema: None,
+        webhooks: vec![],
+    }
+}
+
+/// Parent `ns/tb`, uid `u-tb`, generation 3, resourceVersion 7.
+pub fn parent() -> Value {
+    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": "tb", "namespace": "ns", "uid": "u-tb", "generation": 3, "resourceVersion": "7"},
+        "spec": {"mode": "ok"}})
+}
+
+pub fn parent_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("test.wasmop.dev", "v1", "Testbed"), "testbeds")
+}
+
+/// ConfigMap `ns/<name>` with uid `uid-<name>`, controlled by the owner with `controller` uid.
+fn config_map(name: &str, controller: Option<&str>) -> Value {
+    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")}, "data": {"k": "v"}});
+    if let Some(uid) = controller {
+        cm["metadata"]["ownerReferences"] = json!([{"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed", "name": "x",
+            "uid": uid, "controller": true}]);
+    }
+    cm
+}
+
+/// A child as a plugin returns it (no namespace, no owner).
+fn child(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "tb"}}, "data": {"k": "v"}})
+}
+
+fn cache(objects: &[Value]) -> MemoryCache {
+    let mut cache = MemoryCache::default();
+    for o in objects {
+        cache.insert(o.clone()).expect("an object");
+    }
+    cache
+}
+
+/// Plan `response` for [`parent`] with `observed` in the cache, and execute the plan against
+/// the mock while `scenario` answers the requests.
+async fn execute(
+    response: Response,
+    observed: &[Value],
+    scenario: impl AsyncFnOnce(&mut ApiServer),
+) -> (Plan, Result<Written, ActionError>, ApiServer) {
+    execute_for(manifest(), &Grants::default(), response, observed, scenario).await
+}
+
+/// [`execute`] for the plugin of `manifest` with `grants`.
+async fn execute_for(
+    manifest: Manifest,
+    grants: &Grants,
+    response: Response,
+    observed: &[Value],
+    scenario: impl AsyncFnOnce(&mut ApiServer),
+) -> (Plan, Result<Written, ActionError>, ApiServer) {
+    let (client, mut server) = mock_client();
+    let (parent, cache) = (parent(), cache(observed));
+    let planned = plan(&manifest, grants, &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("an accepted response");
+    let discovery = Discovery::new(client.clone());
+    let applied = AppliedChildren::default();
+    let resource = parent_resource();
+    let writer = Writer {
+        client: &client,
+        discovery: &discovery,
+        manifest: &manifest,
+        parent: &parent,
+        parent_resource: &resource,
+        cache: &cache,
+        applied: &applied,
+    };
+    let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
+    (planned, written, server)
+}
+
+/// Answer the status patch with the parent at resourceVersion 8.
+fn answer_status(call: Call) {
+    assert_eq!((&call.method, call.path.as_str()), (&hyper::Method::PATCH, STATUS_PATH), "{call}");
+    let mut patched = parent();
+    patched["metadata"]["resourceVersion"] = json!("8");
+    call.answer(patched);
+}
+
+fn api_code(err: &ActionError) -> u16 {
+    match err {
+        ActionError::Api { source: kube::Error::Api(status), .. } => status.code,
+        other => panic!("not an API error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_parent_as_controller() {
+    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let (_, written, server) = execute(response, &[], async |server| {
+        let call = server.next().await;
+        assert_eq!(call.method, hyper::Method::PATCH);
+        assert_eq!(call.path, "/api/v1/namespaces/ns/configmaps/tb-out");
+        assert_eq!(call.content_type, "application/apply-patch+yaml");
+        assert_eq!(call.query("fieldManager"), Some("wasmop/testbed"));
+        assert_eq!(call.query("force"), Some("true"));
+        assert_eq!(call.query("dryRun"), None);
+        let body = &call.body;
+        assert_eq!(body["metadata"]["namespace"], "ns");
+        assert_eq!(body["metadata"]["labels"], json!({"app": "tb"}));
+        assert_eq!(body["data"], json!({"k": "v"}));
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed", "name": "tb", "uid": "u-tb",
+                "controller": true, "blockOwnerDeletion": true}])
+        );
+        call.echo("1");
+        answer_status(server.next().await);
+    })
+    .await;
+    let written = written.expect("written");
+    assert_eq!((written.applied, written.deleted, written.status), (1, 0, true));
+    assert!(server.requests().iter().any(|r| r == "GET /api/v1"), "the child's kind is resolved by discovery");
+}
+
+#[tokio::test]
+async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
+    let (client, mut server) = mock_client();
+    let (manifest, parent, resource) = (manifest(), parent(), parent_resource());
+    let mut observed = child("tb-out");
+    observed["metadata"]["namespace"] = json!("ns");
+    observed["metadata"]["ownerReferences"] = json!([owner_reference(&manifest, &parent, "u-tb")]);
+    let cache = cache(&[observed]);
+    let (discovery, applied) = (Discovery::new(client.clone()), AppliedChildren::default());
+    let writer = Writer {
+        client: &client,
+        discovery: &discovery,
+        manifest: &manifest,
+        parent: &parent,
+        parent_resource: &resource,
+        cache: &cache,
+        applied: &applied,
+    };
+    let planned = |child: Value| {
+        let response = Response { children: vec![child], ..Default::default() };
+        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+        p.status_patch = None;
+        p
+    };
+    let mut fewer = child("tb-out");
+    fewer["data"] = json!({});
+    // First apply, the same content again (skipped), content the observed object still
+    // contains but the plugin no longer sends (applied: the field must go).
+    for (desired, expect_apply) in [(child("tb-out"), true), (child("tb-out"), false), (fewer, true)] {
+        let plan = planned(desired);
+        let (written, ()) = tokio::join!(writer.execute(&plan), async {
+            match server.next_within(std::time::Duration::from_millis(100)).await {
+                Some(call) => {
+                    assert!(expect_apply, "an unchanged child is not applied again: {call}");
+                    call.echo("2");
+                }
+                None => assert!(!expect_apply, "a changed child is applied"),
+            }
+        });
+        let written = written.expect("written");
+        assert_eq!((written.applied, written.unchanged), if expect_apply { (1, 0) } else { (0, 1) });
+    }
+}
+
+#[tokio::test]
+async fn a_granted_cluster_scoped_child_is_applied_without_namespace_and_names_its_parent_by_label() {
+    let role = Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    let manifest = Manifest { children: vec![config_map_kind(), role.clone()], ..manifest() };
+    let grants = Grants { cluster_scoped_children: [role].into(), ..Grants::default() };
+    let child = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "tb-role", "labels": {PARENT_UID_LABEL: "forged", "app": "tb"}}, "rules": []});
+    let response = Response { children: vec![child], ..Default::default() };
+    let (_, written, _) = execute_for(manifest, &grants, response, &[], async |server| {
+        let call = server.next().await;
+        assert_eq!(call.path, "/apis/rbac.authorization.k8s.io/v1/clusterroles/tb-role");
+        assert_eq!(call.query("fieldManager"), Some("wasmop/testbed"));
+        let meta = &call.body["metadata"];
+        assert_eq!(meta["labels"], json!({PARENT_UID_LABEL: "u-tb", "app": "tb"}), "the host's label, not the plugin's");
+        assert_eq!(meta["annotations"][PARENT_ANNOTATION], "test.wasmop.dev/v1/Testbed ns/tb");
+        assert_eq!(meta["ownerReferences"], json!([]), "a namespaced owner cannot own a cluster-scoped object");
+        assert!(meta.get("namespace").is_none(), "{meta}");
+        call.echo("1");
+        answer_status(server.next().await);
+    })
+    .await;
+    assert_eq!(written.expect("written").applied, 1);
+}
+
+#[tokio::test]
+async fn the_status_is_a_merge_patch_of_the_subresource_with_conditions_at_the_observed_generation() {
+    let ready = Condition { type_: "Ready".into(), status: ConditionStatus::True, reason: "Up".into(), message: "up".into() };
+    let response = Response { status: Some(json!({"phase": "Ready"})), conditions: vec![ready], ..Default::default() };
+    let (_, written, _) = execute(response, &[], async |server| {
+        let call = server.next().await;
+        assert_eq!(call.path, STATUS_PATH, "the status subresource, never the object");
+        assert_eq!(call.content_type, "application/merge-patch+json");
+        assert_eq!(call.query("fieldManager"), None);
+        let status = &call.body["status"];
+        assert_eq!(status["phase"], "Ready");
+        let conditions: Vec<(&str, &str, i64, &str)> = status["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .map(|c| {
+                let s = |f: &str| c[f].as_str().unwrap_or_default();
+                (s("type"), s("status"), c["observedGeneration"].as_i64().unwrap_or_default(), s("lastTransitionTime"))
+            })
+            .collect();
+        assert_eq!(conditions, [("Ready", "True", 3, NOW), ("Reconciled", "True", 3, NOW)]);
+        assert_eq!(call.body.as_object().map(|o| o.len()), Some(1), "only the status is patched: {}", call.body);
+        answer_status(call);
+    })
+    .await;
+    let written = written.expect("written");
+    assert_eq!(written.parent_resource_version.as_deref(), Some("8"), "the finalizer's removal must name it");
+}
+
+#[tokio::test]
+async fn prune_deletes_only_the_parents_absent_children_each_on_its_uid() {
+    let observed = [
+        config_map("tb-out", Some("u-tb")),
+        config_map("tb-stale", Some("u-tb")),
+        config_map("theirs", Some("u-other")),
+        config_map("users", None),
+    ];
+    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let (planned, written, server) = execute(response, &observed, async |server| {
+        server.next().await.echo("1");
+        let call = server.next().await;
+        assert_eq!((&call.method, call.path.as_str()), (&hyper::Method::DELETE, "/api/v1/namespaces/ns/configmaps/tb-stale"));
+        assert_eq!(call.body["preconditions"], json!({"uid": "uid-tb-stale"}));
+        assert_eq!(call.body["propagationPolicy"], "Background");
+        call.answer(config_map("tb-stale", Some("u-tb")));
+        answer_status(server.next().await);
+    })
+    .await;
+    assert_eq!(planned.prune.len(), 1);
+    assert_eq!(written.expect("written").deleted, 1);
+    let deletes: Vec<&String> = server.requests().iter().filter(|r| r.starts_with("DELETE")).collect();
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+}
+
+#[tokio::test]
+async fn a_delete_of_an_object_gone_or_replaced_since_is_skipped_and_a_server_error_fails() {
+    let observed = [config_map("gone", Some("u-tb")), config_map("replaced", Some("u-tb")), config_map("broken", Some("u-tb"))];
+    let delete = ["gone", "replaced", "broken"].map(|n| ObjectRef::namespaced(&config_map_kind(), "ns", n)).to_vec();
+    let response = Response { delete, ..Default::default() };
+    let (_, written, mut server) = execute(response, &observed, async |server| {
+        for (name, code, reason) in [("gone", 404, "NotFound"), ("replaced", 409, "Conflict"), ("broken", 500, "InternalError")] {
+            let call = server.next().await;
+            assert_eq!(call.path, format!("/api/v1/namespaces/ns/configmaps/{name}"));
+            assert_eq!(call.body["preconditions"]["uid"], format!("uid-{name}"));
+            call.fail(code, reason);
+        }
+    })
+    .await;
+    let err = written.expect_err("a 500 fails the write");
+    assert!(matches!(err, ActionError::Api { action: "delete", .. }), "{err}");
+    assert_eq!(api_code(&err), 500);
+    assert!(err.to_string().contains("broken"), "{err}");
+    assert!(server.next_within(std::time::Duration::from_millis(100)).await.is_none(), "no write after the failed one");
+}
+
+#[tokio::test]
+async fn api_errors_of_an_apply_keep_their_code_and_stop_the_writes() {
+    for (code, reason) in [(409, "Conflict"), (403, "Forbidden"), (500, "InternalError")] {
+        let response =
+            Response { children: vec![child("tb-out")], status: Some(json!({"phase": "Ready"})), ..Default::default() };
+        let (_, written, mut server) = execute(response, &[], async |server| server.next().await.fail(code, reason)).await;
+        let err = written.expect_err("the apply failed");
+        assert!(matches!(err, ActionError::Api { action: "apply", .. }), "{err}");
+        assert_eq!(api_code(&err), code);
+        assert!(server.next_within(std::time::Duration::from_millis(100)).await.is_none(), "{code}: no status patch after it");
+    }
+}
+
+#[tokio::test]
+async fn a_refused_status_patch_is_an_error() {
+    let response = Response { status: Some(json!({"phase": "Ready"})), ..Default::default() };
+    let (_, written, _) = execute(response, &[], async |server| server.next().await.fail(403, "Forbidden")).await;
+    let err = written.expect_err("the status patch failed");
+    assert!(matches!(err, ActionError::Api { action: "patch status of", .. }), "{err}");
+    assert_eq!(api_code(&err), 403);
+}

@@ -21,6 +21,8 @@ mod bindings;
 mod convert;
 mod engine;
 mod error;
+mod guest_failure;
+mod http_denied;
 mod loader;
 mod log;
 mod log_budget;
@@ -107,6 +109,7 @@ impl RuntimeBuilder {
         let engine = engine::new_engine(self.pooling, metered).map_err(err)?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(err)?;
         Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));

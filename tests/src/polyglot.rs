@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::plugins::workspace;
+use super::plugins::workspace;
 
 /// A plugin language other than Rust.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,30 +35,32 @@ impl Language {
 /// # Panics
 /// When `$WASMOP_POLYGLOT` is unset: the README's test command sets it (`scripts/setup.sh`).
 pub fn toolchain() -> PathBuf {
-    let dir = std::env::var_os("WASMOP_POLYGLOT")
-        .map(PathBuf::from)
-        .expect("WASMOP_POLYGLOT is not set: run `eval \"$(bash scripts/setup.sh)\"` (scripts/polyglot.sh installs the toolchains)");
+    let dir = std::env::var_os("WASMOP_POLYGLOT").map(PathBuf::from).expect(
+        "WASMOP_POLYGLOT is not set: run `eval \"$(bash scripts/setup.sh)\"` (scripts/polyglot.sh installs the toolchains)",
+    );
     assert!(dir.join("componentize-py").exists(), "{} has no componentize-py", dir.display());
     dir
 }
 
-/// Build the plugin in `plugins/<dir>` written in `language` against `wit/<wit>` (world
-/// `world`), and return the component's path. `entry` is the Python module name or the
-/// JavaScript file name inside the directory.
+/// Build the plugin whose sources are in `source_dir`, written in `language`, against
+/// `wit/<wit>` (world `world`), and return the component's path. `entry` is the Python module
+/// name or the JavaScript file name inside the directory.
 ///
 /// # Panics
 /// When the build fails: a test cannot run without its plugin.
-pub fn build(language: Language, dir: &str, entry: &str, wit: &str, world: &str) -> PathBuf {
+pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, world: &str) -> PathBuf {
     static BUILDING: Mutex<()> = Mutex::new(());
     let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let root = workspace();
-    let source_dir = root.join("plugins").join(dir);
+    let dir = source_dir.file_name().and_then(|n| n.to_str()).unwrap_or("plugin");
     let wit_dir = root.join("wit").join(wit);
     let tool = toolchain().join(language.tool());
     let mut digest = Sha256::new();
     digest.update(format!("{language:?} {entry} {world} {}", std::fs::canonicalize(&tool).unwrap_or(tool.clone()).display()));
-    for path in files(&source_dir).into_iter().chain(files(&wit_dir)) {
-        digest.update(path.strip_prefix(&root).unwrap_or(&path).to_string_lossy().as_bytes());
+    for (base, path) in
+        files(source_dir).into_iter().map(|p| (source_dir, p)).chain(files(&wit_dir).into_iter().map(|p| (&*wit_dir, p)))
+    {
+        digest.update(path.strip_prefix(base).unwrap_or(&path).to_string_lossy().as_bytes());
         digest.update(std::fs::read(&path).expect("readable source"));
     }
     let out_dir = std::env::var_os("WASMOP_TEST_PLUGINS_DIR")
@@ -73,16 +75,18 @@ pub fn build(language: Language, dir: &str, entry: &str, wit: &str, world: &str)
     let partial = out.with_extension("wasm.partial");
     let mut command = Command::new(&tool);
     match language {
-        Language::Python => command
-            .args(["-d", path(&wit_dir), "-w", world, "componentize", entry, "-p", path(&source_dir), "-o", path(&partial)]),
-        Language::JavaScript => command
-            .args(["--wit", path(&wit_dir), "--world-name", world, "-o", path(&partial)])
-            .arg(source_dir.join(entry)),
+        Language::Python => {
+            command.args(["-d", path(&wit_dir), "-w", world, "componentize", entry, "-p", path(source_dir), "-o", path(&partial)])
+        }
+        Language::JavaScript => {
+            command.args(["--wit", path(&wit_dir), "--world-name", world, "-o", path(&partial)]).arg(source_dir.join(entry))
+        }
     };
     let output = command.output().unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
     assert!(
         output.status.success() && partial.exists(),
-        "building plugins/{dir} with {} failed:\n{}{}",
+        "building {} with {} failed:\n{}{}",
+        source_dir.display(),
         language.tool(),
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
@@ -93,13 +97,13 @@ pub fn build(language: Language, dir: &str, entry: &str, wit: &str, world: &str)
 
 /// The Python memcached example (`plugins/memcached-py`), WIT 0.1.0.
 pub fn memcached_py() -> PathBuf {
-    build(Language::Python, "memcached-py", "app", "v0.1.0", "operator")
+    build(Language::Python, &workspace().join("plugins/memcached-py"), "app", "v0.1.0", "operator")
 }
 
 /// The JavaScript memcached example (`plugins/memcached-js`), WIT 0.1.0, in the default
 /// StarlingMonkey build (which imports `wasi:http`).
 pub fn memcached_js() -> PathBuf {
-    build(Language::JavaScript, "memcached-js", "memcached.js", "v0.1.0", "operator")
+    build(Language::JavaScript, &workspace().join("plugins/memcached-js"), "memcached.js", "v0.1.0", "operator")
 }
 
 fn path(p: &Path) -> &str {

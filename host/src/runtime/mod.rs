@@ -22,6 +22,8 @@ mod convert;
 mod engine;
 mod error;
 mod exports;
+mod guest_failure;
+mod http_denied;
 mod loader;
 mod log;
 mod log_budget;
@@ -109,6 +111,7 @@ impl RuntimeBuilder {
         let engine = engine::new_engine(self.pooling, metered).map_err(err)?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(err)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(err)?;
         v0_1::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         v0_2::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));

@@ -6,6 +6,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::http_denied::DenyOutgoingHttp;
 
 use super::log_budget::LogBudget;
 use super::memory_limiter::MemoryLimiter;
@@ -45,6 +48,9 @@ impl std::fmt::Debug for LookupScope {
 /// Store data for one call.
 pub struct HostState {
     wasi: WasiCtx,
+    /// `wasi:http`, linked for runtimes that import it; every request is denied.
+    http: WasiHttpCtx,
+    http_hooks: DenyOutgoingHttp,
     table: ResourceTable,
     pub(super) limiter: MemoryLimiter,
     /// Plugin name, for log lines.
@@ -68,6 +74,8 @@ impl HostState {
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
         Self {
             wasi,
+            http: WasiHttpCtx::new(),
+            http_hooks: DenyOutgoingHttp,
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(memory_bytes),
             plugin,
@@ -77,6 +85,12 @@ impl HostState {
             stderr,
             log_budget: LogBudget::default(),
         }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_hooks }
     }
 }
 

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 mod plugins;
 #[allow(unused_imports)] // each test binary uses a part
 pub use plugins::{plugin, plugin_with_features, workspace};
+#[path = "../../../tests/src/polyglot.rs"]
+pub mod polyglot;
 
 /// The memcached example plugin as a wasm32-wasip2 component.
 pub fn memcached() -> PathBuf {

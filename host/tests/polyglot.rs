@@ -1,0 +1,153 @@
+//! Plugins in Python and JavaScript are supported, not experiments: the memcached example
+//! written in each language plans exactly what the Rust one plans on the same objects, a
+//! default JavaScript build (which imports `wasi:http`) loads, and a Python exception or a
+//! JavaScript error becomes a one-line reason naming it.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::polyglot::{Language, build, memcached_js, memcached_py};
+use support::{memcached, workspace};
+
+const NOW: &str = "2024-01-01T00:00:00Z";
+
+/// `wasmop reconcile` of `plugin` on `parent` with observed `children` and `related` objects.
+fn reconcile(plugin: &Path, parent: &Path, children: Option<&Path>, related: Option<&Path>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    command.args(["reconcile", "-o", "json", "--now", NOW, "--plugin"]).arg(plugin).arg("--object").arg(parent);
+    if let Some(children) = children {
+        command.arg("--children").arg(children);
+    }
+    if let Some(related) = related {
+        command.arg("--related").arg(related);
+    }
+    command
+        .env("WASMOP_CACHE_DIR", std::env::temp_dir().join("wasmop-polyglot-test-artifacts"))
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("running wasmop")
+}
+
+/// The plan as JSON, or the error line when the plugin refused.
+fn outcome(out: &Output) -> Result<Value, String> {
+    if out.status.success() {
+        Ok(serde_json::from_slice(&out.stdout).expect("a JSON plan"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default().to_owned())
+    }
+}
+
+struct Case {
+    name: &'static str,
+    parent: Value,
+    children: Vec<Value>,
+    related: Vec<Value>,
+}
+
+fn parent(spec: Value) -> Value {
+    json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+           "metadata": {"name": "sample", "namespace": "default", "uid": "uid-1", "generation": 2}, "spec": spec})
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default",
+           "labels": {"app": "memcached", "memcached_cr": "sample"}}})
+}
+
+fn deployment(available: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sample", "namespace": "default"},
+           "spec": {"replicas": 3}, "status": {"availableReplicas": available}})
+}
+
+fn cases() -> Vec<Case> {
+    let case = |name, spec, children, related| Case { name, parent: parent(spec), children, related };
+    vec![
+        case("new parent", json!({"size": 3}), vec![], vec![]),
+        case("pods listed, sorted", json!({"size": 3}), vec![deployment(1)], vec![pod("sample-b"), pod("sample-a")]),
+        case("all available", json!({"size": 3}), vec![deployment(3)], vec![pod("a"), pod("b"), pod("c")]),
+        case("scaled to zero", json!({"size": 0}), vec![deployment(0)], vec![]),
+        case("size missing", json!({}), vec![], vec![]),
+        case("size negative", json!({"size": -1}), vec![], vec![]),
+        case("size too large", json!({"size": 4_294_967_296_i64}), vec![], vec![]),
+    ]
+}
+
+fn write_all(dir: &Path, name: &str, objects: &[Value]) -> Option<PathBuf> {
+    (!objects.is_empty()).then(|| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            objects.iter().map(|o| format!("---\n{}\n", serde_json::to_string(o).unwrap())).collect::<String>(),
+        )
+        .unwrap();
+        path
+    })
+}
+
+#[test]
+fn python_and_javascript_memcached_plan_exactly_what_the_rust_one_plans() {
+    let plugins = [("rust", memcached()), ("python", memcached_py()), ("javascript", memcached_js())];
+    let dir = tempfile::tempdir().unwrap();
+    for case in cases() {
+        let parent = write_all(dir.path(), "parent.yaml", std::slice::from_ref(&case.parent)).unwrap();
+        let children = write_all(dir.path(), "children.yaml", &case.children);
+        let related = write_all(dir.path(), "related.yaml", &case.related);
+        let outcomes: Vec<(&str, Result<Value, String>)> = plugins
+            .iter()
+            .map(|(language, plugin)| (*language, outcome(&reconcile(plugin, &parent, children.as_deref(), related.as_deref()))))
+            .collect();
+        let (_, expected) = &outcomes[0];
+        for (language, got) in &outcomes[1..] {
+            assert_eq!(got, expected, "case {:?}: the {language} plugin differs from the Rust one", case.name);
+        }
+        if case.name == "new parent" {
+            assert!(expected.as_ref().is_ok_and(|plan| plan["apply"][0]["kind"] == "Deployment"), "{expected:?}");
+        }
+        if case.name == "size negative" {
+            assert_eq!(expected.as_ref().unwrap_err(), "error: plugin error (terminal): spec.size must be 0 or more, got -1");
+        }
+    }
+}
+
+/// A copy of the plugin in `plugins/<dir>` (in a temporary directory named `<dir>-failing`),
+/// with `edit` applied to its entry file.
+fn variant(dir: &str, entry: &str, edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let target = temp.path().join(format!("{dir}-failing"));
+    std::fs::create_dir_all(&target).unwrap();
+    let source = std::fs::read_to_string(workspace().join("plugins").join(dir).join(entry)).unwrap();
+    let edited = edit(&source);
+    assert_ne!(edited, source, "the edit must change {dir}/{entry}");
+    std::fs::write(target.join(entry), edited).unwrap();
+    (temp, target)
+}
+
+#[test]
+fn a_python_exception_and_a_javascript_error_end_in_one_line_naming_them() {
+    let py_dir = variant("memcached-py", "app.py", |s| {
+        s.replace(
+            "        size = desired_size(parent)\n",
+            "        size = desired_size(parent)\n        raise ValueError(f\"unlucky size {size}\")\n",
+        )
+    });
+    let js_dir = variant("memcached-js", "memcached.js", |s| {
+        s.replace(
+            "    const size = desiredSize(parent);\n",
+            "    const size = desiredSize(parent);\n    throw new TypeError(`unlucky size ${size}`);\n",
+        )
+    });
+    let py = build(Language::Python, &py_dir.1, "app", "v0.1.0", "operator");
+    let js = build(Language::JavaScript, &js_dir.1, "memcached.js", "v0.1.0", "operator");
+    let dir = tempfile::tempdir().unwrap();
+    let parent = write_all(dir.path(), "parent.yaml", &[parent(json!({"size": 13}))]).unwrap();
+    for (plugin, reason) in
+        [(py, "Python exception: ValueError: unlucky size 13"), (js, "JavaScript error: TypeError: unlucky size 13")]
+    {
+        let error = outcome(&reconcile(&plugin, &parent, None, None)).unwrap_err();
+        assert!(error.starts_with("error: plugin trapped: "), "{error}");
+        assert!(error.ends_with(&format!("(guest stderr: {reason})")), "{error}");
+    }
+}

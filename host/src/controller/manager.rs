@@ -72,7 +72,7 @@ impl Manager {
         let metrics = Arc::new(Metrics::new());
         let shared = Shared {
             discovery: Arc::new(Discovery::new(client.clone())),
-            watches: Watches::new(client.clone()),
+            watches: Watches::new(client.clone(), config.install.clone()),
             leadership: Leadership::new(true, Arc::clone(&metrics)),
             metrics,
             client,

@@ -153,19 +153,18 @@ impl<'k> Rules<'k> {
 /// Why a host with `policy` and `install` does not start the plugin of `m`, as a comment line;
 /// `None` when it does (what it declares is granted, and a namespaced host can watch it).
 fn left_out(m: &Manifest, policy: &HostPolicy, kinds: &KnownKinds, install: &InstallScope) -> Option<String> {
-    let missing = policy.for_plugin(&m.name).grants.ungranted(m, kinds);
-    if !missing.is_empty() {
-        return Some(format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")));
-    }
+    // As the host checks: a namespaced host refuses cluster-scoped kinds whatever the policy grants.
     let cluster_scoped = install.cluster_scoped_kinds(m, kinds);
-    (!cluster_scoped.is_empty()).then(|| {
+    if !cluster_scoped.is_empty() {
         let kinds: Vec<String> = cluster_scoped.iter().map(ToString::to_string).collect();
-        format!(
+        return Some(format!(
             "# LEFT OUT: plugin {} declares the cluster-scoped {} — a host run with --namespace does not start it\n",
             m.name,
             kinds.join(", ")
-        )
-    })
+        ));
+    }
+    let missing = policy.for_plugin(&m.name).grants.ungranted(m, kinds);
+    (!missing.is_empty()).then(|| format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")))
 }
 
 /// The ClusterRole and its ClusterRoleBinding to `namespace/service_account`, as YAML. A

@@ -356,3 +356,58 @@ fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Valu
     let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
     Some((key, Arc::new(value)))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn kind_watch() -> KindWatch {
+        KindWatch {
+            objects: RwLock::default(),
+            owned: RwLock::default(),
+            synced: tokio::sync::watch::channel(false).0,
+            last_error: Mutex::default(),
+            subscribers: RwLock::default(),
+            task: Mutex::new(None),
+        }
+    }
+
+    /// `(key, object)` of a Pod controlled by `owner`.
+    fn pod(namespace: &str, name: &str, owner: &str) -> (Key, Arc<Value>) {
+        let object = json!({"metadata": {"namespace": namespace, "name": name,
+            "ownerReferences": [{"uid": owner, "controller": true}]}});
+        ((namespace.to_owned(), name.to_owned()), Arc::new(object))
+    }
+
+    fn names(watch: &KindWatch) -> Vec<String> {
+        watch.objects.read().unwrap().keys().map(|(ns, name)| format!("{ns}/{name}")).collect()
+    }
+
+    #[test]
+    fn a_relist_of_one_namespace_replaces_only_its_objects() {
+        let watch = kind_watch();
+        watch.replace(Some("a"), [pod("a", "1", "p"), pod("a", "2", "p")].into());
+        watch.replace(Some("b"), [pod("b", "1", "q")].into());
+        assert_eq!(names(&watch), ["a/1", "a/2", "b/1"]);
+
+        // Namespace a relists without a/2 and with a/3: b is untouched.
+        let old = watch.replace(Some("a"), [pod("a", "1", "p"), pod("a", "3", "p")].into());
+        assert_eq!(old.keys().map(|(ns, n)| format!("{ns}/{n}")).collect::<Vec<_>>(), ["a/1", "a/2"]);
+        assert_eq!(names(&watch), ["a/1", "a/3", "b/1"]);
+        let owned = watch.owned.read().unwrap();
+        assert_eq!(owned["p"].len(), 2);
+        assert_eq!(owned["q"].iter().collect::<Vec<_>>(), [&("b".to_owned(), "1".to_owned())]);
+    }
+
+    #[test]
+    fn a_relist_of_the_whole_cluster_replaces_everything() {
+        let watch = kind_watch();
+        watch.replace(None, [pod("a", "1", "p"), pod("b", "1", "q")].into());
+        let old = watch.replace(None, [pod("c", "1", "p")].into());
+        assert_eq!(old.len(), 2);
+        assert_eq!(names(&watch), ["c/1"]);
+        assert!(!watch.owned.read().unwrap().contains_key("q"));
+    }
+}

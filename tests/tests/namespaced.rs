@@ -1,9 +1,10 @@
 //! A namespaced install on a real control plane: a host run as a ServiceAccount bound only to
 //! what `wasmop rbac --namespace team-a --namespace team-b` prints reconciles in those two
-//! namespaces, leaves a third alone, reports its plugins on `WasmPlugin`s, holds its leader
-//! Lease, says why it does not start a plugin declaring a cluster-scoped kind, and never gets a
-//! 403 (its whole log is searched). The negative control: the same identity running a host for
-//! the whole cluster cannot even list the parents.
+//! namespaces, leaves a third alone, reports its plugins on `WasmPlugin`s (and deletes only
+//! stale ones its own scope wrote), holds its leader Lease, says why it does not start a plugin
+//! declaring a cluster-scoped kind, and never gets a 403 (its whole log is searched). The
+//! negative control: the same identity running a host for the whole cluster cannot even list
+//! the parents.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
 use wasmop::controller::leader::{LeaderElector, LeaseConfig};
 use wasmop::controller::{ControllerConfig, Manager, PluginError, StartError};
-use wasmop::reload::{ReloadConfig, Reloader};
+use wasmop::reload::{ReloadConfig, Reloader, SCOPE_ANNOTATION};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
@@ -130,6 +131,17 @@ async fn a_host_bound_to_roles_in_two_namespaces_reconciles_there_ignores_a_thir
     let manager = Arc::new(Manager::new(client.clone(), runtime.clone(), config));
     let elector = LeaderElector::new(client.clone(), HOST_NAMESPACE, "wasmop", "namespaced-test", LeaseConfig::default());
     ensure!(elector.try_acquire_or_renew().await?, "the host takes its Lease in its own namespace");
+    // WasmPlugins of files in the same directory path: one written by a host of another scope
+    // (left alone), one by a host of this scope whose file is gone (deleted at start).
+    for (name, scope) in [("theirs", "team-c"), ("gone", "team-a,team-b")] {
+        let file = dir.path().join(format!("{name}.wasm"));
+        apply(
+            &admin,
+            &json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": name, "annotations": {SCOPE_ANNOTATION: scope}}, "spec": {"file": file}}),
+        )
+        .await?;
+    }
     let reload = ReloadConfig { debounce: Duration::from_millis(100), rescan: Duration::from_secs(60) };
     let reloader = Reloader::new(Arc::clone(&manager), dir.path(), reload);
     reloader.sync().await;
@@ -159,6 +171,14 @@ async fn a_host_bound_to_roles_in_two_namespaces_reconciles_there_ignores_a_thir
         Ok(wasmplugins.get_opt("memcached").await?.filter(|wp| reason(wp) == Some(json!("Loaded"))).map(|_| ()))
     })
     .await?;
+    eventually("the stale WasmPlugin of this host's scope deleted", WAIT, || async {
+        Ok(wasmplugins.get_opt("gone").await?.is_none().then_some(()))
+    })
+    .await?;
+    ensure!(wasmplugins.get_opt("theirs").await?.is_some(), "another scope's WasmPlugin was deleted");
+    let annotation =
+        |wp: &kube::api::DynamicObject| wp.metadata.annotations.as_ref().and_then(|a| a.get(SCOPE_ANNOTATION)).cloned();
+    ensure!(annotation(&wasmplugins.get("memcached").await?).as_deref() == Some("team-a,team-b"), "memcached's scope annotation");
     let testbed = eventually("WasmPlugin testbed NotStarted", WAIT, || async {
         Ok(wasmplugins.get_opt("testbed").await?.filter(|wp| reason(wp) == Some(json!("NotStarted"))))
     })

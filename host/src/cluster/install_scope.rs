@@ -67,6 +67,15 @@ impl InstallScope {
         self.namespaces().is_none_or(|names| names.contains(namespace))
     }
 
+    /// This scope as one string, for an annotation: `*` for the whole cluster, else the
+    /// namespaces joined by commas.
+    pub fn as_value(&self) -> String {
+        match self {
+            Self::Cluster => "*".into(),
+            Self::Namespaces(names) => names.iter().map(String::as_str).collect::<Vec<_>>().join(","),
+        }
+    }
+
     /// The kinds `manifest` declares (parent, children, related) that are cluster-scoped, in
     /// that order, when this is a namespaced install (none for the whole cluster): a namespaced
     /// host cannot watch them. A kind whose scope `scopes` does not know is not listed.
@@ -108,6 +117,7 @@ mod tests {
         assert_eq!(scope.to_string(), "namespaces a, b");
         assert!(scope.contains("a") && !scope.contains("c"));
         assert!(InstallScope::Cluster.contains("c"));
+        assert_eq!((scope.as_value(), InstallScope::Cluster.as_value()), ("a,b".into(), "*".into()));
     }
 
     #[test]

@@ -101,6 +101,11 @@ impl Manager {
         self.shared.watches.all_synced()
     }
 
+    /// Where the host watches and writes.
+    pub fn install(&self) -> &crate::cluster::InstallScope {
+        &self.config.install
+    }
+
     /// The host's policy (breaker settings and removal per plugin).
     pub fn policy(&self) -> &HostPolicy {
         &self.config.policy

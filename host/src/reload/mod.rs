@@ -14,7 +14,7 @@ mod directory;
 mod file_status;
 mod reloader;
 
-pub use cluster_status::ClusterStatus;
+pub use cluster_status::{ClusterStatus, SCOPE_ANNOTATION};
 pub use directory::{DirectoryEvents, scan};
 pub use file_status::FileStatus;
 pub use reloader::{ReloadConfig, Reloader, START_RETRY};

@@ -3,6 +3,9 @@
 //! - `helm lint --strict` passes;
 //! - `helm template` of the chart's variants passes a server-side dry run with strict
 //!   validation;
+//! - with `watchNamespaces` the chart grants, Role for Role, what `wasmop rbac --namespace`
+//!   prints (no ClusterRole but the reports'), passes the dry run, and passes the namespaces
+//!   to the host;
 //! - `helm install` creates the same objects as the kustomize base (its Namespace aside),
 //!   wired the same way; `helm upgrade` rolls a changed value into the Deployment; `helm
 //!   uninstall` removes what the release created (CRDs stay, as Helm keeps `crds/`).
@@ -18,7 +21,7 @@ use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::api_for;
-use wasmop_e2e::plugins::workspace;
+use wasmop_e2e::plugins::{plugin, workspace};
 use wasmop_e2e::tools::{docs, helm_or_skip, kubectl_name, kubectl_or_skip, kustomize_base_objects, to_yaml_stream};
 
 const NAMESPACE: &str = "wasmop-system";
@@ -93,6 +96,55 @@ async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
         let args: Vec<&str> = c["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
         assert_eq!(&args[..5], ["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]);
     }
+    Ok(())
+}
+
+/// `watchNamespaces: [team-a, team-b]`: Roles instead of the ClusterRole, the same rules as
+/// `wasmop rbac --namespace team-a --namespace team-b` for the memcached plugin, `--namespace`
+/// arguments for the host, and a strict server dry run.
+#[tokio::test]
+async fn namespaced_chart_grants_what_wasmop_rbac_namespace_prints() -> Result<()> {
+    let (Some(helm_bin), Some(kubectl)) = (helm_or_skip("helm template"), kubectl_or_skip("helm template dry run")) else {
+        return Ok(());
+    };
+    let cp = ControlPlane::start().await?;
+    for ns in [NAMESPACE, "team-a", "team-b"] {
+        kubectl.run(&cp, &["create", "namespace", ns], None)?;
+    }
+    let chart = chart();
+    let args =
+        ["template", "wasmop", &chart, "--namespace", NAMESPACE, "--include-crds", "--set", "watchNamespaces={team-a,team-b}"];
+    let rendered = docs(&helm(&helm_bin, &cp, &args)?)?;
+    let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
+    let applied = kubectl.server_dry_run(&cp, &to_yaml_stream(&rendered)?)?;
+    assert_eq!(applied, expected, "every object of the namespaced chart passes the server dry run");
+
+    let c = &find(&rendered, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
+    let host_args: Vec<&str> = c["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+    ensure!(host_args.ends_with(&["--namespace", "team-a", "--namespace", "team-b"]), "{host_args:?}");
+
+    // Role for Role, the rules of `wasmop rbac --namespace` (the chart's default rbac.rules are
+    // the memcached plugin's).
+    let runtime = wasmop::runtime::Runtime::builder().artifact_dir(None).build()?;
+    let manifest = runtime.load_file(&plugin("memcached", "wasm32-wasip2")).await?.manifest().as_ref().clone();
+    let mut kinds = wasmop::contract::KnownKinds::builtin();
+    kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
+    let namespaces: BTreeSet<String> = ["team-a".into(), "team-b".into()].into();
+    let policy = wasmop::policy::HostPolicy::default();
+    let generated =
+        docs(&wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?)?;
+    let roles = |objects: &[Value]| -> std::collections::BTreeMap<String, Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+            .map(|o| (kubectl_name(o) + " in " + o["metadata"]["namespace"].as_str().unwrap_or("*"), o["rules"].clone()))
+            .collect()
+    };
+    assert_eq!(roles(&rendered), roles(&generated), "the chart's Roles and ClusterRole differ from `wasmop rbac --namespace`'s");
+    let bindings = |objects: &[Value]| -> BTreeSet<String> {
+        objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))).map(kubectl_name).collect()
+    };
+    assert_eq!(bindings(&rendered), bindings(&generated), "the chart's bindings");
     Ok(())
 }
 

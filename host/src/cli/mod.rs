@@ -122,7 +122,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Local demo: control plane, example plugins, host and samples in one command.
     Dev(dev::DevArgs),
-    /// Print the ClusterRole and ClusterRoleBinding a host needs for a plugins directory.
+    /// Print the RBAC a host needs for a plugins directory: a ClusterRole, or with `--namespace`
+    /// a Role per namespace.
     Rbac(rbac::RbacArgs),
     /// Write a new plugin crate: Cargo.toml, reconcile skeleton, unit tests, CRD and sample.
     New(new::NewArgs),

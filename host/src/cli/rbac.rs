@@ -4,6 +4,11 @@
 //! from a built-in table ([`KnownKinds::builtin`]), custom kinds from the CRD files given with
 //! `--crds`, and what neither knows from discovery on the cluster of `--kubeconfig` (or the
 //! default kubeconfig). A kind found nowhere is an error naming it.
+//!
+//! For a host run with `--namespace` (see [`InstallScope`]), `wasmop rbac --namespace NS...`
+//! prints a Role and RoleBinding per namespace instead of the ClusterRole, plus only the rights
+//! such a host needs outside its namespaces, each with a comment saying why
+//! ([`render_namespaced`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -14,7 +19,8 @@ use serde_json::{Value, json};
 
 use super::RuntimeArgs;
 use crate::admission::certs::ADMISSION_SECRET;
-use crate::cluster::Discovery;
+use crate::cluster::install_scope::namespace_name;
+use crate::cluster::{Discovery, InstallScope};
 use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest};
 use crate::policy::HostPolicy;
 use crate::reload::scan;
@@ -25,12 +31,17 @@ pub struct RbacArgs {
     /// Directory of plugins (`*.wasm`) the host will run.
     #[arg(long)]
     pub plugins: PathBuf,
-    /// Name of the ClusterRole and ClusterRoleBinding.
+    /// Name of the ClusterRole and ClusterRoleBinding (of the Roles and RoleBindings with
+    /// `--namespace`; the others' names start with it).
     #[arg(long, default_value = "wasmop")]
     pub name: String,
-    /// Namespace of the host's ServiceAccount.
+    /// A namespace the host watches (`wasmop run --namespace`; repeatable, comma-separated):
+    /// a Role and RoleBinding in each instead of a ClusterRole [default: the whole cluster].
+    #[arg(long = "namespace", value_name = "NS", value_delimiter = ',', value_parser = namespace_name)]
+    pub namespaces: Vec<String>,
+    /// Namespace of the host's ServiceAccount (and of its leader-election Lease).
     #[arg(long, default_value = "wasmop-system")]
-    pub namespace: String,
+    pub service_account_namespace: String,
     /// The host's ServiceAccount.
     #[arg(long, default_value = "wasmop")]
     pub service_account: String,
@@ -66,8 +77,7 @@ pub fn kinds_of(manifests: &[Manifest]) -> BTreeSet<Kind> {
 
 /// The rules a host needs for `manifests` under `policy`: per plugin, read+watch+patch of its
 /// parent kind and its status, full control of its child kinds, read of its related kinds; for
-/// the host itself, events, leases (leader election), its `WasmPlugin` status objects, and its
-/// admission webhook configurations.
+/// the host itself, events, leases (leader election) and its `WasmPlugin` status objects.
 /// A plugin the policy does not grant what it declares (a Secret, a cluster-scoped child of a
 /// namespaced parent) is left out whole: the host would not start it. Resource names are the
 /// plurals `kinds` knows. Rules are merged per (group, resource).
@@ -75,45 +85,100 @@ pub fn kinds_of(manifests: &[Manifest]) -> BTreeSet<Kind> {
 /// # Errors
 /// [`KindsError::Unknown`] for a kind `kinds` does not know.
 pub fn rules(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) -> Result<Vec<Value>, KindsError> {
-    let mut grants: BTreeMap<(String, String), BTreeSet<&str>> = BTreeMap::new();
-    let mut grant = |kind: &Kind, sub: Option<&str>, verbs: &[&'static str]| -> Result<(), KindsError> {
-        let plural = &kinds.resolve(kind)?.plural;
+    let mut rules = Rules::new(kinds);
+    rules.plugins(manifests, policy, &InstallScope::Cluster)?;
+    let [event, lease, _] = host_kinds();
+    rules.grant(&event, None, EVENTS)?;
+    rules.grant(&lease, None, LEASES)?;
+    rules.reports()?;
+    rules.webhook_configurations();
+    Ok(rules.into_json())
+}
+
+/// Verbs on events: kube's recorder creates them and patches a repeated one.
+const EVENTS: &[&str] = &["create", "patch", "update"];
+/// Verbs on the leader-election Lease.
+const LEASES: &[&str] = &["get", "create", "update"];
+
+/// Rules being gathered, merged per (group, resource).
+struct Rules<'k> {
+    kinds: &'k KnownKinds,
+    grants: BTreeMap<(String, String), BTreeSet<&'static str>>,
+}
+
+impl<'k> Rules<'k> {
+    fn new(kinds: &'k KnownKinds) -> Self {
+        Self { kinds, grants: BTreeMap::new() }
+    }
+
+    /// `verbs` on `kind` (its subresource `sub`, when given).
+    fn grant(&mut self, kind: &Kind, sub: Option<&str>, verbs: &[&'static str]) -> Result<(), KindsError> {
+        let plural = &self.kinds.resolve(kind)?.plural;
         let resource = match sub {
             Some(sub) => format!("{plural}/{sub}"),
             None => plural.clone(),
         };
-        grants.entry((kind.group.clone(), resource)).or_default().extend(verbs);
+        self.grants.entry((kind.group.clone(), resource)).or_default().extend(verbs);
         Ok(())
-    };
-    for m in manifests.iter().filter(|m| policy.for_plugin(&m.name).grants.ungranted(m, kinds).is_empty()) {
-        grant(&m.parent, None, &["get", "list", "watch", "patch", "update"])?;
-        grant(&m.parent, Some("status"), &["get", "patch", "update"])?;
-        for child in &m.children {
-            grant(child, None, WRITE)?;
+    }
+
+    /// What the plugins a host with `policy` and `install` starts need (see [`left_out`]).
+    fn plugins(&mut self, manifests: &[Manifest], policy: &HostPolicy, install: &InstallScope) -> Result<(), KindsError> {
+        for m in manifests.iter().filter(|m| left_out(m, policy, self.kinds, install).is_none()) {
+            self.grant(&m.parent, None, &["get", "list", "watch", "patch", "update"])?;
+            self.grant(&m.parent, Some("status"), &["get", "patch", "update"])?;
+            for child in &m.children {
+                self.grant(child, None, WRITE)?;
+            }
+            for related in &m.related {
+                self.grant(&related.kind, None, READ)?;
+            }
         }
-        for related in &m.related {
-            grant(&related.kind, None, READ)?;
+        Ok(())
+    }
+
+    /// The host's `WasmPlugin` reports (cluster-scoped objects).
+    fn reports(&mut self) -> Result<(), KindsError> {
+        let [.., wasm_plugin] = host_kinds();
+        self.grant(&wasm_plugin, None, &["get", "list", "create", "patch", "update", "delete"])?;
+        self.grant(&wasm_plugin, Some("status"), &["get", "patch", "update"])
+    }
+
+    /// The host's two admission webhook configurations (cluster-scoped objects); its
+    /// certificate's Secret is in [`admission_secret_role`].
+    fn webhook_configurations(&mut self) {
+        for resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
+            self.grants.entry(("admissionregistration.k8s.io".into(), resource.into())).or_default().extend(WRITE);
         }
     }
-    let [event, lease, wasm_plugin] = host_kinds();
-    grant(&event, None, &["create", "patch", "update"])?;
-    grant(&lease, None, &["get", "create", "update"])?;
-    grant(&wasm_plugin, None, &["get", "list", "create", "patch", "update", "delete"])?;
-    grant(&wasm_plugin, Some("status"), &["get", "patch", "update"])?;
-    // Admission: the host keeps its two webhook configurations (its cert Secret is in `render`'s Role).
-    for resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
-        grants.entry(("admissionregistration.k8s.io".into(), resource.into())).or_default().extend(WRITE);
+
+    fn into_json(self) -> Vec<Value> {
+        self.grants
+            .into_iter()
+            .map(|((group, resource), verbs)| json!({"apiGroups": [group], "resources": [resource], "verbs": verbs}))
+            .collect()
     }
-    Ok(grants
-        .into_iter()
-        .map(|((group, resource), verbs)| json!({"apiGroups": [group], "resources": [resource], "verbs": verbs}))
-        .collect())
 }
 
-/// The ClusterRole and its ClusterRoleBinding to `namespace/service_account`, and the Role and
-/// RoleBinding `<name>-admission` for the admission certificate's Secret in `namespace`, as
-/// YAML. A comment names every plugin left out because the policy does not grant what it
-/// declares.
+/// Why a host with `policy` and `install` does not start the plugin of `m`, as a comment line;
+/// `None` when it does (what it declares is granted, and a namespaced host can watch it).
+fn left_out(m: &Manifest, policy: &HostPolicy, kinds: &KnownKinds, install: &InstallScope) -> Option<String> {
+    // As the host checks: a namespaced host refuses cluster-scoped kinds whatever the policy grants.
+    let cluster_scoped = install.cluster_scoped_kinds(m, kinds);
+    if !cluster_scoped.is_empty() {
+        let kinds: Vec<String> = cluster_scoped.iter().map(ToString::to_string).collect();
+        return Some(format!(
+            "# LEFT OUT: plugin {} declares the cluster-scoped {} — a host run with --namespace does not start it\n",
+            m.name,
+            kinds.join(", ")
+        ));
+    }
+    let missing = policy.for_plugin(&m.name).grants.ungranted(m, kinds);
+    (!missing.is_empty()).then(|| format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")))
+}
+
+/// The ClusterRole and its ClusterRoleBinding to `namespace/service_account`, as YAML. A
+/// comment names every plugin left out because the policy does not grant what it declares.
 ///
 /// # Errors
 /// [`KindsError::Unknown`] for a kind `kinds` does not know; a YAML serialization failure.
@@ -126,14 +191,7 @@ pub fn render(
     service_account: &str,
 ) -> anyhow::Result<String> {
     let names: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
-    let left_out: String = manifests
-        .iter()
-        .filter_map(|m| {
-            let missing = policy.for_plugin(&m.name).grants.ungranted(m, kinds);
-            (!missing.is_empty())
-                .then(|| format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")))
-        })
-        .collect();
+    let left_out: String = manifests.iter().filter_map(|m| left_out(m, policy, kinds, &InstallScope::Cluster)).collect();
     let role = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": name, "annotations": {"wasmop.dev/plugins": names.join(",")}},
@@ -145,23 +203,7 @@ pub fn render(
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
     });
-    // The admission certificate's Secret, in the host's namespace only: created once, then read
-    // by name (`wasmop run --admission-cert-secret`).
-    let admission = format!("{name}-admission");
-    let secret_role = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": admission, "namespace": namespace},
-        "rules": [
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [ADMISSION_SECRET], "verbs": ["get"]},
-        ],
-    });
-    let secret_binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": admission, "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": admission},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-    });
+    let (secret_role, secret_binding) = admission_secret_role(name, namespace, service_account);
     Ok(format!(
         "# Generated by `wasmop rbac` for plugins: {}\n{left_out}{}---\n{}---\n{}---\n{}",
         names.join(", "),
@@ -171,6 +213,140 @@ pub fn render(
         serde_yaml::to_string(&secret_binding)?
     ))
 }
+
+/// Role and RoleBinding `<name>-admission` for the admission certificate's Secret, in the
+/// host's namespace only: created once, then read by name (`wasmop run --admission-cert-secret`).
+fn admission_secret_role(name: &str, namespace: &str, service_account: &str) -> (Value, Value) {
+    let admission = format!("{name}-admission");
+    let role = json!({
+        "apiVersion": RBAC_V1, "kind": "Role",
+        "metadata": {"name": admission, "namespace": namespace},
+        "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [ADMISSION_SECRET], "verbs": ["get"]},
+        ],
+    });
+    let binding = json!({
+        "apiVersion": RBAC_V1, "kind": "RoleBinding",
+        "metadata": {"name": admission, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": admission},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    });
+    (role, binding)
+}
+
+/// The RBAC of a host run with `--namespace` for each of `namespaces`, as YAML, bound to
+/// `sa_namespace/service_account`. Each object comes with a comment saying why it is needed:
+///
+/// - in each of `namespaces`, Role and RoleBinding `name`: the plugins' kinds, and events
+///   about their parents;
+/// - in `sa_namespace`, Role and RoleBinding `name-leader-election`: the leader Lease;
+/// - ClusterRole and ClusterRoleBinding `name-reports`: the `WasmPlugin` reports, a
+///   cluster-scoped kind;
+/// - in `kube-system`, Role and RoleBinding `name-events`: events about `WasmPlugin`s.
+///
+/// Discovery and `/version` need no rule (every authenticated identity may read them). A
+/// comment names every plugin left out: not granted by the policy, or declaring a
+/// cluster-scoped kind, which a namespaced host does not start.
+///
+/// # Errors
+/// [`KindsError::Unknown`] for a kind `kinds` does not know; a YAML serialization failure.
+pub fn render_namespaced(
+    manifests: &[Manifest],
+    policy: &HostPolicy,
+    kinds: &KnownKinds,
+    name: &str,
+    namespaces: &BTreeSet<String>,
+    sa_namespace: &str,
+    service_account: &str,
+) -> anyhow::Result<String> {
+    let install = InstallScope::Namespaces(namespaces.clone());
+    let names: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    let flags: Vec<String> = namespaces.iter().map(|ns| format!("--namespace {ns}")).collect();
+    let left_out: String = manifests.iter().filter_map(|m| left_out(m, policy, kinds, &install)).collect();
+    let subject = json!({"kind": "ServiceAccount", "name": service_account, "namespace": sa_namespace});
+    let [event, lease, _] = host_kinds();
+    let mut documents: Vec<(String, Value)> = Vec::new();
+    let mut bound = |why: String, namespace: Option<&str>, name: String, rules: Vec<Value>| {
+        let (role, binding) = if namespace.is_some() { ("Role", "RoleBinding") } else { ("ClusterRole", "ClusterRoleBinding") };
+        let metadata = match namespace {
+            Some(ns) => json!({"name": name, "namespace": ns}),
+            None => json!({"name": name}),
+        };
+        let mut role_metadata = metadata.clone();
+        role_metadata["annotations"] = json!({"wasmop.dev/plugins": names.join(",")});
+        documents.push((why, json!({"apiVersion": RBAC_V1, "kind": role, "metadata": role_metadata, "rules": rules})));
+        documents.push((
+            String::new(),
+            json!({"apiVersion": RBAC_V1, "kind": binding, "metadata": metadata,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": name}, "subjects": [subject]}),
+        ));
+    };
+    let mut plugins = Rules::new(kinds);
+    plugins.plugins(manifests, policy, &install)?;
+    plugins.grant(&event, None, EVENTS)?;
+    let plugins = plugins.into_json();
+    for ns in namespaces {
+        bound(
+            format!("# In {ns}: the plugins' kinds, and events about their parents.\n"),
+            Some(ns),
+            name.to_owned(),
+            plugins.clone(),
+        );
+    }
+    let mut leases = Rules::new(kinds);
+    leases.grant(&lease, None, LEASES)?;
+    bound(
+        format!("# In {sa_namespace}, the host's own namespace: its leader-election Lease (--leader-elect).\n"),
+        Some(sa_namespace),
+        format!("{name}-leader-election"),
+        leases.into_json(),
+    );
+    let mut reports = Rules::new(kinds);
+    reports.reports()?;
+    reports.webhook_configurations();
+    bound(
+        "# Cluster-wide, because WasmPlugin is a cluster-scoped kind: the host reports each plugin it runs (or why it\n\
+         # does not) on one, for `kubectl get wasmplugins`. Without it the host logs that it cannot write them and runs on.\n\
+         # Also cluster-scoped: the two admission webhook configurations the host keeps for the plugins' webhooks.\n"
+            .into(),
+        None,
+        format!("{name}-reports"),
+        reports.into_json(),
+    );
+    let mut kube_system = Rules::new(kinds);
+    kube_system.grant(&event, None, &["create"])?;
+    bound(
+        "# In kube-system: the CircuitBreakerOpened event is about a WasmPlugin, a cluster-scoped object, and\n\
+         # Kubernetes 1.20 accepts events about cluster-scoped objects only there.\n"
+            .into(),
+        Some("kube-system"),
+        format!("{name}-events"),
+        kube_system.into_json(),
+    );
+    let (secret_role, secret_binding) = admission_secret_role(name, sa_namespace, service_account);
+    documents.push((format!("# In {sa_namespace}: the admission certificate's Secret, created once and read by name.\n"), secret_role));
+    documents.push((String::new(), secret_binding));
+    let mut text = format!(
+        "# Generated by `wasmop rbac {}` for plugins: {}\n\
+         # For a host run with the same --namespace flags (or WASMOP_NAMESPACES={}): it watches and writes only there.\n\
+         # No rule for API discovery (/api, /apis) and /version: every authenticated identity may read these non-resource\n\
+         # URLs (the default ClusterRoles system:discovery and system:public-info-viewer).\n{left_out}",
+        flags.join(" "),
+        names.join(", "),
+        namespaces.iter().map(String::as_str).collect::<Vec<_>>().join(","),
+    );
+    for (i, (why, object)) in documents.iter().enumerate() {
+        if i > 0 {
+            text.push_str("---\n");
+        }
+        text.push_str(why);
+        text.push_str(&serde_yaml::to_string(object)?);
+    }
+    Ok(text)
+}
+
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
 /// The built-in kinds, the CRDs in `crds`, and — for any of `needed` still unknown — what the
 /// cluster's discovery says (`kubeconfig`, else the default kubeconfig). No cluster is
@@ -213,7 +389,13 @@ pub(super) async fn run(args: RbacArgs, runtime: &RuntimeArgs) -> anyhow::Result
         manifests.push(plugin.manifest().as_ref().clone());
     }
     let kinds = known_kinds(&kinds_of(&manifests), &args.crds, args.kubeconfig.as_deref()).await?;
-    let yaml = render(&manifests, &policy, &kinds, &args.name, &args.namespace, &args.service_account)?;
+    let (sa_namespace, sa) = (&args.service_account_namespace, &args.service_account);
+    let yaml = match InstallScope::from_names(&args.namespaces)? {
+        InstallScope::Cluster => render(&manifests, &policy, &kinds, &args.name, sa_namespace, sa)?,
+        InstallScope::Namespaces(namespaces) => {
+            render_namespaced(&manifests, &policy, &kinds, &args.name, &namespaces, sa_namespace, sa)?
+        }
+    };
     print!("{yaml}");
     Ok(())
 }
@@ -256,6 +438,21 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_in_the_role_only_when_the_policy_grants_them() {
+        let mut m = fixtures::memcached("");
+        m.children.push(Kind::new("", "v1", "Secret"));
+        let text = render(std::slice::from_ref(&m), &HostPolicy::default(), &kinds(), "w", "ns", "sa").unwrap();
+        // The ClusterRole (the admission Role grants its own Secret, in the host's namespace).
+        let cluster_role = text.split("\n---\n").next().unwrap();
+        assert!(!cluster_role.contains("- secrets") && !text.contains("- deployments"), "the whole plugin is left out:\n{text}");
+        assert!(text.contains("# LEFT OUT: plugin memcached writes v1/Secret (grant secrets: write)"), "{text}");
+        let policy = HostPolicy::from_yaml("plugins: {memcached: {grants: {secrets: write}}}").unwrap();
+        let rules = rules(&[m], &policy, &kinds()).unwrap();
+        let secrets = rules.iter().find(|r| r["resources"][0] == "secrets").expect("granted");
+        assert_eq!(secrets["verbs"], json!(["create", "delete", "get", "list", "patch", "update", "watch"]));
+    }
+
+    #[test]
     fn the_admission_secret_is_granted_in_the_host_namespace_only() {
         let text = render(&[fixtures::memcached("")], &HostPolicy::default(), &kinds(), "w", "ns", "sa").unwrap();
         let docs: Vec<Value> = text.split("\n---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
@@ -269,21 +466,6 @@ mod tests {
         assert_eq!(binding["subjects"][0], json!({"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}));
         let cluster_role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
         assert!(!cluster_role["rules"].as_array().unwrap().iter().any(|r| r["resources"][0] == "secrets"));
-    }
-
-    #[test]
-    fn secrets_are_in_the_role_only_when_the_policy_grants_them() {
-        let mut m = fixtures::memcached("");
-        m.children.push(Kind::new("", "v1", "Secret"));
-        let text = render(std::slice::from_ref(&m), &HostPolicy::default(), &kinds(), "w", "ns", "sa").unwrap();
-        // The ClusterRole (the admission Role grants its own Secret, in the host's namespace).
-        let cluster_role = text.split("\n---\n").next().unwrap();
-        assert!(!cluster_role.contains("- secrets") && !text.contains("- deployments"), "the whole plugin is left out:\n{text}");
-        assert!(text.contains("# LEFT OUT: plugin memcached writes v1/Secret (grant secrets: write)"), "{text}");
-        let policy = HostPolicy::from_yaml("plugins: {memcached: {grants: {secrets: write}}}").unwrap();
-        let rules = rules(&[m], &policy, &kinds()).unwrap();
-        let secrets = rules.iter().find(|r| r["resources"][0] == "secrets").expect("granted");
-        assert_eq!(secrets["verbs"], json!(["create", "delete", "get", "list", "patch", "update", "watch"]));
     }
 
     #[test]
@@ -338,5 +520,81 @@ mod tests {
         let err = known_kinds(&needed, &[], Some(&absent)).await.unwrap_err();
         let err = format!("{err:#}");
         assert!(err.starts_with("kind sea.example.com/v1/Octopus is unknown") && err.contains("and no cluster to ask"), "{err}");
+    }
+
+    /// The documents of a YAML stream.
+    fn documents(text: &str) -> Vec<Value> {
+        serde_yaml::Deserializer::from_str(text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect()
+    }
+
+    fn resources(object: &Value) -> Vec<&str> {
+        object["rules"].as_array().unwrap().iter().map(|r| r["resources"][0].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_namespaced_install_gets_a_role_per_namespace_and_only_the_reports_cluster_wide() {
+        let namespaces: BTreeSet<String> = ["team-a".into(), "team-b".into()].into();
+        let m = fixtures::memcached("");
+        let text = render_namespaced(&[m], &HostPolicy::default(), &kinds(), "w", &namespaces, "ops", "sa").unwrap();
+        assert!(text.starts_with("# Generated by `wasmop rbac --namespace team-a --namespace team-b` for plugins: memcached\n"));
+        let docs = documents(&text);
+        let at = |kind: &str, ns: Option<&str>, name: &str| {
+            docs.iter()
+                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name && d["metadata"]["namespace"].as_str() == ns)
+                .unwrap_or_else(|| panic!("no {kind} {ns:?}/{name} in\n{text}"))
+        };
+        for ns in ["team-a", "team-b"] {
+            let role = at("Role", Some(ns), "w");
+            assert_eq!(resources(role), ["pods", "deployments", "memcacheds", "memcacheds/status", "events"]);
+            let binding = at("RoleBinding", Some(ns), "w");
+            assert_eq!(binding["roleRef"]["kind"], "Role");
+            assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ops"}]));
+        }
+        assert_eq!(resources(at("Role", Some("ops"), "w-leader-election")), ["leases"]);
+        assert_eq!(resources(at("Role", Some("kube-system"), "w-events")), ["events"]);
+        let cluster_roles: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "ClusterRole").collect();
+        assert_eq!(cluster_roles.len(), 1, "{text}");
+        assert_eq!(cluster_roles[0]["metadata"]["name"], "w-reports");
+        assert_eq!(resources(cluster_roles[0]), ["wasmplugins", "wasmplugins/status"]);
+        assert_eq!(at("ClusterRoleBinding", None, "w-reports")["subjects"][0]["namespace"], "ops");
+        // Every right outside the watched namespaces says why it is there.
+        for why in [
+            "# In ops, the host's own namespace",
+            "# Cluster-wide, because WasmPlugin is a cluster-scoped kind",
+            "# In kube-system",
+        ] {
+            assert!(text.contains(why), "{why:?} missing from\n{text}");
+        }
+        assert!(text.contains("No rule for API discovery"), "{text}");
+    }
+
+    #[test]
+    fn a_plugin_declaring_a_cluster_scoped_kind_is_left_out_of_a_namespaced_install() {
+        let mut m = fixtures::memcached("");
+        m.children.push(Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole"));
+        let grant = "plugins: {memcached: {grants: {clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]}}}";
+        let policy = HostPolicy::from_yaml(grant).unwrap();
+        let namespaces: BTreeSet<String> = ["team-a".into()].into();
+        let text = render_namespaced(&[m], &policy, &kinds(), "w", &namespaces, "ops", "sa").unwrap();
+        assert!(
+            text.contains(
+                "# LEFT OUT: plugin memcached declares the cluster-scoped rbac.authorization.k8s.io/v1/ClusterRole — a host \
+                 run with --namespace does not start it"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("- clusterroles") && !text.contains("- deployments"), "the whole plugin is left out:\n{text}");
+    }
+
+    #[test]
+    fn rbac_namespace_is_repeatable_and_the_service_account_namespace_is_its_own_flag() {
+        use clap::Parser;
+        let args =
+            ["wasmop", "rbac", "--plugins", "p", "--namespace", "a,b", "--namespace", "c", "--service-account-namespace", "ops"];
+        let crate::cli::Command::Rbac(args) = crate::cli::Cli::try_parse_from(args).unwrap().command else { panic!("not rbac") };
+        assert_eq!(args.namespaces, ["a", "b", "c"]);
+        assert_eq!(args.service_account_namespace, "ops");
+        let bad = crate::cli::Cli::try_parse_from(["wasmop", "rbac", "--plugins", "p", "--namespace", "A"]).unwrap_err();
+        assert!(bad.to_string().contains("\"A\" is not a namespace name"), "{bad}");
     }
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint};
+use crate::cluster::InstallScope;
+use crate::cluster::install_scope::namespace_name;
 use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::{ControllerConfig, Manager};
 use crate::policy::limits_json;
@@ -22,6 +24,11 @@ pub struct RunArgs {
     /// Directory of plugins (`*.wasm`).
     #[arg(long, env = "WASMOP_PLUGINS")]
     pub plugins: PathBuf,
+    /// Watch and write only in this namespace (repeatable; comma-separated in the variable)
+    /// [default: every namespace]. Plugins declaring a cluster-scoped kind are then not
+    /// started; `wasmop rbac --namespace` prints the Roles such a host needs.
+    #[arg(long = "namespace", value_name = "NS", env = "WASMOP_NAMESPACES", value_delimiter = ',', value_parser = namespace_name)]
+    pub namespaces: Vec<String>,
     /// Kubeconfig file (default: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster config).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -175,7 +182,17 @@ impl RunArgs {
         ControllerConfig {
             concurrency: self.concurrency,
             resync: (!self.resync.is_zero()).then_some(self.resync),
+            install: self.install_scope(),
             ..ControllerConfig::default()
+        }
+    }
+
+    /// The namespaces of `--namespace`, or the whole cluster without it.
+    pub fn install_scope(&self) -> InstallScope {
+        if self.namespaces.is_empty() {
+            InstallScope::Cluster
+        } else {
+            InstallScope::Namespaces(self.namespaces.iter().cloned().collect())
         }
     }
 }
@@ -195,6 +212,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     }
     let policy = runtime.host_policy()?;
     let runtime = runtime.runtime()?;
+    tracing::info!(scope = %args.install_scope(), "where the host watches and writes");
     tracing::info!(defaults = %limits_json(&policy.defaults().limits), plugin_entries = ?policy.plugin_names(),
         "host policy: per-call limits by default, and plugins with entries of their own");
     let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { policy, ..args.controller_config() }));
@@ -292,4 +310,43 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["wasmop", "run", "--plugins", "/plugins"].iter().chain(args))?;
+        match cli.command {
+            Command::Run(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn namespace_is_repeatable_and_comma_separated() {
+        let args = run_args(&["--namespace", "team-a", "--namespace", "team-b,team-c"]).unwrap();
+        let names = ["team-a", "team-b", "team-c"].map(String::from);
+        assert_eq!(args.controller_config().install, InstallScope::Namespaces(names.into()));
+        assert_eq!(run_args(&[]).unwrap().install_scope(), InstallScope::Cluster);
+    }
+
+    #[test]
+    fn a_namespace_that_is_not_a_name_is_refused_naming_it() {
+        let err = run_args(&["--namespace", "Team_A"]).unwrap_err().to_string();
+        assert!(err.contains("\"Team_A\" is not a namespace name"), "{err}");
+    }
+
+    #[test]
+    fn namespaces_also_come_from_wasmop_namespaces() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").unwrap();
+        let arg = run.get_arguments().find(|a| a.get_long() == Some("namespace")).unwrap();
+        assert_eq!(arg.get_env(), Some(std::ffi::OsStr::new("WASMOP_NAMESPACES")));
+        assert_eq!(arg.get_value_delimiter(), Some(','));
+    }
 }

@@ -72,7 +72,7 @@ impl Manager {
         let metrics = Arc::new(Metrics::new());
         let shared = Shared {
             discovery: Arc::new(Discovery::new(client.clone())),
-            watches: Watches::new(client.clone()),
+            watches: Watches::new(client.clone(), config.install.clone()),
             leadership: Leadership::new(true, Arc::clone(&metrics)),
             metrics,
             client,
@@ -99,6 +99,11 @@ impl Manager {
     /// Whether every watch has completed its first list.
     pub fn synced(&self) -> bool {
         self.shared.watches.all_synced()
+    }
+
+    /// Where the host watches and writes.
+    pub fn install(&self) -> &crate::cluster::InstallScope {
+        &self.config.install
     }
 
     /// The host's policy (breaker settings and removal per plugin).

@@ -20,6 +20,7 @@ pub mod watches;
 
 use std::time::Duration;
 
+use crate::cluster::InstallScope;
 use crate::policy::HostPolicy;
 
 pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
@@ -55,6 +56,9 @@ pub struct ControllerConfig {
     /// and what removing its file does ([`OnRemove`](crate::policy::OnRemove)). Its limits
     /// and grants are the runtime's ([`HostPolicy::allowances`]).
     pub policy: HostPolicy,
+    /// Where the host watches and writes: the whole cluster (default), or some namespaces
+    /// (plugins declaring a cluster-scoped kind are then not started).
+    pub install: InstallScope,
 }
 
 impl Default for ControllerConfig {
@@ -68,6 +72,7 @@ impl Default for ControllerConfig {
             sync_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::default(),
             policy: HostPolicy::default(),
+            install: InstallScope::Cluster,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
 use crate::actions::{AppliedChildren, EventSink};
-use crate::cluster::{Discovery, DiscoveryError, Resolved};
+use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Scope};
 use crate::objects::ObjectCache;
 use crate::runtime::Plugin;
@@ -40,6 +40,21 @@ pub enum StartError {
     /// it): the plugin is not started rather than hanging; the reloader retries with backoff.
     #[error(transparent)]
     NotSynced(#[from] SyncTimeout),
+    /// The host watches only some namespaces, and the plugin declares a cluster-scoped kind:
+    /// watching it would need a cluster-wide right the namespaced install does not have.
+    #[error(
+        "plugin {plugin} is not started: it declares the cluster-scoped {}, and this host watches only {install} \
+         (run a host for the whole cluster for it, without --namespace)",
+        kinds.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    ClusterScopedKinds {
+        /// The plugin.
+        plugin: String,
+        /// Its cluster-scoped kinds.
+        kinds: Vec<Kind>,
+        /// The host's namespaces.
+        install: InstallScope,
+    },
     /// The manifest's scope for the parent differs from the server's.
     #[error("plugin declares {kind} as {declared:?}, but the API server serves it as {served:?}")]
     ScopeMismatch {
@@ -192,7 +207,16 @@ impl PluginController {
         for kind in manifest.children.iter().chain(manifest.related.iter().map(|r| &r.kind)) {
             kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?));
         }
-        // After discovery: whether a child kind is cluster-scoped is the server's answer.
+        // After discovery: whether a kind is cluster-scoped is the server's answer.
+        let install = shared.watches.install();
+        let cluster_scoped = install.cluster_scoped_kinds(&manifest, &*shared.discovery);
+        if !cluster_scoped.is_empty() {
+            return Err(StartError::ClusterScopedKinds {
+                plugin: manifest.name.clone(),
+                kinds: cluster_scoped.into_iter().cloned().collect(),
+                install: install.clone(),
+            });
+        }
         let missing = plugin.grants().ungranted(&manifest, &*shared.discovery);
         if !missing.is_empty() {
             return Err(StartError::NotGranted { plugin: manifest.name.clone(), missing });
@@ -217,7 +241,7 @@ impl PluginController {
         });
         let forward: Arc<dyn Subscriber> = Arc::new(Forward(Arc::downgrade(&controller)));
         for (kind, resolved) in &kinds {
-            let sub = controller.shared.watches.subscribe(kind, &resolved.resource, Arc::clone(&forward));
+            let sub = controller.shared.watches.subscribe(kind, &resolved.resource, resolved.scope, Arc::clone(&forward));
             controller.subscriptions.lock().expect("subscriptions lock").push(sub);
         }
         for (kind, _) in &kinds {

@@ -80,9 +80,10 @@ impl PluginController {
     }
 
     /// Remove the plugin's finalizer from every parent holding it (read from the API server,
-    /// not the cache), each with a Warning event `FinalizerReleased`. A parent changed
-    /// meanwhile is read again (up to 5 tries); other failures are logged and skipped. Call it
-    /// after [`PluginController::stop`], so no reconcile adds the finalizer back.
+    /// not the cache, in the host's namespaces), each with a Warning event `FinalizerReleased`.
+    /// A parent changed meanwhile is read again (up to 5 tries); other failures are logged and
+    /// skipped. Call it after [`PluginController::stop`], so no reconcile adds the finalizer
+    /// back.
     ///
     /// # Errors
     /// When the parents cannot be listed.
@@ -91,12 +92,21 @@ impl PluginController {
         let manifest = plugin.manifest();
         let finalizer = manifest.finalizer_name();
         let resource = &self.parent.resource;
-        let all: Api<DynamicObject> = Api::all_with(self.shared.client.clone(), resource);
+        let client = &self.shared.client;
+        // A namespaced install lists (and may list) only its namespaces.
+        let lists: Vec<Api<DynamicObject>> = match self.shared.watches.install().namespaces() {
+            Some(names) => names.iter().map(|ns| Api::namespaced_with(client.clone(), ns, resource)).collect(),
+            None => vec![Api::all_with(client.clone(), resource)],
+        };
+        let mut parents = Vec::new();
+        for list in &lists {
+            parents.extend(list.list(&ListParams::default()).await?.items);
+        }
         let mut released = 0;
-        for object in all.list(&ListParams::default()).await?.items {
+        for object in parents {
             let api = match object.metadata.namespace.as_deref() {
-                Some(ns) => Api::namespaced_with(self.shared.client.clone(), ns, resource),
-                None => all.clone(),
+                Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+                None => Api::all_with(client.clone(), resource),
             };
             let name = object.metadata.name.clone().unwrap_or_default();
             let mut current = Some(object);

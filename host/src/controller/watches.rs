@@ -1,4 +1,8 @@
 //! One watch per kind, shared by every plugin: the host's object cache and its change feed.
+//!
+//! A namespaced install ([`InstallScope::Namespaces`]) watches each namespaced kind once per
+//! namespace (kube-rs watches one namespace or all) and merges them into the kind's one cache
+//! and change feed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -11,7 +15,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::contract::Kind;
+use crate::cluster::InstallScope;
+use crate::contract::{Kind, Scope};
 use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
@@ -54,6 +59,7 @@ struct KindWatch {
 /// The shared watches. An [`ObjectCache`] over every watched kind.
 pub struct Watches {
     client: kube::Client,
+    install: InstallScope,
     kinds: RwLock<HashMap<Kind, Arc<KindWatch>>>,
     next_id: std::sync::atomic::AtomicU64,
 }
@@ -81,13 +87,25 @@ impl Drop for Subscription {
 }
 
 impl Watches {
-    /// No watch yet; watches start on first subscription.
-    pub fn new(client: kube::Client) -> Arc<Self> {
-        Arc::new(Self { client, kinds: RwLock::default(), next_id: Default::default() })
+    /// No watch yet; watches start on first subscription, in the namespaces of `install`.
+    pub fn new(client: kube::Client, install: InstallScope) -> Arc<Self> {
+        Arc::new(Self { client, install, kinds: RwLock::default(), next_id: Default::default() })
     }
 
-    /// Subscribe to changes of `kind`, starting its watch if this is the first subscriber.
-    pub fn subscribe(self: &Arc<Self>, kind: &Kind, resource: &ApiResource, subscriber: Arc<dyn Subscriber>) -> Subscription {
+    /// Where the watches look: the whole cluster or some namespaces.
+    pub fn install(&self) -> &InstallScope {
+        &self.install
+    }
+
+    /// Subscribe to changes of `kind` (served with `scope`), starting its watch if this is the
+    /// first subscriber.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        kind: &Kind,
+        resource: &ApiResource,
+        scope: Scope,
+        subscriber: Arc<dyn Subscriber>,
+    ) -> Subscription {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kinds = self.kinds.write().expect("watches lock");
         let watch = kinds.entry(kind.clone()).or_insert_with(|| {
@@ -99,7 +117,8 @@ impl Watches {
                 subscribers: RwLock::default(),
                 task: Mutex::new(None),
             });
-            let task = tokio::spawn(run_watch(self.client.clone(), kind.clone(), resource.clone(), Arc::clone(&watch)));
+            let apis = self.apis(resource, scope);
+            let task = tokio::spawn(run_watch(kind.clone(), resource.clone(), apis, Arc::clone(&watch)));
             *watch.task.lock().expect("task lock") = Some(task);
             watch
         });
@@ -147,6 +166,17 @@ impl Watches {
 
     fn watch(&self, kind: &Kind) -> Option<Arc<KindWatch>> {
         self.kinds.read().expect("watches lock").get(kind).cloned()
+    }
+
+    /// The APIs a kind is watched through: one per namespace of a namespaced install for a
+    /// namespaced kind, else one for the whole cluster. Each is tagged with its namespace.
+    fn apis(&self, resource: &ApiResource, scope: Scope) -> Vec<(Option<String>, Api<DynamicObject>)> {
+        match (self.install.namespaces(), scope) {
+            (Some(names), Scope::Namespaced) => {
+                names.iter().map(|ns| (Some(ns.clone()), Api::namespaced_with(self.client.clone(), ns, resource))).collect()
+            }
+            _ => vec![(None, Api::all_with(self.client.clone(), resource))],
+        }
     }
 }
 
@@ -202,6 +232,27 @@ impl KindWatch {
         }
     }
 
+    /// Put `fresh`, a relist of `namespace` (of every namespace for `None`), in place of the
+    /// objects cached for it, and rebuild the owner index; returns the objects it replaced.
+    fn replace(&self, namespace: Option<&str>, fresh: BTreeMap<Key, Arc<Value>>) -> BTreeMap<Key, Arc<Value>> {
+        let mut objects = self.objects.write().expect("objects lock");
+        let old = match namespace {
+            None => std::mem::replace(&mut *objects, fresh),
+            Some(ns) => {
+                let keys: Vec<Key> = objects
+                    .range((ns.to_owned(), String::new())..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let old = keys.iter().filter_map(|k| objects.remove_entry(k)).collect();
+                objects.extend(fresh);
+                old
+            }
+        };
+        self.reindex(&objects);
+        old
+    }
+
     /// Rebuild the owner index from scratch (after a relist).
     fn reindex(&self, objects: &BTreeMap<Key, Arc<Value>>) {
         let mut owned: HashMap<String, BTreeSet<Key>> = HashMap::new();
@@ -214,25 +265,31 @@ impl KindWatch {
     }
 }
 
-/// Run the watch of one kind until aborted: list, then watch; on errors retry with backoff
-/// (the API server going away is survived here) and relist.
-async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watch: Arc<KindWatch>) {
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
-    let mut relist: Option<BTreeMap<Key, Arc<Value>>> = None;
-    tracing::info!(%kind, "watch started");
-    while let Some(event) = stream.next().await {
+/// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged);
+/// on errors retry with backoff (the API server going away is survived here) and relist. The
+/// kind is synced once every one of them has listed.
+async fn run_watch(kind: Kind, resource: ApiResource, apis: Vec<(Option<String>, Api<DynamicObject>)>, watch: Arc<KindWatch>) {
+    let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
+    let streams = apis.into_iter().map(|(ns, api)| {
+        watcher(api, watcher::Config::default()).default_backoff().map(move |event| (ns.clone(), event)).boxed()
+    });
+    let mut stream = futures::stream::select_all(streams);
+    // Relists in progress, per namespace (`None`: the whole cluster).
+    let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Value>>> = HashMap::new();
+    tracing::info!(%kind, namespaces = ?unsynced.iter().flatten().collect::<Vec<_>>(), "watch started");
+    while let Some((namespace, event)) = stream.next().await {
         match event {
-            Ok(watcher::Event::Init) => relist = Some(BTreeMap::new()),
+            Ok(watcher::Event::Init) => {
+                relists.insert(namespace, BTreeMap::new());
+            }
             Ok(watcher::Event::InitApply(obj)) => {
-                if let (Some(buffer), Some((key, value))) = (relist.as_mut(), to_value(obj, &resource)) {
+                if let (Some(buffer), Some((key, value))) = (relists.get_mut(&namespace), to_value(obj, &resource)) {
                     buffer.insert(key, value);
                 }
             }
             Ok(watcher::Event::InitDone) => {
-                let fresh = relist.take().unwrap_or_default();
-                let old = std::mem::replace(&mut *watch.objects.write().expect("objects lock"), fresh.clone());
-                watch.reindex(&fresh);
+                let fresh = relists.remove(&namespace).unwrap_or_default();
+                let old = watch.replace(namespace.as_deref(), fresh.clone());
                 for (key, before) in &old {
                     if !fresh.contains_key(key) {
                         notify(&watch, &kind, Some(before), None);
@@ -244,8 +301,12 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
                         notify(&watch, &kind, before, Some(after));
                     }
                 }
+                unsynced.remove(&namespace);
+                if !unsynced.is_empty() {
+                    continue;
+                }
                 if !*watch.synced.borrow() {
-                    tracing::info!(%kind, objects = fresh.len(), "watch synced");
+                    tracing::info!(%kind, objects = watch.objects.read().expect("objects lock").len(), "watch synced");
                 }
                 *watch.last_error.lock().expect("last error lock") = None;
                 watch.synced.send_replace(true);
@@ -267,7 +328,7 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
                 }
             }
             Err(e) => {
-                tracing::warn!(%kind, error = %e, "watch error; retrying with backoff");
+                tracing::warn!(%kind, namespace = namespace.as_deref().unwrap_or("*"), error = %e, "watch error; retrying with backoff");
                 *watch.last_error.lock().expect("last error lock") = Some(e.to_string());
             }
         }
@@ -294,4 +355,59 @@ fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Valu
     }
     let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
     Some((key, Arc::new(value)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn kind_watch() -> KindWatch {
+        KindWatch {
+            objects: RwLock::default(),
+            owned: RwLock::default(),
+            synced: tokio::sync::watch::channel(false).0,
+            last_error: Mutex::default(),
+            subscribers: RwLock::default(),
+            task: Mutex::new(None),
+        }
+    }
+
+    /// `(key, object)` of a Pod controlled by `owner`.
+    fn pod(namespace: &str, name: &str, owner: &str) -> (Key, Arc<Value>) {
+        let object = json!({"metadata": {"namespace": namespace, "name": name,
+            "ownerReferences": [{"uid": owner, "controller": true}]}});
+        ((namespace.to_owned(), name.to_owned()), Arc::new(object))
+    }
+
+    fn names(watch: &KindWatch) -> Vec<String> {
+        watch.objects.read().unwrap().keys().map(|(ns, name)| format!("{ns}/{name}")).collect()
+    }
+
+    #[test]
+    fn a_relist_of_one_namespace_replaces_only_its_objects() {
+        let watch = kind_watch();
+        watch.replace(Some("a"), [pod("a", "1", "p"), pod("a", "2", "p")].into());
+        watch.replace(Some("b"), [pod("b", "1", "q")].into());
+        assert_eq!(names(&watch), ["a/1", "a/2", "b/1"]);
+
+        // Namespace a relists without a/2 and with a/3: b is untouched.
+        let old = watch.replace(Some("a"), [pod("a", "1", "p"), pod("a", "3", "p")].into());
+        assert_eq!(old.keys().map(|(ns, n)| format!("{ns}/{n}")).collect::<Vec<_>>(), ["a/1", "a/2"]);
+        assert_eq!(names(&watch), ["a/1", "a/3", "b/1"]);
+        let owned = watch.owned.read().unwrap();
+        assert_eq!(owned["p"].len(), 2);
+        assert_eq!(owned["q"].iter().collect::<Vec<_>>(), [&("b".to_owned(), "1".to_owned())]);
+    }
+
+    #[test]
+    fn a_relist_of_the_whole_cluster_replaces_everything() {
+        let watch = kind_watch();
+        watch.replace(None, [pod("a", "1", "p"), pod("b", "1", "q")].into());
+        let old = watch.replace(None, [pod("c", "1", "p")].into());
+        assert_eq!(old.len(), 2);
+        assert_eq!(names(&watch), ["c/1"]);
+        assert!(!watch.owned.read().unwrap().contains_key("q"));
+    }
 }

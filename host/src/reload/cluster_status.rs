@@ -5,6 +5,10 @@
 //! Two field managers share the status: `wasmop` (the file: version, digest, `Ready`) and
 //! `wasmop-breaker` (`circuitBreaker` and the `Throttled` condition). Each applies only its own
 //! fields, so neither report erases the other.
+//!
+//! Each object carries the [`SCOPE_ANNOTATION`] of the host that wrote it (`*`, or its
+//! namespaces): hosts of different namespaces share the cluster's `WasmPlugin`s, and one host
+//! never deletes or marks another's at start.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,6 +20,7 @@ use serde_json::json;
 use super::file_report::{FILE_REPORT_LABEL, report_name};
 use super::file_status::FileStatus;
 use crate::actions::merge_conditions;
+use crate::cluster::InstallScope;
 use crate::contract::{Condition, ConditionStatus};
 use crate::controller::{BreakerPhase, BreakerStatus};
 use crate::policy::{grants_json, limits_json};
@@ -28,6 +33,10 @@ const BREAKER_FIELD_MANAGER: &str = "wasmop-breaker";
 const FINALIZING: &str = "Finalizing";
 /// The `Ready` reason of a plugin whose file went away while it was finalizing.
 const FILE_MISSING: &str = "FileMissing";
+/// The annotation naming the scope of the host that wrote a `WasmPlugin`
+/// ([`InstallScope::as_value`]); absent on objects of hosts older than namespaced installs,
+/// which watched the whole cluster.
+pub const SCOPE_ANNOTATION: &str = "wasmop.dev/host-scope";
 /// The condition type of the circuit breaker.
 pub const THROTTLED: &str = "Throttled";
 
@@ -35,6 +44,8 @@ pub const THROTTLED: &str = "Throttled";
 /// nothing else (the host works without it).
 pub struct ClusterStatus {
     client: kube::Client,
+    /// This host's [`InstallScope::as_value`].
+    scope: String,
     api: tokio::sync::Mutex<Option<Api<DynamicObject>>>,
     warned: std::sync::atomic::AtomicBool,
 }
@@ -46,9 +57,9 @@ impl std::fmt::Debug for ClusterStatus {
 }
 
 impl ClusterStatus {
-    /// A writer using `client`.
-    pub fn new(client: kube::Client) -> Self {
-        Self { client, api: tokio::sync::Mutex::new(None), warned: Default::default() }
+    /// A writer using `client`, for a host working in `install`.
+    pub fn new(client: kube::Client, install: &InstallScope) -> Self {
+        Self { client, scope: install.as_value(), api: tokio::sync::Mutex::new(None), warned: Default::default() }
     }
 
     /// The `WasmPlugin` API; `None` (said once) while the CRD is not installed.
@@ -120,8 +131,9 @@ impl ClusterStatus {
     /// one of a plugin that was serving finalizing calls when the host stopped gets reason
     /// `FileMissing` (its parents keep the finalizer until the file is back); any other (its file
     /// gone while the host was down) is deleted. Objects of files in other directories belong
-    /// to other hosts and are left alone. A file report (named by [`crate::reload::report_name`])
-    /// stays only while its file is `rejected` (this pass wrote it); any other is deleted.
+    /// to other hosts and are left alone, and so are those another host's scope wrote
+    /// ([`SCOPE_ANNOTATION`]). A file report (named by [`crate::reload::report_name`]) stays only
+    /// while its file is `rejected` (this pass wrote it); any other is deleted.
     pub async fn reconcile_stale(&self, dir: &Path, keep: &BTreeSet<String>, rejected: &BTreeMap<PathBuf, String>) {
         let Some(api) = self.api().await else { return };
         let objects = match api.list(&ListParams::default()).await {
@@ -136,7 +148,7 @@ impl ClusterStatus {
             let Some(file) = object.data.pointer("/spec/file").and_then(serde_json::Value::as_str).map(PathBuf::from) else {
                 continue;
             };
-            if file.parent() != Some(dir) {
+            if file.parent() != Some(dir) || !written_by(&object, &self.scope) {
                 continue;
             }
             if is_file_report(&object) {
@@ -185,7 +197,7 @@ impl ClusterStatus {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let object = json!({
             "apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-            "metadata": {"name": name}, "spec": {"file": file.file},
+            "metadata": {"name": name, "annotations": {SCOPE_ANNOTATION: self.scope}}, "spec": {"file": file.file},
         });
         let current = match api.patch(name, &params, &Patch::Apply(&object)).await {
             Ok(o) => o,
@@ -318,6 +330,13 @@ impl ClusterStatus {
     }
 }
 
+/// Whether a host of `scope` wrote `object` (one without the annotation: a host for the whole
+/// cluster).
+fn written_by(object: &DynamicObject, scope: &str) -> bool {
+    let annotations = object.metadata.annotations.as_ref();
+    annotations.and_then(|a| a.get(SCOPE_ANNOTATION)).map_or("*", String::as_str) == scope
+}
+
 /// Whether a `WasmPlugin` says its plugin was serving finalizing calls (or still could not,
 /// its file missing): its parents may hold the finalizer.
 fn was_finalizing(object: &DynamicObject) -> bool {
@@ -325,7 +344,22 @@ fn was_finalizing(object: &DynamicObject) -> bool {
     conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && (c["reason"] == FINALIZING || c["reason"] == FILE_MISSING))
 }
 
-/// Whether a `WasmPlugin` is a file report (labelled [`FILE_REPORT_LABEL`]), not a plugin's.
-fn is_file_report(object: &DynamicObject) -> bool {
-    object.metadata.labels.as_ref().and_then(|l| l.get(FILE_REPORT_LABEL)).is_some_and(|v| v == "true")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(annotation: Option<&str>) -> DynamicObject {
+        let annotations = annotation.map(|scope| [(SCOPE_ANNOTATION.to_owned(), scope.to_owned())].into());
+        let metadata = kube::api::ObjectMeta { name: Some("memcached".into()), annotations, ..Default::default() };
+        DynamicObject { types: None, metadata, data: serde_json::Value::Null }
+    }
+
+    #[test]
+    fn a_wasmplugin_belongs_to_the_scope_that_wrote_it_and_an_unmarked_one_to_the_whole_cluster() {
+        assert!(written_by(&object(Some("a,b")), "a,b"));
+        assert!(!written_by(&object(Some("a,b")), "c"));
+        assert!(!written_by(&object(Some("a,b")), "*"));
+        assert!(written_by(&object(None), "*"));
+        assert!(!written_by(&object(None), "a,b"));
+    }
 }

@@ -17,7 +17,7 @@ mod file_report;
 mod file_status;
 mod reloader;
 
-pub use cluster_status::ClusterStatus;
+pub use cluster_status::{ClusterStatus, SCOPE_ANNOTATION};
 pub use directory::{DirectoryEvents, scan};
 pub use file_report::{FILE_REPORT_LABEL, report_name};
 pub use file_status::FileStatus;

@@ -105,7 +105,7 @@ impl Reloader {
     /// Must be called within a tokio runtime (it starts the task writing `WasmPlugin`s, which
     /// writes only while the manager's [`Leadership`](crate::controller::Leadership) leads).
     pub fn new(manager: Arc<Manager>, dir: impl Into<PathBuf>, config: ReloadConfig) -> Arc<Self> {
-        let cluster = ClusterStatus::new(manager.client().clone());
+        let cluster = ClusterStatus::new(manager.client().clone(), manager.install());
         let leadership = manager.leadership().clone();
         let (reports, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {

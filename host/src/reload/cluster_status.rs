@@ -45,7 +45,7 @@ pub const THROTTLED: &str = "Throttled";
 pub struct ClusterStatus {
     client: kube::Client,
     /// This host's [`InstallScope::as_value`].
-    scope: String,
+    pub(super) scope: String,
     api: tokio::sync::Mutex<Option<Api<DynamicObject>>>,
     warned: std::sync::atomic::AtomicBool,
 }
@@ -342,6 +342,11 @@ fn written_by(object: &DynamicObject, scope: &str) -> bool {
 fn was_finalizing(object: &DynamicObject) -> bool {
     let conditions = object.data.pointer("/status/conditions").and_then(serde_json::Value::as_array);
     conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && (c["reason"] == FINALIZING || c["reason"] == FILE_MISSING))
+}
+
+/// Whether a `WasmPlugin` is a file report (labelled [`FILE_REPORT_LABEL`]), not a plugin's.
+fn is_file_report(object: &DynamicObject) -> bool {
+    object.metadata.labels.as_ref().and_then(|l| l.get(FILE_REPORT_LABEL)).is_some_and(|v| v == "true")
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::path::Path;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::cluster_status::{ClusterStatus, FIELD_MANAGER};
+use super::cluster_status::{ClusterStatus, FIELD_MANAGER, SCOPE_ANNOTATION};
 use super::file_status::FileStatus;
 use crate::actions::{merge_conditions, timestamp_now};
 use crate::contract::{Condition, ConditionStatus};
@@ -83,7 +83,8 @@ impl ClusterStatus {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let object = json!({
             "apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-            "metadata": {"name": name, "labels": {FILE_REPORT_LABEL: "true"}}, "spec": {"file": file.file},
+            "metadata": {"name": name, "labels": {FILE_REPORT_LABEL: "true"}, "annotations": {SCOPE_ANNOTATION: self.scope}},
+            "spec": {"file": file.file},
         });
         let current = match api.patch(&name, &params, &Patch::Apply(&object)).await {
             Ok(o) => o,

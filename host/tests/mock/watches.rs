@@ -7,6 +7,8 @@ use std::time::Duration;
 use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
+use wasmop::cluster::InstallScope;
+use wasmop::contract::Scope;
 use wasmop::controller::watches::{Subscriber, Watches};
 use wasmop::objects::ObjectCache;
 
@@ -46,11 +48,11 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
 async fn a_kind_is_listed_and_watched_cluster_wide_without_selectors_and_cached_without_managed_fields() {
     let (client, mut server) = mock_client();
     server.add(config_map("a", "1"));
-    let watches = Watches::new(client);
+    let watches = Watches::new(client, InstallScope::Cluster);
     let changes = Arc::new(Changes::default());
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps");
     let kind = config_map_kind();
-    let _subscription = watches.subscribe(&kind, &resource, changes.clone());
+    let _subscription = watches.subscribe(&kind, &resource, Scope::Namespaced, changes.clone());
     let (synced, none) =
         tokio::join!(watches.wait_synced(&kind, Duration::from_secs(5)), server.next_within(Duration::from_millis(200)));
     synced.expect("synced");
@@ -78,11 +80,11 @@ async fn a_kind_is_listed_and_watched_cluster_wide_without_selectors_and_cached_
 #[tokio::test]
 async fn watch_events_update_the_cache_and_reach_the_subscribers() {
     let (client, mut server) = mock_client();
-    let watches = Watches::new(client);
+    let watches = Watches::new(client, InstallScope::Cluster);
     let changes = Arc::new(Changes::default());
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps");
     let kind = config_map_kind();
-    let _subscription = watches.subscribe(&kind, &resource, changes.clone());
+    let _subscription = watches.subscribe(&kind, &resource, Scope::Namespaced, changes.clone());
     let (synced, _) =
         tokio::join!(watches.wait_synced(&kind, Duration::from_secs(5)), server.next_within(Duration::from_millis(200)));
     synced.expect("synced");

@@ -10,8 +10,10 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::RuntimeArgs;
-use super::apply::{api_for, apply_file};
+use super::apply::{api_for, apply, apply_file};
+use super::object_files::read_objects;
 use super::run::{client, shutdown_signal};
+use crate::admission::{Admission, AdmissionConfig, CertSource};
 use crate::controller::{ControllerConfig, Manager};
 use crate::reload::{ReloadConfig, Reloader};
 
@@ -19,7 +21,7 @@ use crate::reload::{ReloadConfig, Reloader};
 #[derive(Debug, clap::Args)]
 pub struct DevArgs {
     /// Example plugins to build and run (crates under `plugins/`).
-    #[arg(long, default_values_t = ["memcached".to_owned()])]
+    #[arg(long, default_values_t = ["memcached".to_owned(), "sidecarset".to_owned()])]
     pub plugin: Vec<String>,
     /// Keep the control plane's state directory after exit.
     #[arg(long)]
@@ -116,6 +118,16 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         ControllerConfig { policy: runtime.host_policy()?, ..ControllerConfig::default() },
     ));
     let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, ReloadConfig::default());
+    // Admission on loopback (the API server runs here too), with a CA kept in a Secret.
+    let certs = CertSource::Secret {
+        namespace: "default".into(),
+        name: "wasmop-dev-admission".into(),
+        names: vec!["localhost".into(), "127.0.0.1".into()],
+    };
+    let config = AdmissionConfig { configuration_name: "wasmop-dev".into(), ..AdmissionConfig::new(certs) };
+    let admission = Admission::start(config, Arc::clone(&manager)).await.context("serving admission webhooks")?;
+    reloader.observe(admission.observer());
+    eprintln!("    admission webhooks served at https://{}", admission.addr());
     reloader.sync().await;
     let _watch = tokio::spawn(Arc::clone(&reloader).run());
     eprintln!(
@@ -130,7 +142,15 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         let path = entry?.path();
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         if args.plugin.contains(&name) {
-            samples.extend(apply_file(&client, &path, "wasmop-dev").await?);
+            let applied = samples.len();
+            for object in read_objects(&path)? {
+                // A Pod is admitted against what the host has seen: wait until the custom
+                // resources before it in the file have been reconciled (have a status).
+                if object["kind"] == "Pod" {
+                    wait_for_status(&client, &samples[applied..]).await;
+                }
+                samples.push(apply(&client, &object, "wasmop-dev").await?);
+            }
             eprintln!("    applied {}", path.strip_prefix(&root).unwrap_or(&path).display());
         }
     }
@@ -145,7 +165,8 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
                     Ok(a) => a.get_opt(name).await.map_err(anyhow::Error::from),
                     Err(e) => Err(e),
                 } {
-                    lines.push(format!("    {} {name}: {}", types.kind, summarize(obj.data.get("status"))));
+                    let summary = if types.kind == "Pod" { containers(&obj.data) } else { summarize(obj.data.get("status")) };
+                    lines.push(format!("    {} {name}: {summary}", types.kind));
                 }
             }
             let text = lines.join("\n");
@@ -164,6 +185,38 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     manager.shutdown().await;
     drop(guard);
     Ok(())
+}
+
+/// Wait (at most 20 s) until each of `objects` that is a custom resource has a status.
+async fn wait_for_status(client: &kube::Client, objects: &[kube::api::DynamicObject]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    for object in objects {
+        let (Some(types), Some(name)) = (&object.types, &object.metadata.name) else { continue };
+        if !types.api_version.contains('.') {
+            continue;
+        }
+        let Ok(api) = api_for(client, &types.api_version, &types.kind, object.metadata.namespace.as_deref()).await else {
+            continue;
+        };
+        while tokio::time::Instant::now() < deadline {
+            if api.get_opt(name).await.ok().flatten().is_some_and(|o| o.data.get("status").is_some()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// A Pod's containers, e.g. `containers: web, log-shipper`.
+fn containers(pod: &Value) -> String {
+    let names: Vec<&str> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    format!("containers: {}", names.join(", "))
 }
 
 /// One line for a status: its conditions as `Type=Status (message)`, then its other fields.

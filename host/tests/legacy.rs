@@ -67,3 +67,15 @@ async fn a_component_of_no_accepted_world_is_refused_naming_the_accepted_worlds(
     );
     assert!(text.contains("exports neither wasmop:plugin/reconciler@0.1.0 nor wasmop:plugin/plugin@0.2.0"), "{text}");
 }
+
+#[tokio::test]
+async fn a_plugin_declaring_webhooks_without_the_admission_export_is_refused() {
+    let runtime = Runtime::builder().artifact_dir(None).build().unwrap();
+    let path = support::plugin_with_features("webhook-only", "wasm32-wasip2", &["controller-world"]);
+    let err = runtime.load_file(path).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid manifest: the manifest declares 1 webhooks but the plugin does not export admission \
+         (build it for world operator or webhook)"
+    );
+}

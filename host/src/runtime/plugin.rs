@@ -115,8 +115,8 @@ impl Plugin {
         self.inner.exports.version()
     }
 
-    /// Whether the plugin reconciles (exports `reconciler`): the host starts a controller for
-    /// it only then.
+    /// Whether the plugin reconciles (exports `reconciler`). The controller of a plugin that
+    /// does not (world `webhook`) keeps the watches its lookups read and reconciles nothing.
     pub fn reconciles(&self) -> bool {
         self.inner.exports.reconciles()
     }

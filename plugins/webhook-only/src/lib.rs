@@ -5,14 +5,25 @@
 //!
 //! Webhook `names` (ConfigMap CREATE) denies ConfigMaps whose name starts with `forbidden-`
 //! and allows the rest.
+//!
+//! The `controller-world` build is the same manifest in a component of world `controller`
+//! (reconcile, no admission export), which the host must refuse: it declares a webhook it could
+//! never answer.
 
 #[cfg(target_arch = "wasm32")]
 mod component {
+    #[cfg(not(feature = "controller-world"))]
     wit_bindgen::generate!({
         path: "../../wit/v0.2.0",
         world: "webhook",
     });
+    #[cfg(feature = "controller-world")]
+    wit_bindgen::generate!({
+        path: "../../wit/v0.2.0",
+        world: "controller",
+    });
 
+    #[cfg(not(feature = "controller-world"))]
     use exports::wasmop::plugin::admission::{self, AdmissionError, AdmissionRequest, Allowed, Denied, Verdict};
     use exports::wasmop::plugin::plugin::{
         self, FailurePolicy, ParentKind, PluginManifest, Rule, RuleScope, SideEffects, Webhook, WebhookType,
@@ -57,6 +68,16 @@ mod component {
         }
     }
 
+    #[cfg(feature = "controller-world")]
+    impl exports::wasmop::plugin::reconciler::Guest for WebhookOnly {
+        fn reconcile(
+            _request: exports::wasmop::plugin::reconciler::Request,
+        ) -> Result<exports::wasmop::plugin::reconciler::Response, exports::wasmop::plugin::reconciler::ReconcileError> {
+            Err(exports::wasmop::plugin::reconciler::ReconcileError::Terminal("never called".into()))
+        }
+    }
+
+    #[cfg(not(feature = "controller-world"))]
     impl admission::Guest for WebhookOnly {
         fn admit(webhook: String, request: AdmissionRequest) -> Result<Verdict, AdmissionError> {
             if webhook != "names" {

@@ -244,11 +244,20 @@ async fn real_plugins_mutate_deny_and_fail_closed_in_time_and_follow_their_file(
     let reloader = Reloader::new(Arc::clone(&manager), dir.path(), ReloadConfig::default());
     let certs = CertSource::Secret { namespace: "default".into(), name: "tls".into(), names: vec!["127.0.0.1".into()] };
     let config = AdmissionConfig { configuration_name: CONFIGURATION.into(), ..AdmissionConfig::new(certs) };
+    // A standby (leader election on, not leading) serves but writes no configuration.
+    manager.leadership().set(false);
     let admission = Admission::start(config, Arc::clone(&manager)).await?;
     reloader.observe(admission.observer());
     reloader.sync().await;
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(mutating.get_opt(CONFIGURATION).await?.is_none(), "a standby writes no webhook configuration");
+    manager.leadership().set(true);
+    eventually("the configurations written once the host leads", WAIT, || async {
+        Ok(validating.get_opt(CONFIGURATION).await?.and(mutating.get_opt(CONFIGURATION).await?))
+    })
+    .await?;
     let names = |hooks: Option<Vec<String>>| hooks.unwrap_or_default().join(",");
     let registered = mutating.get(CONFIGURATION).await?;
     assert_eq!(

@@ -312,7 +312,27 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
     let secrets = api_for(&client, "v1", "Secret", Some("default")).await?;
     assert!(secrets.list(&Default::default()).await.is_err(), "the host identity must not read Secrets");
 
-    let _host = Host::start(client, &[&memcached], Host::test_config()).await?;
+    let host = Host::start(client, &[&memcached], Host::test_config()).await?;
+    // Admission as deployed: the ServiceAccount creates the certificate Secret in its namespace
+    // (a second start reads it back), and may write its webhook configurations.
+    let certs = wasmop::admission::CertSource::Secret {
+        namespace: NAMESPACE.into(),
+        name: "wasmop-admission-tls".into(),
+        names: wasmop::admission::certs::service_names(NAMESPACE, "wasmop-webhook"),
+    };
+    let mut cas = Vec::new();
+    for _ in 0..2 {
+        let config = wasmop::admission::AdmissionConfig::new(certs.clone());
+        cas.push(wasmop::admission::Admission::start(config, std::sync::Arc::clone(&host.manager)).await?.ca_pem());
+    }
+    assert_eq!(cas[0], cas[1], "the second start uses the Secret the first created");
+    let tls = api_for(&admin, "v1", "Secret", Some(NAMESPACE)).await?.get("wasmop-admission-tls").await?;
+    assert_eq!(tls.data["type"], "kubernetes.io/tls");
+    let configurations =
+        api_for(host.manager.client(), "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", None).await?;
+    let empty = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "wasmop"}});
+    configurations.patch("wasmop", &kube::api::PatchParams::apply("wasmop-admission"), &kube::api::Patch::Apply(&empty)).await?;
+    configurations.delete("wasmop", &Default::default()).await?;
     apply_file(&admin, &workspace().join("crds/samples/memcached.yaml")).await?;
     let crs = api_for(&admin, "cache.example.com/v1alpha1", "Memcached", Some("default")).await?;
     let children = api_for(&admin, "apps/v1", "Deployment", Some("default")).await?;

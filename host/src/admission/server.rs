@@ -138,3 +138,74 @@ async fn answer(handler: &Handler, req: Request<Incoming>) -> Response<Full<Byte
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use wasmop_types::{AdmissionRequest, Verdict, Webhook};
+
+    use super::*;
+    use crate::admission::admitter::{Admitter, CallFailure, NotServed};
+    use crate::admission::certs::ServingCert;
+    use crate::admission::metrics::AdmissionMetrics;
+
+    /// Plugin `p` with webhook `w`, never called (every request here is refused before).
+    struct One;
+
+    impl Admitter for One {
+        fn find(&self, plugin: &str, _: &str) -> Result<Webhook, NotServed> {
+            match plugin {
+                "p" => Ok(serde_json::from_value(
+                    serde_json::json!({"name": "w", "type": "Validating", "rules": [], "timeoutSeconds": 1}),
+                )
+                .unwrap()),
+                _ => Err(NotServed::NoPlugin(plugin.into())),
+            }
+        }
+        fn call(&self, _: &str, _: &str, _: AdmissionRequest, _: Duration) -> BoxFuture<'static, Result<Verdict, CallFailure>> {
+            unreachable!("no request gets this far")
+        }
+        fn webhooks(&self) -> Vec<(String, Vec<Webhook>)> {
+            Vec::new()
+        }
+    }
+
+    /// Send `request` over TLS (trusting `ca`) to `addr`; the response as text.
+    async fn send(addr: SocketAddr, ca: &str, request: &str) -> std::io::Result<String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls::pki_types::CertificateDer::from_pem_slice(ca.as_bytes()).unwrap()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let mut tls = connector.connect(rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(), tcp).await?;
+        tls.write_all(request.as_bytes()).await?;
+        let mut response = String::new();
+        tls.read_to_string(&mut response).await?;
+        Ok(response)
+    }
+
+    #[tokio::test]
+    async fn it_answers_over_tls_and_refuses_an_oversized_body_unread() {
+        let cert = ServingCert::generate(&["127.0.0.1".into()]).unwrap();
+        let handler = Handler::new(Arc::new(One), AdmissionMetrics::new(&crate::controller::Metrics::new()), 4);
+        let (addr, task) = serve("127.0.0.1:0".parse().unwrap(), handler, CertResolver::new(&cert).unwrap()).await.unwrap();
+        let not_found =
+            send(addr, &cert.ca_pem, "POST /admission/x/y HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+        assert!(not_found.starts_with("HTTP/1.1 404"), "{not_found}");
+        assert!(not_found.ends_with("no plugin named \"x\" is loaded\n"), "{not_found}");
+        let huge = format!("POST /admission/p/w HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", 1 << 30);
+        let too_large = send(addr, &cert.ca_pem, &huge).await.unwrap();
+        assert!(too_large.starts_with("HTTP/1.1 413"), "{too_large}");
+        task.abort();
+        let _ = task.await;
+        assert!(send(addr, &cert.ca_pem, "GET / HTTP/1.1\r\n\r\n").await.is_err(), "stopped: nobody answers");
+    }
+}

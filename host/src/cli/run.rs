@@ -349,4 +349,37 @@ mod tests {
         assert_eq!(arg.get_env(), Some(std::ffi::OsStr::new("WASMOP_NAMESPACES")));
         assert_eq!(arg.get_value_delimiter(), Some(','));
     }
+
+    fn admission(args: &[&str]) -> anyhow::Result<Option<AdmissionConfig>> {
+        let cli = Cli::try_parse_from([&["wasmop", "run", "--plugins", "/p"], args].concat())?;
+        let Command::Run(run) = cli.command else { unreachable!("a run command") };
+        run.admission.config()
+    }
+
+    #[test]
+    fn admission_is_off_until_the_api_server_can_reach_the_host() {
+        assert!(admission(&[]).unwrap().is_none());
+        assert!(admission(&["--admission-cert-dir", "/certs"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_service_names_the_endpoint_and_the_certificate() {
+        let config = admission(&["--admission-service", "ops/hooks", "--admission-service-port", "8443"]).unwrap().unwrap();
+        assert_eq!(config.endpoint, Some(Endpoint::Service { namespace: "ops".into(), name: "hooks".into(), port: 8443 }));
+        let CertSource::Secret { namespace, name, names } = &config.certs else { panic!("{:?}", config.certs) };
+        assert_eq!((namespace.as_str(), name.as_str()), ("ops", "wasmop-admission-tls"));
+        assert_eq!(names[..2], ["hooks.ops.svc".to_owned(), "hooks.ops.svc.cluster.local".to_owned()]);
+        assert_eq!(config.bind, "0.0.0.0:9443".parse().unwrap());
+        let from_dir = admission(&["--admission-url-base", "https://h:1", "--admission-cert-dir", "/certs"]).unwrap().unwrap();
+        assert_eq!(from_dir.certs, CertSource::Dir("/certs".into()));
+        assert_eq!(from_dir.endpoint, Some(Endpoint::Url("https://h:1".into())));
+    }
+
+    #[test]
+    fn a_bad_service_or_both_forms_are_refused() {
+        let err = admission(&["--admission-service", "a/b/c"]).unwrap_err().to_string();
+        assert_eq!(err, "--admission-service \"a/b/c\": expected NAME or NAMESPACE/NAME");
+        let err = admission(&["--admission-service", "s", "--admission-url-base", "https://h"]).unwrap_err().to_string();
+        assert!(err.contains("cannot be used with"), "{err}");
+    }
 }

@@ -15,9 +15,9 @@ use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
-use crate::actions::{AppliedChildren, EventSink};
+use crate::actions::{AppliedChildren, EventSink, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, Resolved};
-use crate::contract::{Kind, Scope};
+use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
 use crate::runtime::Plugin;
 
@@ -159,6 +159,9 @@ impl Subscriber for Forward {
         if let Some(controller) = self.0.upgrade() {
             controller.changed.notify_one();
             let plugin = controller.plugin.load();
+            if let (Some(gone), None) = (old, new) {
+                controller.forget_applied(plugin.manifest(), kind, gone);
+            }
             for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
                 controller.queue.add(key);
             }
@@ -188,9 +191,18 @@ impl PluginController {
             });
         }
         let started = tokio::time::Instant::now();
-        let mut kinds = vec![(manifest.parent.clone(), parent.clone())];
-        for kind in manifest.children.iter().chain(manifest.related.iter().map(|r| &r.kind)) {
-            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?));
+        // What each kind is watched for: the parent whole, children through the host's label,
+        // related kinds through the fixed part of their selector.
+        let mut kinds = vec![(manifest.parent.clone(), parent.clone(), None)];
+        for kind in &manifest.children {
+            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?, Some(managed_selector())));
+        }
+        for related in &manifest.related {
+            kinds.push((
+                related.kind.clone(),
+                shared.discovery.resolve(&related.kind, patience).await?,
+                related.fixed_selector(),
+            ));
         }
         // After discovery: whether a child kind is cluster-scoped is the server's answer.
         let missing = plugin.grants().ungranted(&manifest, &*shared.discovery);
@@ -216,11 +228,11 @@ impl PluginController {
             shared,
         });
         let forward: Arc<dyn Subscriber> = Arc::new(Forward(Arc::downgrade(&controller)));
-        for (kind, resolved) in &kinds {
-            let sub = controller.shared.watches.subscribe(kind, &resolved.resource, Arc::clone(&forward));
+        for (kind, resolved, selector) in &kinds {
+            let sub = controller.shared.watches.subscribe(kind, &resolved.resource, selector.as_deref(), Arc::clone(&forward));
             controller.subscriptions.lock().expect("subscriptions lock").push(sub);
         }
-        for (kind, _) in &kinds {
+        for (kind, ..) in &kinds {
             let left = config.sync_timeout.saturating_sub(started.elapsed());
             controller
                 .shared
@@ -243,6 +255,19 @@ impl PluginController {
         }
         tracing::info!(plugin = %manifest.name, version = %manifest.version, parent = %manifest.parent, "plugin started");
         Ok(controller)
+    }
+
+    /// Drop the apply fingerprints that went with an object of `kind` that is gone: a
+    /// child's own, or every child's of a parent.
+    fn forget_applied(&self, manifest: &Manifest, kind: &Kind, gone: &Value) {
+        if kind == &manifest.parent
+            && let Some(uid) = gone.pointer("/metadata/uid").and_then(Value::as_str)
+        {
+            self.applied.forget_parent(uid);
+        }
+        if manifest.children.contains(kind) {
+            self.applied.forget_child(gone);
+        }
     }
 
     /// The plugin version currently serving.

@@ -1,4 +1,12 @@
 //! One watch per kind, shared by every plugin: the host's object cache and its change feed.
+//!
+//! Each subscriber says which objects of the kind it needs by a label selector (`None`: all of
+//! them). The kind's one watch lists and watches, server-side, the requirements every
+//! subscriber's selector shares ([`common_selector`]): a child kind only the host's children
+//! (`app.kubernetes.io/managed-by=wasmop`), a related kind the fixed part of its selector. A
+//! subscriber whose selector shares nothing with the others' widens the watch to the whole
+//! kind; the watch is restarted (a relist) whenever the common selector changes. Cached objects
+//! are stripped of what no plugin reads ([`strip`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -12,7 +20,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use crate::contract::Kind;
-use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of};
+use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of, strip};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
 
@@ -38,8 +46,19 @@ pub trait Subscriber: Send + Sync {
     fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>);
 }
 
+/// A subscriber and the label selector of the objects it needs (`None`: every object).
+struct Subscribed {
+    id: u64,
+    selector: Option<String>,
+    subscriber: Arc<dyn Subscriber>,
+}
+
 /// The watch of one kind: its objects, whether the first list completed, its subscribers.
 struct KindWatch {
+    /// The resource to list and watch.
+    resource: ApiResource,
+    /// The label selector the running watch lists with (`None`: the whole kind).
+    selector: Mutex<Option<String>>,
     objects: RwLock<BTreeMap<Key, Arc<Value>>>,
     /// Keys of the objects each controller (by uid) owns: a reconcile reads its parent's
     /// children without scanning the namespace.
@@ -47,7 +66,7 @@ struct KindWatch {
     synced: tokio::sync::watch::Sender<bool>,
     /// The watch's last error since it last listed successfully.
     last_error: Mutex<Option<String>>,
-    subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
+    subscribers: RwLock<Vec<Subscribed>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -86,24 +105,37 @@ impl Watches {
         Arc::new(Self { client, kinds: RwLock::default(), next_id: Default::default() })
     }
 
-    /// Subscribe to changes of `kind`, starting its watch if this is the first subscriber.
-    pub fn subscribe(self: &Arc<Self>, kind: &Kind, resource: &ApiResource, subscriber: Arc<dyn Subscriber>) -> Subscription {
+    /// Subscribe to changes of the objects of `kind` that `selector` (kubectl syntax, already
+    /// validated) matches, or of every object of `kind` when it is `None`. Starts the kind's
+    /// watch if this is the first subscriber, and restarts it with a wider selector when
+    /// `selector` shares less with the other subscribers' than the running watch lists.
+    ///
+    /// A subscriber may be told about objects its selector does not match (those another
+    /// subscriber needs); the cache of the kind holds the union.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        kind: &Kind,
+        resource: &ApiResource,
+        selector: Option<&str>,
+        subscriber: Arc<dyn Subscriber>,
+    ) -> Subscription {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kinds = self.kinds.write().expect("watches lock");
         let watch = kinds.entry(kind.clone()).or_insert_with(|| {
-            let watch = Arc::new(KindWatch {
+            Arc::new(KindWatch {
+                resource: resource.clone(),
+                selector: Mutex::default(),
                 objects: RwLock::default(),
                 owned: RwLock::default(),
                 synced: tokio::sync::watch::channel(false).0,
                 last_error: Mutex::default(),
                 subscribers: RwLock::default(),
                 task: Mutex::new(None),
-            });
-            let task = tokio::spawn(run_watch(self.client.clone(), kind.clone(), resource.clone(), Arc::clone(&watch)));
-            *watch.task.lock().expect("task lock") = Some(task);
-            watch
+            })
         });
-        watch.subscribers.write().expect("subscribers lock").push((id, subscriber));
+        let selector = selector.map(str::to_owned);
+        watch.subscribers.write().expect("subscribers lock").push(Subscribed { id, selector, subscriber });
+        self.restart_if_needed(kind, watch);
         Subscription { watches: Arc::clone(self), kind: kind.clone(), id }
     }
 
@@ -111,7 +143,7 @@ impl Watches {
         let mut kinds = self.kinds.write().expect("watches lock");
         let Some(watch) = kinds.get(kind) else { return };
         let mut subs = watch.subscribers.write().expect("subscribers lock");
-        subs.retain(|(i, _)| *i != id);
+        subs.retain(|s| s.id != id);
         if subs.is_empty() {
             drop(subs);
             if let Some(task) = watch.task.lock().expect("task lock").take() {
@@ -119,7 +151,31 @@ impl Watches {
             }
             kinds.remove(kind);
             tracing::info!(%kind, "watch stopped: no plugin needs it any more");
+        } else if tokio::runtime::Handle::try_current().is_ok() {
+            // Narrow the watch to what the remaining subscribers share (not while the runtime
+            // shuts down: the watch task is gone with it).
+            drop(subs);
+            self.restart_if_needed(kind, watch);
         }
+    }
+
+    /// (Re)start the watch of `kind` when it is not running or lists with another selector
+    /// than its subscribers now share. A restarted watch is not synced until its relist
+    /// completes; its cache keeps the old objects until then.
+    fn restart_if_needed(&self, kind: &Kind, watch: &Arc<KindWatch>) {
+        let wanted = common_selector(watch.subscribers.read().expect("subscribers lock").iter().map(|s| s.selector.as_deref()));
+        let mut running = watch.selector.lock().expect("selector lock");
+        let mut task = watch.task.lock().expect("task lock");
+        if task.is_some() && *running == wanted {
+            return;
+        }
+        if let Some(old) = task.take() {
+            old.abort();
+            watch.synced.send_replace(false);
+            tracing::info!(%kind, from = ?*running, to = ?wanted, "watch restarted with the selector its subscribers share");
+        }
+        *running = wanted.clone();
+        *task = Some(tokio::spawn(run_watch(self.client.clone(), kind.clone(), wanted, Arc::clone(watch))));
     }
 
     /// Wait until the first list of `kind` has completed, at most `timeout`.
@@ -216,16 +272,21 @@ impl KindWatch {
 
 /// Run the watch of one kind until aborted: list, then watch; on errors retry with backoff
 /// (the API server going away is survived here) and relist.
-async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watch: Arc<KindWatch>) {
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+async fn run_watch(client: kube::Client, kind: Kind, selector: Option<String>, watch: Arc<KindWatch>) {
+    let resource = &watch.resource;
+    let api: Api<DynamicObject> = Api::all_with(client, resource);
+    let config = match &selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
+    let mut stream = watcher(api, config).default_backoff().modify(|o: &mut DynamicObject| strip(&mut o.metadata)).boxed();
     let mut relist: Option<BTreeMap<Key, Arc<Value>>> = None;
-    tracing::info!(%kind, "watch started");
+    tracing::info!(%kind, selector = selector.as_deref().unwrap_or(""), "watch started");
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => relist = Some(BTreeMap::new()),
             Ok(watcher::Event::InitApply(obj)) => {
-                if let (Some(buffer), Some((key, value))) = (relist.as_mut(), to_value(obj, &resource)) {
+                if let (Some(buffer), Some((key, value))) = (relist.as_mut(), to_value(obj, resource)) {
                     buffer.insert(key, value);
                 }
             }
@@ -251,14 +312,14 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
                 watch.synced.send_replace(true);
             }
             Ok(watcher::Event::Apply(obj)) => {
-                if let Some((key, value)) = to_value(obj, &resource) {
+                if let Some((key, value)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").insert(key.clone(), Arc::clone(&value));
                     watch.index(&key, before.as_deref(), Some(&value));
                     notify(&watch, &kind, before.as_ref(), Some(&value));
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
-                if let Some((key, _)) = to_value(obj, &resource) {
+                if let Some((key, _)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").remove(&key);
                     watch.index(&key, before.as_deref(), None);
                     if let Some(before) = before {
@@ -276,22 +337,80 @@ async fn run_watch(client: kube::Client, kind: Kind, resource: ApiResource, watc
 
 fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Value>>, new: Option<&Arc<Value>>) {
     let subscribers: Vec<Arc<dyn Subscriber>> =
-        watch.subscribers.read().expect("subscribers lock").iter().map(|(_, s)| Arc::clone(s)).collect();
+        watch.subscribers.read().expect("subscribers lock").iter().map(|s| Arc::clone(&s.subscriber)).collect();
     for s in subscribers {
         s.on_change(kind, old.map(|v| &**v), new.map(|v| &**v));
     }
 }
 
-/// The cached form of an object: JSON with `apiVersion` and `kind` set, `managedFields` dropped
-/// (plugins never need them and they dominate the size of small objects).
+/// The cached form of an object (already [`strip`]ped): JSON with `apiVersion` and `kind` set.
 fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Value>)> {
     let mut value = serde_json::to_value(obj).ok()?;
     let map = value.as_object_mut()?;
     map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
     map.insert("kind".into(), Value::String(resource.kind.clone()));
-    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
     let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
     Some((key, Arc::new(value)))
+}
+
+/// The label selector that matches every object any of `wanted` matches: the requirements all
+/// of them share, `None` (every object) when one wants every object or they share none.
+///
+/// Requirements are compared as written (split at top-level commas, trimmed): `a=b` and
+/// `a = b` count as different, which only makes the watch wider than it could be.
+pub fn common_selector<'a>(wanted: impl IntoIterator<Item = Option<&'a str>>) -> Option<String> {
+    let mut common: Option<Vec<&str>> = None;
+    for selector in wanted {
+        let requirements: Vec<&str> = requirements(selector?).collect();
+        common = Some(match common {
+            None => requirements,
+            Some(common) => common.into_iter().filter(|r| requirements.contains(r)).collect(),
+        });
+    }
+    common.filter(|c| !c.is_empty()).map(|c| c.join(","))
+}
+
+/// The requirements of a selector: split at commas outside parentheses, trimmed, none empty.
+fn requirements(selector: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0_u32;
+    selector
+        .split(move |c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            c == ',' && depth == 0
+        })
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscribers_that_agree_share_their_selector() {
+        let child = "app.kubernetes.io/managed-by=wasmop";
+        assert_eq!(common_selector([Some(child), Some(child)]).as_deref(), Some(child));
+    }
+
+    #[test]
+    fn the_common_selector_keeps_only_the_requirements_all_share() {
+        let wanted = [Some("app=memcached, tier in (a,b)"), Some("tier in (a,b),app=memcached,extra")];
+        assert_eq!(common_selector(wanted).as_deref(), Some("app=memcached,tier in (a,b)"));
+    }
+
+    #[test]
+    fn one_subscriber_of_the_whole_kind_widens_the_watch() {
+        assert_eq!(common_selector([Some("app=memcached"), None]), None);
+        assert_eq!(common_selector([None, Some("app=memcached")]), None);
+    }
+
+    #[test]
+    fn selectors_that_share_nothing_watch_the_whole_kind() {
+        assert_eq!(common_selector([Some("app=a"), Some("app=b")]), None);
+        assert_eq!(common_selector(std::iter::empty()), None);
+    }
 }

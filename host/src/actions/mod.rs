@@ -1,6 +1,7 @@
 //! Applying a plugin's response to the cluster. Data flows one way: response → [`plan`]
 //! (scope and ownership checks, the writes decided) → [`Writer::execute`] (the writes made).
 
+mod adoption;
 mod applied;
 mod diff;
 mod events;
@@ -15,6 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditi
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+pub use adoption::{ADOPTION_FIELD_MANAGER, label_unlabelled_children, needs_label};
 pub use applied::AppliedChildren;
 pub use diff::contains;
 
@@ -50,8 +52,8 @@ pub enum ActionError {
     Discovery(#[from] DiscoveryError),
     /// A child missing from the cache (which holds only the host's labelled children) exists
     /// on the API server and this parent may not apply it ([`Control::may_apply`]): the plan's
-    /// ownership rule, checked against the server. Nothing of it was written.
-    #[error("response refused, nothing more written: {0}")]
+    /// ownership rule, checked against the server before any write: nothing was written.
+    #[error("response refused, nothing written: {0}")]
     Refused(#[source] PlanError),
 }
 
@@ -130,10 +132,19 @@ impl Writer<'_> {
     /// Make the writes of `plan`, in order: apply its children, delete its prunes and
     /// deletes, patch the parent's status. Events and the finalizer are the caller's.
     ///
+    /// Before any write, each child the cache does not hold is read from the API server: the
+    /// cache holds only children the host labelled ([`labels`]), so such a child may still
+    /// exist (a user's object of the same name, a child an older host wrote), and it is
+    /// applied only if this parent may ([`Control::may_apply`], the rule [`plan`] checks
+    /// against the cache).
+    ///
     /// # Errors
-    /// The first failed write; the writes before it stay done (each is idempotent).
+    /// [`ActionError::Refused`] when such a child may not be applied (nothing is written then);
+    /// otherwise the first failed read or write, and the writes before it stay done (each is
+    /// idempotent).
     pub async fn execute(&self, plan: &Plan) -> Result<Written, ActionError> {
         let mut written = Written::default();
+        self.check_uncached(&plan.apply).await?;
         self.apply_children(&plan.apply, &mut written).await?;
         self.delete(plan.prune.iter().chain(&plan.delete), &mut written).await?;
         if let Some(patch) = &plan.status_patch {
@@ -147,28 +158,19 @@ impl Writer<'_> {
     /// those last applied with the same content whose observed state still contains it. The
     /// skip compares only the fields the plugin sends, so a field left to another manager (and
     /// changed by it) never causes a write.
-    ///
-    /// The cache holds only children the host labelled ([`labels`]), so a child missing from
-    /// it may still exist: a user's object of the same name, or a child an older host wrote.
-    /// It is read from the API server first and applied only if this parent may
-    /// ([`Control::may_apply`], the rule [`plan`] checks against the cache).
     async fn apply_children(&self, children: &[Value], written: &mut Written) -> Result<(), ActionError> {
         let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         for child in children {
             let r = ObjectRef::of_object(child).expect("planned children have identity");
             let kind = r.kind();
-            let observed = self.cache.get(&kind, r.namespace.as_deref(), &r.name);
             if self.applied.unchanged(parent_uid, &r, child)
-                && let Some(observed) = &observed
-                && contains(observed, child)
+                && let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)
+                && contains(&observed, child)
             {
                 written.unchanged += 1;
                 continue;
             }
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            if observed.is_none() {
-                self.check_uncached(&api, &r, parent_uid).await?;
-            }
             api.patch(&r.name, &self.params(), &Patch::Apply(child)).await.map_err(|source| ActionError::Api {
                 action: "apply",
                 object: r.to_string(),
@@ -180,18 +182,28 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Read a child the cache does not hold from the API server; refuse it if it exists and
-    /// this parent may not apply it.
-    async fn check_uncached(&self, api: &Api<DynamicObject>, r: &ObjectRef, parent_uid: &str) -> Result<(), ActionError> {
-        let existing =
-            api.get_opt(&r.name).await.map_err(|source| ActionError::Api { action: "read", object: r.to_string(), source })?;
-        let Some(existing) = existing else { return Ok(()) };
-        let existing = serde_json::to_value(existing).unwrap_or_default();
-        let control = Control::of(&existing, parent_uid);
-        if control.may_apply(self.manifest) {
-            return Ok(());
+    /// Read each child the cache does not hold from the API server; refuse the first that
+    /// exists and this parent may not apply.
+    async fn check_uncached(&self, children: &[Value]) -> Result<(), ActionError> {
+        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        for child in children {
+            let r = ObjectRef::of_object(child).expect("planned children have identity");
+            if self.cache.get(&r.kind(), r.namespace.as_deref(), &r.name).is_some() {
+                continue;
+            }
+            let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
+            let existing = api.get_opt(&r.name).await.map_err(|source| ActionError::Api {
+                action: "read",
+                object: r.to_string(),
+                source,
+            })?;
+            let Some(existing) = existing else { continue };
+            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid);
+            if !control.may_apply(self.manifest) {
+                return Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }));
+            }
         }
-        Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }))
+        Ok(())
     }
 
     /// Delete objects, each on the condition that its uid is still the one checked. An object

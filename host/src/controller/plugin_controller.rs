@@ -1,5 +1,6 @@
 //! [`PluginController`]: the queue, workers and watches of one plugin.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
-use crate::actions::{AppliedChildren, EventSink, managed_selector};
+use crate::actions::{AppliedChildren, EventSink, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
@@ -242,6 +243,8 @@ impl PluginController {
                 .map_err(|e| SyncTimeout { after: config.sync_timeout, ..e })?;
         }
         controller.enqueue_all();
+        let children: Vec<Resolved> =
+            kinds.into_iter().filter(|(kind, ..)| manifest.children.contains(kind)).map(|(_, resolved, _)| resolved).collect();
         let weak = Arc::downgrade(&controller);
         let reporter: Weak<dyn Reporter> = weak;
         controller.shared.metrics.track(reporter);
@@ -249,6 +252,7 @@ impl PluginController {
         for _ in 0..config.concurrency.max(1) {
             workers.spawn(Arc::clone(&controller).work());
         }
+        workers.spawn(Arc::clone(&controller).adopt(children));
         drop(workers);
         if let Some(period) = config.resync {
             *controller.resync.lock().expect("resync lock") = Some(tokio::spawn(Arc::clone(&controller).resync(period)));
@@ -268,6 +272,17 @@ impl PluginController {
         if manifest.children.contains(kind) {
             self.applied.forget_child(gone);
         }
+    }
+
+    /// The host's object cache this controller reads (shared by every plugin).
+    pub fn cache(&self) -> &dyn ObjectCache {
+        &*self.shared.watches
+    }
+
+    /// How many children have an apply fingerprint: only children that exist, of parents that
+    /// exist ([`AppliedChildren`]).
+    pub fn applied_children(&self) -> usize {
+        self.applied.len()
     }
 
     /// The plugin version currently serving.
@@ -397,6 +412,39 @@ impl PluginController {
                 Outcome::GiveUp => self.queue.forget(&key),
             }
             lease.done();
+        }
+    }
+
+    /// Adoption on upgrade, once per start and only when leading (it writes): label the
+    /// children of this plugin's parents that an older host wrote without the host's label, so
+    /// the label-filtered child watches see them ([`label_unlabelled_children`]). A failure is
+    /// logged and not retried: such a child is still read from the API server before it is
+    /// applied, only its prune waits for the next start.
+    async fn adopt(self: Arc<Self>, children: Vec<Resolved>) {
+        let mut serving = self.serving.subscribe();
+        tokio::select! {
+            () = self.shared.leadership.until_leader() => {}
+            _ = serving.wait_for(|s| *s == Serving::Stopped) => return,
+        }
+        let plugin = self.plugin();
+        let parents: HashSet<String> = self
+            .shared
+            .watches
+            .list(&plugin.manifest().parent, None)
+            .iter()
+            .filter_map(|p| p.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        if parents.is_empty() {
+            return;
+        }
+        for child in &children {
+            match label_unlabelled_children(&self.shared.client, &child.resource, plugin.name(), &parents).await {
+                Ok(0) => {}
+                Ok(labelled) => {
+                    tracing::info!(plugin = %plugin.name(), kind = %child.resource.kind, labelled, "adopted children an older host wrote: labelled them")
+                }
+                Err(e) => tracing::warn!(plugin = %plugin.name(), error = %e, "cannot label the children an older host wrote"),
+            }
         }
     }
 

@@ -89,7 +89,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             Ok(written) => written,
             Err(ActionError::Refused(refused)) => {
                 metrics.refused(&manifest.name);
-                let message = format!("response refused, nothing more written: {refused}");
+                let message = format!("response refused, nothing written: {refused}");
                 return fail(controller, &writer, refused.reason(), &message, true).await;
             }
             Err(e) => {

@@ -1,26 +1,28 @@
 //! Applying a plugin's response to the cluster. Data flows one way: response → [`plan`]
 //! (scope and ownership checks, the writes decided) → [`Writer::execute`] (the writes made).
 
+mod adoption;
+mod applied;
 mod diff;
 mod events;
 mod finalizer;
+mod labels;
 mod ownership;
 mod plan;
 mod scope;
 mod status;
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
-
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+pub use adoption::{ADOPTION_FIELD_MANAGER, label_unlabelled_children, needs_label};
+pub use applied::AppliedChildren;
 pub use diff::contains;
 
 pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
+pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, is_stamped, managed_selector, stamp};
 pub use ownership::Control;
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
@@ -48,6 +50,11 @@ pub enum ActionError {
     /// A child kind could not be resolved.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// A child missing from the cache (which holds only the host's labelled children) exists
+    /// on the API server and this parent may not apply it ([`Control::may_apply`]): the plan's
+    /// ownership rule, checked against the server before any write: nothing was written.
+    #[error("response refused, nothing written: {0}")]
+    Refused(#[source] PlanError),
 }
 
 /// What a response's writes did.
@@ -94,33 +101,6 @@ pub struct Writer<'a> {
     pub applied: &'a AppliedChildren,
 }
 
-/// Fingerprints of the last content applied per child, kept per plugin.
-///
-/// Skipping an apply because the observed object contains the desired fields is not enough:
-/// a field the plugin stopped returning must be removed, which only a new apply does.
-#[derive(Debug, Default)]
-pub struct AppliedChildren(Mutex<HashMap<ObjectRef, u64>>);
-
-impl AppliedChildren {
-    fn fingerprint(object: &Value) -> u64 {
-        let mut hasher = std::hash::DefaultHasher::new();
-        object.to_string().hash(&mut hasher);
-        hasher.finish()
-    }
-
-    fn unchanged(&self, r: &ObjectRef, desired: &Value) -> bool {
-        self.0.lock().expect("applied lock").get(r) == Some(&Self::fingerprint(desired))
-    }
-
-    fn record(&self, r: ObjectRef, desired: &Value) {
-        self.0.lock().expect("applied lock").insert(r, Self::fingerprint(desired));
-    }
-
-    fn forget(&self, r: &ObjectRef) {
-        self.0.lock().expect("applied lock").remove(r);
-    }
-}
-
 impl std::fmt::Debug for Writer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").field("plugin", &self.manifest.name).finish_non_exhaustive()
@@ -152,10 +132,19 @@ impl Writer<'_> {
     /// Make the writes of `plan`, in order: apply its children, delete its prunes and
     /// deletes, patch the parent's status. Events and the finalizer are the caller's.
     ///
+    /// Before any write, each child the cache does not hold is read from the API server: the
+    /// cache holds only children the host labelled ([`labels`]), so such a child may still
+    /// exist (a user's object of the same name, a child an older host wrote), and it is
+    /// applied only if this parent may ([`Control::may_apply`], the rule [`plan`] checks
+    /// against the cache).
+    ///
     /// # Errors
-    /// The first failed write; the writes before it stay done (each is idempotent).
+    /// [`ActionError::Refused`] when such a child may not be applied (nothing is written then);
+    /// otherwise the first failed read or write, and the writes before it stay done (each is
+    /// idempotent).
     pub async fn execute(&self, plan: &Plan) -> Result<Written, ActionError> {
         let mut written = Written::default();
+        self.check_uncached(&plan.apply).await?;
         self.apply_children(&plan.apply, &mut written).await?;
         self.delete(plan.prune.iter().chain(&plan.delete), &mut written).await?;
         if let Some(patch) = &plan.status_patch {
@@ -170,10 +159,11 @@ impl Writer<'_> {
     /// skip compares only the fields the plugin sends, so a field left to another manager (and
     /// changed by it) never causes a write.
     async fn apply_children(&self, children: &[Value], written: &mut Written) -> Result<(), ActionError> {
+        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         for child in children {
             let r = ObjectRef::of_object(child).expect("planned children have identity");
             let kind = r.kind();
-            if self.applied.unchanged(&r, child)
+            if self.applied.unchanged(parent_uid, &r, child)
                 && let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)
                 && contains(&observed, child)
             {
@@ -186,8 +176,32 @@ impl Writer<'_> {
                 object: r.to_string(),
                 source,
             })?;
-            self.applied.record(r, child);
+            self.applied.record(parent_uid, r, child);
             written.applied += 1;
+        }
+        Ok(())
+    }
+
+    /// Read each child the cache does not hold from the API server; refuse the first that
+    /// exists and this parent may not apply.
+    async fn check_uncached(&self, children: &[Value]) -> Result<(), ActionError> {
+        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        for child in children {
+            let r = ObjectRef::of_object(child).expect("planned children have identity");
+            if self.cache.get(&r.kind(), r.namespace.as_deref(), &r.name).is_some() {
+                continue;
+            }
+            let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
+            let existing = api.get_opt(&r.name).await.map_err(|source| ActionError::Api {
+                action: "read",
+                object: r.to_string(),
+                source,
+            })?;
+            let Some(existing) = existing else { continue };
+            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid);
+            if !control.may_apply(self.manifest) {
+                return Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }));
+            }
         }
         Ok(())
     }
@@ -195,10 +209,11 @@ impl Writer<'_> {
     /// Delete objects, each on the condition that its uid is still the one checked. An object
     /// already gone, or replaced by a same-named one since (the precondition fails), is left.
     async fn delete(&self, deletions: impl Iterator<Item = &Deletion>, written: &mut Written) -> Result<(), ActionError> {
+        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         for d in deletions {
             let r = &d.object;
             let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
-            self.applied.forget(r);
+            self.applied.forget(parent_uid, r);
             let params = DeleteParams {
                 preconditions: Some(Preconditions { uid: d.uid.clone(), resource_version: None }),
                 ..DeleteParams::background()

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::labels;
 use super::ownership::Control;
 use super::scope::{self, ScopeError};
 use super::status::{RECONCILED, status_patch};
@@ -83,8 +84,9 @@ pub struct Deletion {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    /// Children to server-side apply: namespace defaulted to the parent's, and
-    /// `ownerReferences` replaced by the host's single controller reference to the parent.
+    /// Children to server-side apply: namespace defaulted to the parent's,
+    /// `ownerReferences` replaced by the host's single controller reference to the parent, and
+    /// the host's labels stamped ([`labels::stamp`](super::labels::stamp)).
     pub apply: Vec<Value>,
     /// Observed children this parent controls that the response no longer lists (only when the
     /// manifest prunes).
@@ -158,6 +160,7 @@ pub fn plan(
         // forbids it): [`scope::check`] labelled it with the parent's uid instead.
         let owned_by_reference = r.namespace.is_some() || namespace_of(parent).is_none();
         child["metadata"]["ownerReferences"] = if owned_by_reference { json!([owner]) } else { json!([]) };
+        labels::stamp(child, &manifest.name);
     }
     let mut delete = Vec::new();
     for r in response.delete {
@@ -276,6 +279,17 @@ mod tests {
             p.apply[0]["metadata"]["ownerReferences"],
             json!([{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "p", "uid": "u-p",
                 "controller": true, "blockOwnerDeletion": true}])
+        );
+    }
+
+    #[test]
+    fn children_carry_the_hosts_labels_over_the_plugins() {
+        let mut forged = child("new");
+        forged["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "helm", "app": "x"});
+        let p = run(Response { children: vec![forged], ..Default::default() }, &[]).unwrap();
+        assert_eq!(
+            p.apply[0]["metadata"]["labels"],
+            json!({"app": "x", "app.kubernetes.io/managed-by": "wasmop", "wasmop.dev/plugin": "memcached"})
         );
     }
 

@@ -54,20 +54,56 @@ impl RelatedKind {
     /// assert_eq!(pods("app=memcached").parent_name_label(), None);
     /// ```
     pub fn parent_name_label(&self) -> Option<&str> {
-        let mut depth = 0_u32;
-        let requirements = self.label_selector.split(|c| {
-            match c {
-                '(' => depth += 1,
-                ')' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-            c == ',' && depth == 0
-        });
-        requirements.map(str::trim).find_map(|r| {
+        self.requirements().find_map(|r| {
             let key = r.strip_suffix(PARENT_NAME_PLACEHOLDER)?.trim_end();
             let key = key.strip_suffix("==").or_else(|| key.strip_suffix('='))?.trim_end();
             (!key.is_empty() && !key.ends_with('!')).then_some(key)
         })
+    }
+
+    /// The part of the selector that is the same for every parent, for a server-side watch of
+    /// the kind: the requirements without [`PARENT_NAME_PLACEHOLDER`], plus the existence of
+    /// the key a `key=$(parent.name)` or `key in (…, $(parent.name))` requirement names.
+    /// `None` when no part is fixed (the whole kind must be watched).
+    ///
+    /// ```
+    /// use wasmop::contract::{Kind, RelatedKind};
+    /// let pods = |s: &str| RelatedKind { kind: Kind::new("", "v1", "Pod"), label_selector: s.into() };
+    /// assert_eq!(pods("app=memcached,memcached_cr=$(parent.name)").fixed_selector().as_deref(), Some("app=memcached,memcached_cr"));
+    /// assert_eq!(pods("tier in (a, $(parent.name))").fixed_selector().as_deref(), Some("tier"));
+    /// assert_eq!(pods("app=x").fixed_selector().as_deref(), Some("app=x"));
+    /// assert_eq!(pods("cr!=$(parent.name)").fixed_selector(), None);
+    /// ```
+    pub fn fixed_selector(&self) -> Option<String> {
+        let fixed: Vec<&str> = self
+            .requirements()
+            .filter_map(|r| {
+                if !r.contains(PARENT_NAME_PLACEHOLDER) {
+                    return Some(r);
+                }
+                let key = match r.split_whitespace().collect::<Vec<_>>()[..] {
+                    [key, "in", ..] => key,
+                    _ => r.split_once('=').map(|(key, _)| key.trim_end())?,
+                };
+                (!key.is_empty() && !key.ends_with('!')).then_some(key)
+            })
+            .collect();
+        (!fixed.is_empty()).then(|| fixed.join(","))
+    }
+
+    /// The selector's requirements: split at commas outside parentheses, trimmed.
+    fn requirements(&self) -> impl Iterator<Item = &str> {
+        let mut depth = 0_u32;
+        self.label_selector
+            .split(move |c| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                c == ',' && depth == 0
+            })
+            .map(str::trim)
     }
 }
 

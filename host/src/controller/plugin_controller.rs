@@ -1,5 +1,6 @@
 //! [`PluginController`]: the queue, workers and watches of one plugin.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -15,9 +16,9 @@ use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
-use crate::actions::{AppliedChildren, EventSink};
+use crate::actions::{AppliedChildren, EventSink, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
-use crate::contract::{Kind, Scope};
+use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
 use crate::runtime::Plugin;
 
@@ -174,6 +175,9 @@ impl Subscriber for Forward {
         if let Some(controller) = self.0.upgrade() {
             controller.changed.notify_one();
             let plugin = controller.plugin.load();
+            if let (Some(gone), None) = (old, new) {
+                controller.forget_applied(plugin.manifest(), kind, gone);
+            }
             for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
                 controller.queue.add(key);
             }
@@ -203,9 +207,18 @@ impl PluginController {
             });
         }
         let started = tokio::time::Instant::now();
-        let mut kinds = vec![(manifest.parent.clone(), parent.clone())];
-        for kind in manifest.children.iter().chain(manifest.related.iter().map(|r| &r.kind)) {
-            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?));
+        // What each kind is watched for: the parent whole, children through the host's label,
+        // related kinds through the fixed part of their selector.
+        let mut kinds = vec![(manifest.parent.clone(), parent.clone(), None)];
+        for kind in &manifest.children {
+            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?, Some(managed_selector())));
+        }
+        for related in &manifest.related {
+            kinds.push((
+                related.kind.clone(),
+                shared.discovery.resolve(&related.kind, patience).await?,
+                related.fixed_selector(),
+            ));
         }
         // After discovery: whether a kind is cluster-scoped is the server's answer.
         let install = shared.watches.install();
@@ -240,11 +253,17 @@ impl PluginController {
             shared,
         });
         let forward: Arc<dyn Subscriber> = Arc::new(Forward(Arc::downgrade(&controller)));
-        for (kind, resolved) in &kinds {
-            let sub = controller.shared.watches.subscribe(kind, &resolved.resource, resolved.scope, Arc::clone(&forward));
+        for (kind, resolved, selector) in &kinds {
+            let sub = controller.shared.watches.subscribe(
+                kind,
+                &resolved.resource,
+                resolved.scope,
+                selector.as_deref(),
+                Arc::clone(&forward),
+            );
             controller.subscriptions.lock().expect("subscriptions lock").push(sub);
         }
-        for (kind, _) in &kinds {
+        for (kind, ..) in &kinds {
             let left = config.sync_timeout.saturating_sub(started.elapsed());
             controller
                 .shared
@@ -254,6 +273,8 @@ impl PluginController {
                 .map_err(|e| SyncTimeout { after: config.sync_timeout, ..e })?;
         }
         controller.enqueue_all();
+        let children: Vec<Resolved> =
+            kinds.into_iter().filter(|(kind, ..)| manifest.children.contains(kind)).map(|(_, resolved, _)| resolved).collect();
         let weak = Arc::downgrade(&controller);
         let reporter: Weak<dyn Reporter> = weak;
         controller.shared.metrics.track(reporter);
@@ -261,12 +282,32 @@ impl PluginController {
         for _ in 0..config.concurrency.max(1) {
             workers.spawn(Arc::clone(&controller).work());
         }
+        workers.spawn(Arc::clone(&controller).adopt(children));
         drop(workers);
         if let Some(period) = config.resync {
             *controller.resync.lock().expect("resync lock") = Some(tokio::spawn(Arc::clone(&controller).resync(period)));
         }
         tracing::info!(plugin = %manifest.name, version = %manifest.version, parent = %manifest.parent, "plugin started");
         Ok(controller)
+    }
+
+    /// Drop the apply fingerprints that went with an object of `kind` that is gone: a
+    /// child's own, or every child's of a parent.
+    fn forget_applied(&self, manifest: &Manifest, kind: &Kind, gone: &Value) {
+        if kind == &manifest.parent
+            && let Some(uid) = gone.pointer("/metadata/uid").and_then(Value::as_str)
+        {
+            self.applied.forget_parent(uid);
+        }
+        if manifest.children.contains(kind) {
+            self.applied.forget_child(gone);
+        }
+    }
+
+    /// How many children have an apply fingerprint: only children that exist, of parents that
+    /// exist ([`AppliedChildren`]).
+    pub fn applied_children(&self) -> usize {
+        self.applied.len()
     }
 
     /// The plugin version currently serving.
@@ -401,6 +442,51 @@ impl PluginController {
                 Outcome::GiveUp => self.queue.forget(&key),
             }
             lease.done();
+        }
+    }
+
+    /// Adoption on upgrade, once per start and only when leading (it writes): label the
+    /// children of this plugin's parents that an older host wrote without the host's label, so
+    /// the label-filtered child watches see them ([`label_unlabelled_children`]). A failure is
+    /// logged and not retried: such a child is still read from the API server before it is
+    /// applied, only its prune waits for the next start.
+    async fn adopt(self: Arc<Self>, children: Vec<Resolved>) {
+        let mut serving = self.serving.subscribe();
+        tokio::select! {
+            () = self.shared.leadership.until_leader() => {}
+            _ = serving.wait_for(|s| *s == Serving::Stopped) => return,
+        }
+        let plugin = self.plugin();
+        let parents: HashSet<String> = self
+            .shared
+            .watches
+            .list(&plugin.manifest().parent, None)
+            .iter()
+            .filter_map(|p| p.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        if parents.is_empty() {
+            return;
+        }
+        // A namespaced install lists each of its namespaces (it may not list the cluster).
+        let namespaces: Vec<Option<String>> = match self.shared.watches.install().namespaces() {
+            Some(names) => names.iter().cloned().map(Some).collect(),
+            None => vec![None],
+        };
+        let places = children.iter().flat_map(|child| {
+            let each = if child.scope == Scope::Namespaced { namespaces.clone() } else { vec![None] };
+            each.into_iter().map(move |ns| (child, ns))
+        });
+        for (child, namespace) in places {
+            let labelled =
+                label_unlabelled_children(&self.shared.client, &child.resource, namespace.as_deref(), plugin.name(), &parents)
+                    .await;
+            match labelled {
+                Ok(0) => {}
+                Ok(labelled) => {
+                    tracing::info!(plugin = %plugin.name(), kind = %child.resource.kind, labelled, "adopted children an older host wrote: labelled them")
+                }
+                Err(e) => tracing::warn!(plugin = %plugin.name(), error = %e, "cannot label the children an older host wrote"),
+            }
         }
     }
 

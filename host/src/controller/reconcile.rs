@@ -7,7 +7,9 @@ use tracing::Instrument;
 
 use super::mapping::ObjectKey;
 use super::plugin_controller::{Outcome, PluginController};
-use crate::actions::{RECONCILED, Writer, add_finalizer, has_finalizer, plan, remove_finalizer, status_patch, timestamp_now};
+use crate::actions::{
+    ActionError, RECONCILED, Writer, add_finalizer, has_finalizer, plan, remove_finalizer, status_patch, timestamp_now,
+};
 use crate::contract::{Condition, ConditionStatus, Event, EventType, Request};
 use crate::objects::ObjectCache;
 
@@ -85,6 +87,11 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             };
         let written = match writer.execute(&plan).await {
             Ok(written) => written,
+            Err(ActionError::Refused(refused)) => {
+                metrics.refused(&manifest.name);
+                let message = format!("response refused, nothing written: {refused}");
+                return fail(controller, &writer, refused.reason(), &message, true).await;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
                 return Outcome::Retry;

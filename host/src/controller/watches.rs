@@ -3,6 +3,14 @@
 //! A namespaced install ([`InstallScope::Namespaces`]) watches each namespaced kind once per
 //! namespace (kube-rs watches one namespace or all) and merges them into the kind's one cache
 //! and change feed.
+//!
+//! Each subscriber says which objects of the kind it needs by a label selector (`None`: all of
+//! them). The kind's one watch lists and watches, server-side, the requirements every
+//! subscriber's selector shares ([`common_selector`]): a child kind only the host's children
+//! (`app.kubernetes.io/managed-by=wasmop`), a related kind the fixed part of its selector. A
+//! subscriber whose selector shares nothing with the others' widens the watch to the whole
+//! kind; the watch is restarted (a relist) whenever the common selector changes. Cached objects
+//! are stripped of what no plugin reads ([`strip`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -17,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Scope};
-use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of};
+use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of, strip};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
 
@@ -43,8 +51,21 @@ pub trait Subscriber: Send + Sync {
     fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>);
 }
 
+/// A subscriber and the label selector of the objects it needs (`None`: every object).
+struct Subscribed {
+    id: u64,
+    selector: Option<String>,
+    subscriber: Arc<dyn Subscriber>,
+}
+
 /// The watch of one kind: its objects, whether the first list completed, its subscribers.
 struct KindWatch {
+    /// The resource to list and watch.
+    resource: ApiResource,
+    /// Whether the kind is namespaced (watched per namespace by a namespaced install).
+    scope: Scope,
+    /// The label selector the running watch lists with (`None`: the whole kind).
+    selector: Mutex<Option<String>>,
     objects: RwLock<BTreeMap<Key, Arc<Value>>>,
     /// Keys of the objects each controller (by uid) owns: a reconcile reads its parent's
     /// children without scanning the namespace.
@@ -52,7 +73,7 @@ struct KindWatch {
     synced: tokio::sync::watch::Sender<bool>,
     /// The watch's last error since it last listed successfully.
     last_error: Mutex<Option<String>>,
-    subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
+    subscribers: RwLock<Vec<Subscribed>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -97,32 +118,39 @@ impl Watches {
         &self.install
     }
 
-    /// Subscribe to changes of `kind` (served with `scope`), starting its watch if this is the
-    /// first subscriber.
+    /// Subscribe to changes of the objects of `kind` (served with `scope`) that `selector` (kubectl syntax, already
+    /// validated) matches, or of every object of `kind` when it is `None`. Starts the kind's
+    /// watch if this is the first subscriber, and restarts it with a wider selector when
+    /// `selector` shares less with the other subscribers' than the running watch lists.
+    ///
+    /// A subscriber may be told about objects its selector does not match (those another
+    /// subscriber needs); the cache of the kind holds the union.
     pub fn subscribe(
         self: &Arc<Self>,
         kind: &Kind,
         resource: &ApiResource,
         scope: Scope,
+        selector: Option<&str>,
         subscriber: Arc<dyn Subscriber>,
     ) -> Subscription {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kinds = self.kinds.write().expect("watches lock");
         let watch = kinds.entry(kind.clone()).or_insert_with(|| {
-            let watch = Arc::new(KindWatch {
+            Arc::new(KindWatch {
+                resource: resource.clone(),
+                scope,
+                selector: Mutex::default(),
                 objects: RwLock::default(),
                 owned: RwLock::default(),
                 synced: tokio::sync::watch::channel(false).0,
                 last_error: Mutex::default(),
                 subscribers: RwLock::default(),
                 task: Mutex::new(None),
-            });
-            let apis = self.apis(resource, scope);
-            let task = tokio::spawn(run_watch(kind.clone(), resource.clone(), apis, Arc::clone(&watch)));
-            *watch.task.lock().expect("task lock") = Some(task);
-            watch
+            })
         });
-        watch.subscribers.write().expect("subscribers lock").push((id, subscriber));
+        let selector = selector.map(str::to_owned);
+        watch.subscribers.write().expect("subscribers lock").push(Subscribed { id, selector, subscriber });
+        self.restart_if_needed(kind, watch);
         Subscription { watches: Arc::clone(self), kind: kind.clone(), id }
     }
 
@@ -130,7 +158,7 @@ impl Watches {
         let mut kinds = self.kinds.write().expect("watches lock");
         let Some(watch) = kinds.get(kind) else { return };
         let mut subs = watch.subscribers.write().expect("subscribers lock");
-        subs.retain(|(i, _)| *i != id);
+        subs.retain(|s| s.id != id);
         if subs.is_empty() {
             drop(subs);
             if let Some(task) = watch.task.lock().expect("task lock").take() {
@@ -138,7 +166,32 @@ impl Watches {
             }
             kinds.remove(kind);
             tracing::info!(%kind, "watch stopped: no plugin needs it any more");
+        } else if tokio::runtime::Handle::try_current().is_ok() {
+            // Narrow the watch to what the remaining subscribers share (not while the runtime
+            // shuts down: the watch task is gone with it).
+            drop(subs);
+            self.restart_if_needed(kind, watch);
         }
+    }
+
+    /// (Re)start the watch of `kind` when it is not running or lists with another selector
+    /// than its subscribers now share. A restarted watch is not synced until its relist
+    /// completes; its cache keeps the old objects until then.
+    fn restart_if_needed(&self, kind: &Kind, watch: &Arc<KindWatch>) {
+        let wanted = common_selector(watch.subscribers.read().expect("subscribers lock").iter().map(|s| s.selector.as_deref()));
+        let mut running = watch.selector.lock().expect("selector lock");
+        let mut task = watch.task.lock().expect("task lock");
+        if task.is_some() && *running == wanted {
+            return;
+        }
+        if let Some(old) = task.take() {
+            old.abort();
+            watch.synced.send_replace(false);
+            tracing::info!(%kind, from = ?*running, to = ?wanted, "watch restarted with the selector its subscribers share");
+        }
+        *running = wanted.clone();
+        let apis = self.apis(&watch.resource, watch.scope);
+        *task = Some(tokio::spawn(run_watch(kind.clone(), apis, wanted, Arc::clone(watch))));
     }
 
     /// Wait until the first list of `kind` has completed, at most `timeout`.
@@ -265,25 +318,35 @@ impl KindWatch {
     }
 }
 
-/// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged);
-/// on errors retry with backoff (the API server going away is survived here) and relist. The
-/// kind is synced once every one of them has listed.
-async fn run_watch(kind: Kind, resource: ApiResource, apis: Vec<(Option<String>, Api<DynamicObject>)>, watch: Arc<KindWatch>) {
+/// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
+/// the objects `selector` matches (`None`: all); on errors retry with backoff (the API server
+/// going away is survived here) and relist. The kind is synced once every one of them has
+/// listed. Objects are [`strip`]ped before they are cached.
+async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<DynamicObject>)>, selector: Option<String>, watch: Arc<KindWatch>) {
+    let resource = &watch.resource;
+    let config = match &selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
     let streams = apis.into_iter().map(|(ns, api)| {
-        watcher(api, watcher::Config::default()).default_backoff().map(move |event| (ns.clone(), event)).boxed()
+        watcher(api, config.clone())
+            .default_backoff()
+            .modify(|o: &mut DynamicObject| strip(&mut o.metadata))
+            .map(move |event| (ns.clone(), event))
+            .boxed()
     });
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
     let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Value>>> = HashMap::new();
-    tracing::info!(%kind, namespaces = ?unsynced.iter().flatten().collect::<Vec<_>>(), "watch started");
+    tracing::info!(%kind, namespaces = ?unsynced.iter().flatten().collect::<Vec<_>>(), selector = selector.as_deref().unwrap_or(""), "watch started");
     while let Some((namespace, event)) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => {
                 relists.insert(namespace, BTreeMap::new());
             }
             Ok(watcher::Event::InitApply(obj)) => {
-                if let (Some(buffer), Some((key, value))) = (relists.get_mut(&namespace), to_value(obj, &resource)) {
+                if let (Some(buffer), Some((key, value))) = (relists.get_mut(&namespace), to_value(obj, resource)) {
                     buffer.insert(key, value);
                 }
             }
@@ -312,14 +375,14 @@ async fn run_watch(kind: Kind, resource: ApiResource, apis: Vec<(Option<String>,
                 watch.synced.send_replace(true);
             }
             Ok(watcher::Event::Apply(obj)) => {
-                if let Some((key, value)) = to_value(obj, &resource) {
+                if let Some((key, value)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").insert(key.clone(), Arc::clone(&value));
                     watch.index(&key, before.as_deref(), Some(&value));
                     notify(&watch, &kind, before.as_ref(), Some(&value));
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
-                if let Some((key, _)) = to_value(obj, &resource) {
+                if let Some((key, _)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").remove(&key);
                     watch.index(&key, before.as_deref(), None);
                     if let Some(before) = before {
@@ -337,24 +400,53 @@ async fn run_watch(kind: Kind, resource: ApiResource, apis: Vec<(Option<String>,
 
 fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Value>>, new: Option<&Arc<Value>>) {
     let subscribers: Vec<Arc<dyn Subscriber>> =
-        watch.subscribers.read().expect("subscribers lock").iter().map(|(_, s)| Arc::clone(s)).collect();
+        watch.subscribers.read().expect("subscribers lock").iter().map(|s| Arc::clone(&s.subscriber)).collect();
     for s in subscribers {
         s.on_change(kind, old.map(|v| &**v), new.map(|v| &**v));
     }
 }
 
-/// The cached form of an object: JSON with `apiVersion` and `kind` set, `managedFields` dropped
-/// (plugins never need them and they dominate the size of small objects).
+/// The cached form of an object (already [`strip`]ped): JSON with `apiVersion` and `kind` set.
 fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Value>)> {
     let mut value = serde_json::to_value(obj).ok()?;
     let map = value.as_object_mut()?;
     map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
     map.insert("kind".into(), Value::String(resource.kind.clone()));
-    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
     let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
     Some((key, Arc::new(value)))
+}
+
+/// The label selector that matches every object any of `wanted` matches: the requirements all
+/// of them share, `None` (every object) when one wants every object or they share none.
+///
+/// Requirements are compared as written (split at top-level commas, trimmed): `a=b` and
+/// `a = b` count as different, which only makes the watch wider than it could be.
+pub fn common_selector<'a>(wanted: impl IntoIterator<Item = Option<&'a str>>) -> Option<String> {
+    let mut common: Option<Vec<&str>> = None;
+    for selector in wanted {
+        let requirements: Vec<&str> = requirements(selector?).collect();
+        common = Some(match common {
+            None => requirements,
+            Some(common) => common.into_iter().filter(|r| requirements.contains(r)).collect(),
+        });
+    }
+    common.filter(|c| !c.is_empty()).map(|c| c.join(","))
+}
+
+/// The requirements of a selector: split at commas outside parentheses, trimmed, none empty.
+fn requirements(selector: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0_u32;
+    selector
+        .split(move |c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            c == ',' && depth == 0
+        })
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
 }
 
 #[cfg(test)]
@@ -365,6 +457,9 @@ mod tests {
 
     fn kind_watch() -> KindWatch {
         KindWatch {
+            resource: ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("", "v1", "Pod"), "pods"),
+            scope: Scope::Namespaced,
+            selector: Mutex::default(),
             objects: RwLock::default(),
             owned: RwLock::default(),
             synced: tokio::sync::watch::channel(false).0,
@@ -409,5 +504,29 @@ mod tests {
         assert_eq!(old.len(), 2);
         assert_eq!(names(&watch), ["c/1"]);
         assert!(!watch.owned.read().unwrap().contains_key("q"));
+    }
+
+    #[test]
+    fn subscribers_that_agree_share_their_selector() {
+        let child = "app.kubernetes.io/managed-by=wasmop";
+        assert_eq!(common_selector([Some(child), Some(child)]).as_deref(), Some(child));
+    }
+
+    #[test]
+    fn the_common_selector_keeps_only_the_requirements_all_share() {
+        let wanted = [Some("app=memcached, tier in (a,b)"), Some("tier in (a,b),app=memcached,extra")];
+        assert_eq!(common_selector(wanted).as_deref(), Some("app=memcached,tier in (a,b)"));
+    }
+
+    #[test]
+    fn one_subscriber_of_the_whole_kind_widens_the_watch() {
+        assert_eq!(common_selector([Some("app=memcached"), None]), None);
+        assert_eq!(common_selector([None, Some("app=memcached")]), None);
+    }
+
+    #[test]
+    fn selectors_that_share_nothing_watch_the_whole_kind() {
+        assert_eq!(common_selector([Some("app=a"), Some("app=b")]), None);
+        assert_eq!(common_selector(std::iter::empty()), None);
     }
 }

@@ -7,6 +7,7 @@
 mod gather;
 mod memory;
 pub mod selector;
+mod strip;
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use serde_json::Value;
 
 pub use memory::MemoryCache;
 pub use selector::{LabelSelector, SelectorError};
+pub use strip::{LAST_APPLIED_ANNOTATION, strip};
 
 use crate::contract::Kind;
 

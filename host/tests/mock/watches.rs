@@ -52,7 +52,7 @@ async fn a_kind_is_listed_and_watched_cluster_wide_without_selectors_and_cached_
     let changes = Arc::new(Changes::default());
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps");
     let kind = config_map_kind();
-    let _subscription = watches.subscribe(&kind, &resource, Scope::Namespaced, changes.clone());
+    let _subscription = watches.subscribe(&kind, &resource, Scope::Namespaced, None, changes.clone());
     let (synced, none) =
         tokio::join!(watches.wait_synced(&kind, Duration::from_secs(5)), server.next_within(Duration::from_millis(200)));
     synced.expect("synced");
@@ -84,7 +84,7 @@ async fn watch_events_update_the_cache_and_reach_the_subscribers() {
     let changes = Arc::new(Changes::default());
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps");
     let kind = config_map_kind();
-    let _subscription = watches.subscribe(&kind, &resource, Scope::Namespaced, changes.clone());
+    let _subscription = watches.subscribe(&kind, &resource, Scope::Namespaced, None, changes.clone());
     let (synced, _) =
         tokio::join!(watches.wait_synced(&kind, Duration::from_secs(5)), server.next_within(Duration::from_millis(200)));
     synced.expect("synced");

@@ -1,0 +1,131 @@
+//! Churn: does the host's memory return close to where it started when parents come and go?
+//!
+//! `cargo bench -p wasmop-e2e --bench churn` (a plain binary, `harness = false`).
+//!
+//! Environment:
+//! - `N` (default 2000): Testbed parents created per round (mode `ok`: each gets one ConfigMap
+//!   child and a status);
+//! - `ROUNDS` (default 3): create N, wait until every child is applied and cached, delete them
+//!   all, wait until the host's cache is empty again (the garbage collector deletes the
+//!   children, at its own pace) and up to 10 s more for the apply fingerprints to go;
+//! - `INFLIGHT` (default 32): concurrent create calls.
+//!
+//! A fresh `ControlPlane` (etcd + kube-apiserver + kube-controller-manager 1.20.2, whose garbage
+//! collector deletes the children of deleted parents) runs the testbed plugin in a host inside
+//! this process. It prints the process's resident set (VmRSS) when idle, when loaded and after
+//! each round's deletes, both as is and after `malloc_trim(0)` (glibc keeps freed memory
+//! mapped; the trimmed figure is what the process still uses), and the apply fingerprints held.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use futures::{StreamExt, stream};
+use kube::api::{DeleteParams, ListParams};
+use serde_json::json;
+use wasmop::contract::Kind;
+use wasmop::controller::{BreakerConfig, PluginController};
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::{Host, api_for, apply, apply_file};
+use wasmop_e2e::plugins::{plugin_with_features, workspace};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The resident set in MiB, read from `/proc/self/status`, without and with `malloc_trim(0)`.
+fn rss() -> (f64, f64) {
+    let read = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_default();
+        kib / 1024.0
+    };
+    let raw = read();
+    // SAFETY: malloc_trim only returns free heap memory to the kernel.
+    unsafe { libc::malloc_trim(0) };
+    (raw, read())
+}
+
+fn main() -> Result<()> {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(churn())
+}
+
+/// Poll `done` every 200 ms, at most `limit`.
+async fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Result<Duration> {
+    let started = Instant::now();
+    while !done() {
+        if started.elapsed() > limit {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(started.elapsed())
+}
+
+fn cached(controller: &PluginController) -> (usize, usize) {
+    let parents = controller.cache().list(&Kind::new("test.wasmop.dev", "v1", "Testbed"), None).len();
+    let config_maps = controller.cache().list(&Kind::new("", "v1", "ConfigMap"), Some("default"));
+    let children = config_maps
+        .iter()
+        .filter(|c| c.pointer("/metadata/ownerReferences").and_then(|r| r.as_array()).is_some_and(|r| !r.is_empty()));
+    (parents, children.count())
+}
+
+async fn churn() -> Result<()> {
+    let (n, rounds, inflight) = (env("N", 2000), env("ROUNDS", 3), env("INFLIGHT", 32));
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
+    let plugin = plugin_with_features("testbed", "wasm32-wasip2", &[]);
+    let mut config = Host::test_config();
+    config.breaker = BreakerConfig::default().window_calls(1_000_000);
+    let host = Host::start(client.clone(), &[&plugin], config).await?;
+    let controller = host.manager.controller("testbed").expect("testbed runs");
+    let crs = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let row = |phase: &str, controller: &PluginController| {
+        let (raw, trimmed) = rss();
+        let (parents, children) = cached(controller);
+        println!("{phase:<22} {raw:>9.1} {trimmed:>12.1} {parents:>8} {children:>9} {:>13}", controller.applied_children());
+    };
+    println!("N = {n} parents per round, {rounds} rounds, testbed plugin (one ConfigMap child each)");
+    println!("{:<22} {:>9} {:>12} {:>8} {:>9} {:>13}", "phase", "RSS MiB", "trimmed MiB", "parents", "children", "fingerprints");
+    row("idle", &controller);
+    for round in 1..=rounds {
+        let started = Instant::now();
+        stream::iter(0..n)
+            .map(|i| {
+                let client = client.clone();
+                async move {
+                    let cr = json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+                        "metadata": {"name": format!("churn-{round}-{i:05}"), "namespace": "default"}, "spec": {"mode": "ok"}});
+                    apply(&client, &cr).await
+                }
+            })
+            .buffer_unordered(inflight)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        wait("every child applied", Duration::from_secs(900), || {
+            cached(&controller) == (n, n) && controller.applied_children() >= n
+        })
+        .await?;
+        row(&format!("round {round} loaded"), &controller);
+        crs.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
+        wait("every parent and child gone from the cache", Duration::from_secs(900), || cached(&controller) == (0, 0)).await?;
+        // The fingerprints go with the delete events; whatever is left after that leaks.
+        let _ = wait("no fingerprint left", Duration::from_secs(10), || controller.applied_children() == 0).await;
+        row(&format!("round {round} deleted"), &controller);
+        eprintln!("round {round}: {:.1} s", started.elapsed().as_secs_f64());
+    }
+    host.manager.shutdown().await;
+    Ok(())
+}

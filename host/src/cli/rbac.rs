@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::RuntimeArgs;
 use crate::cluster::Discovery;
 use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest};
-use crate::policy::HostPolicy;
+use crate::policy::{ConfigSource, HostPolicy};
 use crate::reload::scan;
 
 /// Arguments of `wasmop rbac`.
@@ -68,12 +68,15 @@ pub fn kinds_of(manifests: &[Manifest]) -> BTreeSet<Kind> {
 /// the host itself, events, leases (leader election) and its `WasmPlugin` status objects.
 /// A plugin the policy does not grant what it declares (a Secret, a cluster-scoped child of a
 /// namespaced parent) is left out whole: the host would not start it. Resource names are the
-/// plurals `kinds` knows. Rules are merged per (group, resource).
+/// plurals `kinds` knows. Rules are merged per (group, resource). A plugin configured by a
+/// ConfigMap adds read of that ConfigMap by name (`resourceNames`; the host lists and watches
+/// it with a `metadata.name` field selector, which such a rule allows).
 ///
 /// # Errors
 /// [`KindsError::Unknown`] for a kind `kinds` does not know.
 pub fn rules(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) -> Result<Vec<Value>, KindsError> {
     let mut grants: BTreeMap<(String, String), BTreeSet<&str>> = BTreeMap::new();
+    let mut config_maps = BTreeSet::new();
     let mut grant = |kind: &Kind, sub: Option<&str>, verbs: &[&'static str]| -> Result<(), KindsError> {
         let plural = &kinds.resolve(kind)?.plural;
         let resource = match sub {
@@ -92,16 +95,23 @@ pub fn rules(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) ->
         for related in &m.related {
             grant(&related.kind, None, READ)?;
         }
+        if let ConfigSource::ConfigMap(at) = policy.for_plugin(&m.name).config {
+            config_maps.insert(at.name);
+        }
     }
     let [event, lease, wasm_plugin] = host_kinds();
     grant(&event, None, &["create", "patch", "update"])?;
     grant(&lease, None, &["get", "create", "update"])?;
     grant(&wasm_plugin, None, &["get", "list", "create", "patch", "update", "delete"])?;
     grant(&wasm_plugin, Some("status"), &["get", "patch", "update"])?;
-    Ok(grants
+    let mut rules: Vec<Value> = grants
         .into_iter()
         .map(|((group, resource), verbs)| json!({"apiGroups": [group], "resources": [resource], "verbs": verbs}))
-        .collect())
+        .collect();
+    if !config_maps.is_empty() {
+        rules.push(json!({"apiGroups": [""], "resources": ["configmaps"], "resourceNames": config_maps, "verbs": READ}));
+    }
+    Ok(rules)
 }
 
 /// The ClusterRole and its ClusterRoleBinding to `namespace/service_account`, as YAML. A
@@ -222,6 +232,18 @@ mod tests {
         assert_eq!(find("pods").unwrap()["verbs"], json!(["get", "list", "watch"]));
         assert!(find("secrets").is_none());
         assert!(find("leases").is_some() && find("events").is_some());
+    }
+
+    #[test]
+    fn a_config_map_source_is_readable_by_name_only() {
+        let policy = HostPolicy::from_yaml("plugins: {memcached: {configMap: ops/memcached-config}}").unwrap();
+        let rules = rules(&[fixtures::memcached("")], &policy, &kinds()).unwrap();
+        let config_maps: Vec<&Value> = rules.iter().filter(|r| r["resources"][0] == "configmaps").collect();
+        let want = json!({"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["memcached-config"],
+                          "verbs": ["get", "list", "watch"]});
+        assert_eq!(config_maps, [&want]);
+        let none = super::rules(&[fixtures::memcached("")], &HostPolicy::default(), &kinds()).unwrap();
+        assert!(none.iter().all(|r| r["resources"][0] != "configmaps"));
     }
 
     #[test]

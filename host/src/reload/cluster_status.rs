@@ -49,7 +49,7 @@ impl ClusterStatus {
         Self { client, api: tokio::sync::Mutex::new(None), warned: Default::default() }
     }
 
-    async fn api(&self) -> Option<Api<DynamicObject>> {
+    pub(super) async fn api(&self) -> Option<Api<DynamicObject>> {
         let mut api = self.api.lock().await;
         if api.is_none() {
             match pinned_kind(&self.client, &GroupVersionKind::gvk("wasmop.dev", "v1alpha1", "WasmPlugin")).await {

@@ -10,11 +10,13 @@
 //! file's status until the file changes again. A periodic rescan catches missed events.
 
 mod cluster_status;
+mod config_status;
 mod directory;
 mod file_status;
 mod reloader;
 
 pub use cluster_status::ClusterStatus;
+pub use config_status::CONFIG_VALID;
 pub use directory::{DirectoryEvents, scan};
 pub use file_status::FileStatus;
 pub use reloader::{ReloadConfig, Reloader, START_RETRY};

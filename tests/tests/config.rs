@@ -108,8 +108,10 @@ async fn every_deployment_follows_the_config_map_and_an_invalid_config_changes_n
     assert_eq!(object.data.pointer("/status/config/inUse"), Some(&json!({"image": "memcached:1.6.20-alpine"})));
 
     // A new image: every Deployment follows, with no change to any Memcached.
+    let changed = std::time::Instant::now();
     set_config(&s.client, "image: memcached:1.6.21-alpine\n").await?;
     all_deployments_run(&s.client, n, "memcached:1.6.21-alpine").await?;
+    eprintln!("config change to {n} Deployments updated: {:?}", changed.elapsed());
     config_condition(&s.client, "True", "in use").await?;
 
     // Invalid: shown on the WasmPlugin with the validator's path; nothing changes, and a new

@@ -45,6 +45,9 @@ impl ConfigStatus {
 pub struct PluginConfig {
     source: ConfigSource,
     current: ArcSwap<Value>,
+    /// The latest configuration read that parsed, valid or not: a new version whose schema
+    /// accepts it uses it ([`PluginConfig::reoffer`]).
+    latest: Mutex<Option<Value>>,
     status: tokio::sync::watch::Sender<ConfigStatus>,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -72,6 +75,7 @@ impl PluginConfig {
         Ok(Self {
             source,
             current: ArcSwap::from_pointee(config),
+            latest: Mutex::default(),
             status: tokio::sync::watch::channel(status).0,
             watcher: Mutex::default(),
         })
@@ -105,6 +109,9 @@ impl PluginConfig {
     /// configuration in use changed.
     pub fn offer(&self, read: Result<Value, ConfigError>, manifest: &Manifest) -> bool {
         let source = self.source.to_string();
+        if let Ok(config) = &read {
+            *self.latest.lock().expect("latest config lock") = Some(config.clone());
+        }
         match read.and_then(|config| check(manifest, &config).map(|()| config)) {
             Ok(config) => {
                 let changed = *self.current.load_full() != config;
@@ -119,6 +126,16 @@ impl PluginConfig {
                 self.set_status(ConfigStatus { source, in_use: Some((*self.current()).clone()), error: Some(error.to_string()) });
                 false
             }
+        }
+    }
+
+    /// Offer the latest configuration read again, to a new version (`manifest`) that may accept
+    /// what the previous one refused. Returns whether the configuration in use changed.
+    pub fn reoffer(&self, manifest: &Manifest) -> bool {
+        let latest = self.latest.lock().expect("latest config lock").clone();
+        match latest {
+            Some(config) if *self.current() != config => self.offer(Ok(config), manifest),
+            _ => false,
         }
     }
 
@@ -226,6 +243,7 @@ mod tests {
         PluginConfig {
             source,
             current: ArcSwap::from_pointee(config),
+            latest: Mutex::default(),
             status: tokio::sync::watch::channel(status).0,
             watcher: Mutex::default(),
         }
@@ -261,6 +279,17 @@ mod tests {
         assert_eq!(config.accepts(&manifest()), Ok(()));
         let stricter = Manifest { config_schema: Some(json!({"required": ["port"]})), ..manifest() };
         assert!(matches!(config.accepts(&stricter), Err(ConfigError::Invalid { .. })));
+    }
+
+    #[test]
+    fn a_new_version_takes_the_latest_config_its_schema_accepts() {
+        let config = inline(json!({"image": "a"}));
+        assert!(!config.offer(Ok(json!({"image": "b", "port": 1})), &manifest()), "refused: v1 has no port");
+        let v2 = Manifest { config_schema: Some(json!({"type": "object"})), ..manifest() };
+        assert!(config.reoffer(&v2));
+        assert_eq!(*config.current(), json!({"image": "b", "port": 1}));
+        assert_eq!(config.status().error, None);
+        assert!(!config.reoffer(&v2), "nothing newer");
     }
 
     #[tokio::test]

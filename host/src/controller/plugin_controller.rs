@@ -301,6 +301,9 @@ impl PluginController {
         tracing::info!(plugin = %new.name(), from = %old.manifest().version, to = %new.manifest().version,
             digest = %new.digest(), "plugin version swapped");
         self.breaker.reset(&format!("version {} loaded", new.manifest().version));
+        if self.config.reoffer(new.manifest()) {
+            tracing::info!(plugin = %new.name(), "the new version accepts the latest configuration read; using it");
+        }
         if self.serving.send_replace(Serving::All) == Serving::FinalizingOnly {
             tracing::info!(plugin = %new.name(), "plugin file is back: reconciling every parent again");
         }

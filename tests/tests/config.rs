@@ -1,7 +1,8 @@
 //! Plugin configuration on a real control plane: the memcached image set by a ConfigMap the
 //! host policy names, changed (every Deployment follows), made invalid (shown on the
 //! `WasmPlugin`, nothing changes, the last valid configuration stays in use), and missing or
-//! invalid at start (the plugin does not start until it is valid).
+//! invalid at start (the plugin does not start until it is valid); and a host granted only
+//! what `wasmop rbac` prints reads and watches its ConfigMap.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,19 +10,21 @@ use std::time::Duration;
 use anyhow::Result;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
+use wasmop::contract::KnownKinds;
 use wasmop::controller::{ControllerConfig, Manager};
 use wasmop::policy::HostPolicy;
 use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
-use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, workspace};
+use wasmop_e2e::{ControlPlane, StaticToken};
 
 const WAIT: Duration = Duration::from_secs(30);
 const POLICY: &str = "plugins: {memcached: {configMap: default/memcached-config}}";
 
 struct Setup {
     _cp: ControlPlane,
+    /// The admin's client (the host's is the same unless `setup_as` gave it a token).
     client: kube::Client,
     _dir: tempfile::TempDir,
     manager: Arc<Manager>,
@@ -31,8 +34,13 @@ struct Setup {
 /// A control plane with the CRDs, and a host whose policy configures memcached by the
 /// ConfigMap `default/memcached-config` (`config_map`, created first when given).
 async fn setup(config_map: Option<&str>) -> Result<Setup> {
+    setup_as(config_map, None).await
+}
+
+/// [`setup`], the host authenticating with `token` (granted nothing unless the test grants it).
+async fn setup_as(config_map: Option<&str>, token: Option<&StaticToken>) -> Result<Setup> {
     log_to_test_output();
-    let cp = ControlPlane::start().await?;
+    let cp = ControlPlane::start_with_tokens(token.map(std::slice::from_ref).unwrap_or_default()).await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     apply_file(&client, &workspace().join("crds/wasmplugin.yaml")).await?;
@@ -44,11 +52,40 @@ async fn setup(config_map: Option<&str>) -> Result<Setup> {
     let runtime = Runtime::builder().artifact_dir(Some(dir.path().join(".artifacts"))).build()?;
     let policy = HostPolicy::from_yaml(POLICY)?;
     let config = ControllerConfig { resync: None, policy, ..Default::default() };
-    let manager = Arc::new(Manager::new(client.clone(), runtime, config));
+    let host = match token {
+        Some(token) => {
+            grant_what_rbac_prints(&client, &token.user).await?;
+            cp.client_with_token(&token.token).await?
+        }
+        None => client.clone(),
+    };
+    let manager = Arc::new(Manager::new(host, runtime, config));
     let reload = ReloadConfig { debounce: Duration::from_millis(100), rescan: Duration::from_secs(4) };
     let reloader = Reloader::new(Arc::clone(&manager), dir.path(), reload);
     let watch = tokio::spawn(Arc::clone(&reloader).run());
     Ok(Setup { _cp: cp, client, _dir: dir, manager, _watch: watch })
+}
+
+/// Bind `user` to the ClusterRole `wasmop rbac` prints for memcached under [`POLICY`].
+async fn grant_what_rbac_prints(admin: &kube::Client, user: &str) -> Result<()> {
+    let manifest = Runtime::builder().artifact_dir(None).build()?.load_file(plugin("memcached", "wasm32-wasip2")).await?;
+    let mut kinds = KnownKinds::builtin();
+    kinds.add_crds(&workspace().join("crds"))?;
+    let rules = wasmop::cli::rbac::rules(&[(**manifest.manifest()).clone()], &HostPolicy::from_yaml(POLICY)?, &kinds)?;
+    apply(
+        admin,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "wasmop-host"}, "rules": rules}),
+    )
+    .await?;
+    apply(
+        admin,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "wasmop-host"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop-host"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Create or replace the ConfigMap's `config.yaml`.
@@ -149,6 +186,18 @@ async fn a_plugin_without_a_valid_config_does_not_start_until_it_has_one() -> Re
 
     set_config(&s.client, "image: memcached:1.6.20-alpine\n").await?;
     all_deployments_run(&s.client, 1, "memcached:1.6.20-alpine").await?;
+    config_condition(&s.client, "True", "in use").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_host_granted_what_wasmop_rbac_prints_reads_and_watches_its_config_map() -> Result<()> {
+    let token = StaticToken::new("host-token", "wasmop-host", &[]);
+    let s = setup_as(Some("image: memcached:1.6.20-alpine\n"), Some(&token)).await?;
+    apply(&s.client, &memcached("cfg-0")).await?;
+    all_deployments_run(&s.client, 1, "memcached:1.6.20-alpine").await?;
+    set_config(&s.client, "image: memcached:1.6.21-alpine\n").await?;
+    all_deployments_run(&s.client, 1, "memcached:1.6.21-alpine").await?;
     config_condition(&s.client, "True", "in use").await?;
     Ok(())
 }

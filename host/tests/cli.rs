@@ -238,3 +238,49 @@ fn os_errors_are_printed_once() {
     let line = stderr_line(&wasmop(&["inspect", "/nonexistent.wasm", "--policy", d]));
     assert_eq!(line, format!("error: cannot read policy file {d}: Is a directory (os error 21)"));
 }
+
+#[test]
+fn reconcile_and_inspect_check_the_config_as_run_does() {
+    let plugin = support::memcached();
+    let m = plugin.to_str().unwrap();
+    let sample = workspace().join("crds/samples/memcached.yaml");
+    let s = sample.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, policy) = (dir.path().join("config.yaml"), dir.path().join("policy.yaml"));
+    let (c, p) = (config.to_str().unwrap(), policy.to_str().unwrap());
+    let image = |out: &Output| -> serde_json::Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let plan: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+        plan["apply"][0]["spec"]["template"]["spec"]["containers"][0]["image"].clone()
+    };
+
+    std::fs::write(&config, "image: memcached:1.6.38-alpine\nport: 11311\n").unwrap();
+    assert_eq!(image(&wasmop(&["reconcile", "--plugin", m, "--object", s, "--config", c])), "memcached:1.6.38-alpine");
+    std::fs::write(&config, "image: memcached:1.6.38-alpine\nport: high\n").unwrap();
+    let line = stderr_line(&wasmop(&["reconcile", "--plugin", m, "--object", s, "--config", c]));
+    assert_eq!(line, format!("error: {c}: run would not use it: invalid config at /port: \"high\" is not of type \"integer\""));
+
+    // Without --config: the policy's, as run gives it.
+    std::fs::write(&policy, "plugins: {memcached: {config: {image: \"memcached:1.6.39-alpine\"}}}").unwrap();
+    assert_eq!(image(&wasmop(&["reconcile", "--policy", p, "--plugin", m, "--object", s])), "memcached:1.6.39-alpine");
+    let out = wasmop(&["inspect", m, "-o", "json", "--policy", p]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = serde_json::json!({"source": "policy", "inUse": {"image": "memcached:1.6.39-alpine"}, "valid": true});
+    assert_eq!(v["config"], want);
+    std::fs::write(&policy, "plugins: {memcached: {config: {image: \"\"}}}").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&wasmop(&["inspect", m, "-o", "json", "--policy", p]).stdout).unwrap();
+    assert_eq!(v["config"]["valid"], false);
+    assert!(v["config"]["error"].as_str().unwrap().starts_with("invalid config at /image: "), "{v}");
+    assert!(stderr_line(&wasmop(&["reconcile", "--policy", p, "--plugin", m, "--object", s])).contains("at /image"));
+    std::fs::write(&policy, "plugins: {memcached: {configMap: ops/memcached-config}}").unwrap();
+    let line = stderr_line(&wasmop(&["reconcile", "--policy", p, "--plugin", m, "--object", s]));
+    assert_eq!(
+        line,
+        "error: plugin memcached is configured by ConfigMap ops/memcached-config (host policy): pass its configuration with \
+         --config FILE"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&wasmop(&["inspect", m, "-o", "json", "--policy", p]).stdout).unwrap();
+    assert_eq!(v["config"], serde_json::json!({"source": "ConfigMap ops/memcached-config"}));
+    let plain = serde_json::from_slice::<serde_json::Value>(&wasmop(&["inspect", m, "-o", "json"]).stdout).unwrap();
+    assert_eq!(plain["config"], serde_json::json!({"source": "none", "inUse": {}, "valid": true}));
+}

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use super::{Output, RuntimeArgs};
 use crate::contract::{KnownKinds, Manifest};
-use crate::policy::{grants_json, limits_json};
+use crate::controller::config::{check, offline};
+use crate::policy::{ConfigSource, grants_json, limits_json};
 
 /// Arguments of `wasmop inspect`.
 #[derive(Debug, clap::Args)]
@@ -31,6 +32,8 @@ struct Inspection<'a> {
     limits: serde_json::Value,
     /// What the policy grants it beyond its manifest.
     grants: serde_json::Value,
+    /// The configuration the policy gives it, and whether its schema accepts it.
+    config: ConfigInUse,
     /// What it declares that the policy does not grant: a host would not start it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     not_granted: Vec<String>,
@@ -38,6 +41,31 @@ struct Inspection<'a> {
     /// so `not_granted` may miss a cluster-scoped one; a host decides by discovery.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unknown_child_kinds: Vec<String>,
+}
+
+/// The plugin's configuration as `run` would use it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigInUse {
+    /// `none`, `policy`, or `ConfigMap NAMESPACE/NAME`.
+    source: String,
+    /// The configuration (absent for a ConfigMap: only `run` reads it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_use: Option<serde_json::Value>,
+    /// Whether the plugin's schema accepts it (absent for a ConfigMap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    valid: Option<bool>,
+    /// Why not: a host would not start the plugin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl ConfigInUse {
+    fn of(source: &ConfigSource, manifest: &Manifest) -> Self {
+        let config = offline(source);
+        let error = config.as_ref().and_then(|c| check(manifest, c).err()).map(|e| e.to_string());
+        Self { source: source.to_string(), valid: config.as_ref().map(|_| error.is_none()), in_use: config, error }
+    }
 }
 
 pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
@@ -52,6 +80,7 @@ pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Res
         manifest: plugin.manifest(),
         limits: limits_json(plugin.limits()),
         grants: grants_json(plugin.grants()),
+        config: ConfigInUse::of(&runtime.host_policy()?.for_plugin(plugin.name()).config, plugin.manifest()),
         not_granted: plugin.grants().ungranted(plugin.manifest(), &kinds),
         unknown_child_kinds: unknown.map(ToString::to_string).collect(),
     };

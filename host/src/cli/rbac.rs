@@ -22,7 +22,7 @@ use crate::admission::certs::ADMISSION_SECRET;
 use crate::cluster::install_scope::namespace_name;
 use crate::cluster::{Discovery, InstallScope};
 use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest};
-use crate::policy::HostPolicy;
+use crate::policy::{ConfigSource, HostPolicy};
 use crate::reload::scan;
 
 /// Arguments of `wasmop rbac`.
@@ -80,7 +80,9 @@ pub fn kinds_of(manifests: &[Manifest]) -> BTreeSet<Kind> {
 /// the host itself, events, leases (leader election) and its `WasmPlugin` status objects.
 /// A plugin the policy does not grant what it declares (a Secret, a cluster-scoped child of a
 /// namespaced parent) is left out whole: the host would not start it. Resource names are the
-/// plurals `kinds` knows. Rules are merged per (group, resource).
+/// plurals `kinds` knows. Rules are merged per (group, resource). A plugin configured by a
+/// ConfigMap adds read of that ConfigMap by name (`resourceNames`; the host lists and watches
+/// it with a `metadata.name` field selector, which such a rule allows).
 ///
 /// # Errors
 /// [`KindsError::Unknown`] for a kind `kinds` does not know.
@@ -104,11 +106,13 @@ const LEASES: &[&str] = &["get", "create", "update"];
 struct Rules<'k> {
     kinds: &'k KnownKinds,
     grants: BTreeMap<(String, String), BTreeSet<&'static str>>,
+    /// ConfigMaps the plugins are configured by, read by name.
+    config_maps: BTreeSet<String>,
 }
 
 impl<'k> Rules<'k> {
     fn new(kinds: &'k KnownKinds) -> Self {
-        Self { kinds, grants: BTreeMap::new() }
+        Self { kinds, grants: BTreeMap::new(), config_maps: BTreeSet::new() }
     }
 
     /// `verbs` on `kind` (its subresource `sub`, when given).
@@ -133,6 +137,9 @@ impl<'k> Rules<'k> {
             for related in &m.related {
                 self.grant(&related.kind, None, READ)?;
             }
+            if let ConfigSource::ConfigMap(at) = policy.for_plugin(&m.name).config {
+                self.config_maps.insert(at.name);
+            }
         }
         Ok(())
     }
@@ -153,10 +160,15 @@ impl<'k> Rules<'k> {
     }
 
     fn into_json(self) -> Vec<Value> {
-        self.grants
+        let mut rules: Vec<Value> = self
+            .grants
             .into_iter()
             .map(|((group, resource), verbs)| json!({"apiGroups": [group], "resources": [resource], "verbs": verbs}))
-            .collect()
+            .collect();
+        if !self.config_maps.is_empty() {
+            rules.push(json!({"apiGroups": [""], "resources": ["configmaps"], "resourceNames": self.config_maps, "verbs": READ}));
+        }
+        rules
     }
 }
 
@@ -434,6 +446,18 @@ mod tests {
         assert_eq!(webhooks["apiGroups"], json!(["admissionregistration.k8s.io"]));
         assert_eq!(webhooks["verbs"], json!(["create", "delete", "get", "list", "patch", "update", "watch"]));
         assert!(find("validatingwebhookconfigurations").is_some());
+    }
+
+    #[test]
+    fn a_config_map_source_is_readable_by_name_only() {
+        let policy = HostPolicy::from_yaml("plugins: {memcached: {configMap: ops/memcached-config}}").unwrap();
+        let rules = rules(&[fixtures::memcached("")], &policy, &kinds()).unwrap();
+        let config_maps: Vec<&Value> = rules.iter().filter(|r| r["resources"][0] == "configmaps").collect();
+        let want = json!({"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["memcached-config"],
+                          "verbs": ["get", "list", "watch"]});
+        assert_eq!(config_maps, [&want]);
+        let none = super::rules(&[fixtures::memcached("")], &HostPolicy::default(), &kinds()).unwrap();
+        assert!(none.iter().all(|r| r["resources"][0] != "configmaps"));
     }
 
     #[test]

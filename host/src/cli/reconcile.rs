@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
 use crate::actions::{plan, timestamp_now};
-use crate::contract::{Kind, KnownKinds, Request, Scope};
+use crate::contract::{Kind, KnownKinds, Manifest, Request, Scope};
+use crate::controller::config::{check, offline, parse_text};
 use crate::objects::ObjectCache;
 
 /// The uid given to a parent fixture that has none, so that the plan's owner references and
@@ -38,7 +39,9 @@ pub struct ReconcileArgs {
     /// Call the plugin as if the parent were being deleted.
     #[arg(long)]
     pub finalizing: bool,
-    /// The plugin's configuration (a YAML/JSON object).
+    /// The plugin's configuration (a YAML/JSON object), checked against its `configSchema`
+    /// [default: the host policy's `config` for the plugin, else `{}`; a plugin configured by a
+    /// ConfigMap needs this flag with the ConfigMap's `config.yaml`].
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The time conditions that change are stamped with (RFC 3339, e.g. `2024-01-01T00:00:00Z`)
@@ -76,9 +79,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     let parent = Arc::new(parent);
     let mut request = Request::gather(Arc::clone(&parent), &manifest, &*cache, true)?;
     request.finalizing = args.finalizing;
-    if let Some(path) = &args.config {
-        request.config = read_config(path)?;
-    }
+    request.config = config(&args, runtime, &manifest)?;
     let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
     let now = args.now.unwrap_or_else(timestamp_now);
@@ -98,11 +99,25 @@ fn parse_time(text: &str) -> Result<String, String> {
     Ok(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
-fn read_config(path: &std::path::Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let value: Value = serde_yaml::from_str(&text).with_context(|| format!("{}: not valid YAML", path.display()))?;
-    if !value.is_object() {
-        bail!("{}: the configuration must be an object", path.display());
-    }
-    Ok(value)
+/// The configuration `run` would give the plugin: `--config`, else the policy's; checked
+/// against the plugin's schema as `run` checks it.
+fn config(args: &ReconcileArgs, runtime: &RuntimeArgs, manifest: &Manifest) -> anyhow::Result<Value> {
+    let (config, from) = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            (parse_text(&text, &path.display().to_string())?, path.display().to_string())
+        }
+        None => {
+            let source = runtime.host_policy()?.for_plugin(&manifest.name).config;
+            let Some(config) = offline(&source) else {
+                bail!(
+                    "plugin {} is configured by {source} (host policy): pass its configuration with --config FILE",
+                    manifest.name
+                )
+            };
+            (config, format!("configuration from {source}"))
+        }
+    };
+    check(manifest, &config).with_context(|| format!("{from}: run would not use it"))?;
+    Ok(config)
 }

@@ -140,7 +140,8 @@ impl Manager {
     ///
     /// # Errors
     /// [`PluginError::Start`] when the new version cannot be started; the old one is then
-    /// already stopped only if its kinds changed.
+    /// already stopped only if its kinds changed. A new version whose schema refuses the
+    /// configuration in use is not put in service (the old one keeps serving).
     pub async fn replace(&self, plugin: Plugin) -> Result<Arc<PluginController>, PluginError> {
         let name = plugin.name().to_owned();
         let Some(current) = self.controller(&name) else { return self.start(plugin).await };
@@ -155,7 +156,7 @@ impl Manager {
                 && o.prune == new.prune
         };
         if same_shape {
-            current.swap(plugin);
+            current.swap(plugin)?;
             return Ok(current);
         }
         tracing::info!(plugin = %name, "new version declares other kinds; restarting its controller");

@@ -6,6 +6,8 @@
 
 pub mod breaker;
 mod breaker_gate;
+pub mod config;
+mod config_watch;
 pub mod leader;
 mod leadership;
 mod manager;
@@ -25,6 +27,7 @@ use crate::policy::HostPolicy;
 
 pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
+pub use config_watch::{ConfigStatus, PluginConfig};
 pub use leadership::Leadership;
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};

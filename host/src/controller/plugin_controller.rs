@@ -11,6 +11,8 @@ use tokio::task::JoinSet;
 use super::ControllerConfig;
 use super::breaker::Finished;
 use super::breaker_gate::BreakerGate;
+use super::config::ConfigError;
+use super::config_watch::PluginConfig;
 use super::leadership::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
@@ -55,6 +57,17 @@ pub enum StartError {
         kinds: Vec<Kind>,
         /// The host's namespaces.
         install: InstallScope,
+    },
+    /// The plugin's configuration is missing or not valid (at start, or for a new version:
+    /// the version serving, if any, keeps serving with the configuration in use).
+    #[error("plugin {plugin}: configuration from {from} not used: {error}")]
+    Config {
+        /// The plugin.
+        plugin: String,
+        /// Where the configuration comes from (`policy`, `ConfigMap ops/name`).
+        from: String,
+        /// What is wrong with it.
+        error: ConfigError,
     },
     /// The manifest's scope for the parent differs from the server's.
     #[error("plugin declares {kind} as {declared:?}, but the API server serves it as {served:?}")]
@@ -136,6 +149,8 @@ pub struct PluginController {
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) events: EventSink,
     pub(super) applied: AppliedChildren,
+    /// The configuration every call is given.
+    pub(super) config: PluginConfig,
     breaker: BreakerGate,
     /// Whether every parent is reconciled, or only those being deleted (a removed plugin kept
     /// for its finalizer), or none (stopped).
@@ -186,17 +201,23 @@ impl Subscriber for Forward {
 }
 
 impl PluginController {
-    /// Resolve the plugin's kinds, check the policy grants what they need, subscribe to their
+    /// Read and check the plugin's configuration, resolve the plugin's kinds, check the policy
+    /// grants what they need, subscribe to their
     /// watches, wait for the caches to sync (at most `config.sync_timeout` in all), queue every
     /// existing parent, and start `config.concurrency` workers.
     ///
     /// # Errors
-    /// [`StartError`] when a kind is not served, the parent's scope is wrong, the policy does
+    /// [`StartError`] when the configuration is missing or invalid, a kind is not served, the
+    /// parent's scope is wrong, the policy does
     /// not grant a declared kind (a Secret, a cluster-scoped child of a namespaced parent), or a
     /// kind's first list does not complete in time (its watch is released again unless another
     /// plugin needs it).
     pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
         let manifest = Arc::clone(plugin.manifest());
+        let source = config.policy.for_plugin(plugin.name()).config;
+        let plugin_config = PluginConfig::load(source.clone(), &manifest, &shared.client)
+            .await
+            .map_err(|error| StartError::Config { plugin: manifest.name.clone(), from: source.to_string(), error })?;
         let patience = config.discovery_patience;
         let parent = shared.discovery.resolve(&manifest.parent, patience).await?;
         if parent.scope != manifest.scope {
@@ -245,6 +266,7 @@ impl PluginController {
             parent,
             queue: WorkQueue::new(config.queue),
             applied: AppliedChildren::default(),
+            config: plugin_config,
             serving: tokio::sync::watch::channel(Serving::All).0,
             changed: tokio::sync::Notify::new(),
             subscriptions: Mutex::default(),
@@ -272,6 +294,7 @@ impl PluginController {
                 .await
                 .map_err(|e| SyncTimeout { after: config.sync_timeout, ..e })?;
         }
+        controller.config.follow(Arc::downgrade(&controller), controller.shared.client.clone());
         controller.enqueue_all();
         let children: Vec<Resolved> =
             kinds.into_iter().filter(|(kind, ..)| manifest.children.contains(kind)).map(|(_, resolved, _)| resolved).collect();
@@ -320,6 +343,11 @@ impl PluginController {
         self.shared.watches.clone()
     }
 
+    /// The plugin's configuration.
+    pub fn config(&self) -> &PluginConfig {
+        &self.config
+    }
+
     /// The plugin's circuit breaker.
     pub fn breaker(&self) -> &BreakerGate {
         &self.breaker
@@ -328,16 +356,29 @@ impl PluginController {
     /// Serve `plugin` from now on: calls in flight finish on the version they started with;
     /// the circuit breaker closes; every parent is queued again so it is reconciled by the new
     /// version.
-    pub fn swap(&self, plugin: Plugin) {
+    ///
+    /// # Errors
+    /// [`StartError::Config`] when the new version's schema refuses the configuration in use:
+    /// the old version keeps serving.
+    pub fn swap(&self, plugin: Plugin) -> Result<(), StartError> {
+        self.config.accepts(plugin.manifest()).map_err(|error| StartError::Config {
+            plugin: plugin.name().to_owned(),
+            from: self.config.status().source,
+            error,
+        })?;
         let old = self.plugin.swap(Arc::new(plugin));
         let new = self.plugin.load();
         tracing::info!(plugin = %new.name(), from = %old.manifest().version, to = %new.manifest().version,
             digest = %new.digest(), "plugin version swapped");
         self.breaker.reset(&format!("version {} loaded", new.manifest().version));
+        if self.config.reoffer(new.manifest()) {
+            tracing::info!(plugin = %new.name(), "the new version accepts the latest configuration read; using it");
+        }
         if self.serving.send_replace(Serving::All) == Serving::FinalizingOnly {
             tracing::info!(plugin = %new.name(), "plugin file is back: reconciling every parent again");
         }
         self.enqueue_all();
+        Ok(())
     }
 
     /// Queue every parent in the cache.
@@ -375,6 +416,7 @@ impl PluginController {
         self.serving.send_replace(Serving::Stopped);
         self.queue.shutdown();
         self.breaker.stop();
+        self.config.stop();
         if let Some(resync) = self.resync.lock().expect("resync lock").take() {
             resync.abort();
         }

@@ -65,6 +65,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
         };
         request.finalizing = deleting;
+        request.config = (*controller.config.current()).clone();
         let cache: Arc<dyn ObjectCache> = watches.clone();
         let metrics = &controller.shared.metrics;
         let called = std::time::Instant::now();

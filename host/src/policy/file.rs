@@ -42,6 +42,10 @@ pub(super) struct PluginEntry {
     #[serde(default)]
     pub breaker: BreakerEntry,
     pub on_remove: Option<OnRemove>,
+    /// The plugin's configuration, inline (a mapping); see [`super::ConfigSource`].
+    pub config: Option<serde_yaml::Value>,
+    /// `NAMESPACE/NAME` of the ConfigMap holding the plugin's configuration.
+    pub config_map: Option<String>,
 }
 
 /// The `breaker` block: the plugin's circuit breaker, over the host's defaults.

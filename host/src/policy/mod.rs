@@ -29,6 +29,8 @@
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see BreakerConfig
 //!   db-operator:
 //!     onRemove: releaseFinalizers  # keepFinalizing (default) | releaseFinalizers, see OnRemove
+//!   web:
+//!     config: {image: "nginx:1.27"}  # the plugin's configuration; or configMap: NAMESPACE/NAME
 //! ```
 //!
 //! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace.
@@ -41,6 +43,7 @@
 
 mod allowance;
 mod breaker;
+mod config;
 mod file;
 mod grants;
 mod limits;
@@ -53,6 +56,7 @@ use std::time::Duration;
 
 pub use allowance::{Allowance, Allowances};
 pub use breaker::{BreakerConfig, BreakerOverrides};
+pub use config::{CONFIG_MAP_KEYS, ConfigMapRef, ConfigSource};
 pub use grants::{Grants, NamespaceGrant, SecretAccess, parse_kind};
 pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use removal::OnRemove;
@@ -96,6 +100,8 @@ pub struct PluginPolicy {
     pub breaker: BreakerOverrides,
     /// What happens to the plugin's finalizers when its file is removed.
     pub on_remove: OnRemove,
+    /// Where its configuration comes from.
+    pub config: ConfigSource,
 }
 
 /// The policy of a host: defaults and per-plugin overrides.
@@ -137,6 +143,13 @@ impl HostPolicy {
             return Err(PolicyError::Value { at: "kind".into(), message: format!("expected HostPolicy, found {kind}") });
         }
         let _ = file.api_version;
+        if file.defaults.config.is_some() || file.defaults.config_map.is_some() {
+            let field = if file.defaults.config.is_some() { "config" } else { "configMap" };
+            return Err(PolicyError::Value {
+                at: format!("defaults.{field}"),
+                message: "a configuration belongs to one plugin: set it under plugins.NAME".into(),
+            });
+        }
         let defaults = apply(&PluginPolicy::default(), &file.defaults, "defaults")?;
         for (name, entry) in &file.plugins {
             apply(&defaults, entry, &format!("plugins.{name}"))?;
@@ -240,6 +253,8 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     o.cooldown = duration("cooldown", &b.cooldown)?.or(o.cooldown);
     o.max_cooldown = duration("maxCooldown", &b.max_cooldown)?.or(o.max_cooldown);
     policy.on_remove = entry.on_remove.unwrap_or(policy.on_remove);
+    policy.config =
+        ConfigSource::from_entry(entry.config.as_ref(), entry.config_map.as_deref()).map_err(|(field, e)| bad(field, e))?;
     Ok(policy)
 }
 
@@ -302,6 +317,23 @@ mod tests {
         assert_eq!((other.hot_loop_writes, other.cooldown), (host.hot_loop_writes, Duration::from_secs(60)));
         let err = HostPolicy::from_yaml("plugins: {a: {breaker: {failureRatio: 2}}}").unwrap_err();
         assert_eq!(err.to_string(), "invalid policy: plugins.a.breaker.failureRatio: 2 is not in (0, 1]");
+    }
+
+    #[test]
+    fn a_plugins_config_comes_from_its_own_entry_only() {
+        let p = HostPolicy::from_yaml("plugins: {a: {config: {image: x}}, b: {configMap: ops/b-config}}").unwrap();
+        assert_eq!(p.for_plugin("a").config, ConfigSource::Inline(serde_json::json!({"image": "x"})));
+        assert_eq!(p.for_plugin("b").config.to_string(), "ConfigMap ops/b-config");
+        assert_eq!(p.for_plugin("c").config, ConfigSource::None);
+        let err = HostPolicy::from_yaml("defaults: {config: {image: x}}").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid policy: defaults.config: a configuration belongs to one plugin: set it under plugins.NAME"
+        );
+        let err = HostPolicy::from_yaml("plugins: {a: {config: {}, configMap: ops/a}}").unwrap_err();
+        assert!(err.to_string().starts_with("invalid policy: plugins.a.configMap: config and configMap are exclusive"), "{err}");
+        let err = HostPolicy::from_yaml("plugins: {a: {config: 3}}").unwrap_err();
+        assert_eq!(err.to_string(), "invalid policy: plugins.a.config: must be a mapping (a JSON object)");
     }
 
     #[test]

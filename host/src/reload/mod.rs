@@ -12,12 +12,14 @@
 //! named after the file ([`report_name`]), until it goes or loads.
 
 mod cluster_status;
+mod config_status;
 mod directory;
 mod file_report;
 mod file_status;
 mod reloader;
 
 pub use cluster_status::{ClusterStatus, SCOPE_ANNOTATION};
+pub use config_status::CONFIG_VALID;
 pub use directory::{DirectoryEvents, scan};
 pub use file_report::{FILE_REPORT_LABEL, report_name};
 pub use file_status::FileStatus;

@@ -10,7 +10,7 @@ use super::cluster_status::ClusterStatus;
 use super::directory::{DirectoryEvents, scan};
 use super::file_report::{needs_report, rejection_reason};
 use super::file_status::FileStatus;
-use crate::controller::{BreakerStatus, Manager, PluginController, PluginError, Removal};
+use crate::controller::{BreakerStatus, ConfigStatus, Manager, PluginController, PluginError, Removal, StartError};
 use crate::runtime::digest;
 
 /// How the directory is followed.
@@ -61,6 +61,8 @@ pub struct Reloader {
     /// Per plugin: the controller whose circuit breaker is followed, and the task forwarding
     /// its transitions to `reports`.
     breakers: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
+    /// Per plugin: the controller whose configuration status is followed, and its task.
+    configs: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
     /// Files whose plugin failed to start: failures in a row, and when to try again.
     retries: Mutex<HashMap<PathBuf, (u32, tokio::time::Instant)>>,
     /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass).
@@ -91,6 +93,11 @@ enum Report {
         plugin: String,
         status: BreakerStatus,
         opened: bool,
+    },
+    /// A plugin's configuration status changed (or a plugin was refused for its configuration).
+    Config {
+        plugin: String,
+        status: ConfigStatus,
     },
 }
 
@@ -123,6 +130,7 @@ impl Reloader {
                     }
                     Report::Stale { dir, keep, rejected } => cluster.reconcile_stale(&dir, &keep, &rejected).await,
                     Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
+                    Report::Config { plugin, status } => cluster.publish_config(&plugin, &status).await,
                 }
             }
         });
@@ -135,6 +143,7 @@ impl Reloader {
             sync_lock: Default::default(),
             reports,
             breakers: Mutex::default(),
+            configs: Mutex::default(),
             retries: Mutex::default(),
             stale_checked: AtomicBool::new(false),
             observer: Mutex::default(),
@@ -296,6 +305,7 @@ impl Reloader {
         let mut status = FileStatus { digest: new_digest.clone(), ..known.clone() };
         let mut attempted = None;
         let mut rejection = None;
+        let mut config_refusal = None;
         let result = match self.manager.runtime().load(bytes).await {
             Err(e) => Err(PluginError::Load(e)),
             Ok(plugin) => {
@@ -351,6 +361,9 @@ impl Reloader {
                         status.plugin = None;
                     }
                     if status.plugin.is_none() {
+                        if let (Some(name), PluginError::Start(StartError::Config { from, error, .. })) = (&attempted, &e) {
+                            config_refusal = Some((name.clone(), ConfigStatus::refused(from.clone(), error)));
+                        }
                         status.not_started = attempted;
                     }
                     self.schedule_retry(path);
@@ -374,6 +387,10 @@ impl Reloader {
         if let (Some(plugin), Some(controller)) = (plugin, controller) {
             // After the file report, which creates the object the breaker is recorded on.
             self.follow_breaker(&plugin, &controller);
+            self.follow_config(&plugin, &controller);
+        } else if let Some((plugin, status)) = config_refusal {
+            // Not started for its configuration: `ConfigValid=False` says why.
+            let _ = self.reports.send(Report::Config { plugin, status });
         }
     }
 
@@ -421,6 +438,32 @@ impl Reloader {
         if let Some((_, task)) = self.breakers.lock().expect("breakers lock").remove(plugin) {
             task.abort();
         }
+        if let Some((_, task)) = self.configs.lock().expect("configs lock").remove(plugin) {
+            task.abort();
+        }
+    }
+
+    /// Report `controller`'s configuration status (now, then on every change), unless it is
+    /// already followed. Stopped with the breaker's ([`Reloader::unfollow_breaker`]).
+    fn follow_config(&self, plugin: &str, controller: &Arc<PluginController>) {
+        let mut configs = self.configs.lock().expect("configs lock");
+        if let Some((followed, task)) = configs.get(plugin) {
+            if followed.upgrade().is_some_and(|f| Arc::ptr_eq(&f, controller)) {
+                return;
+            }
+            task.abort();
+        }
+        let mut changes = controller.config().subscribe();
+        let (reports, name) = (self.reports.clone(), plugin.to_owned());
+        let task = tokio::spawn(async move {
+            loop {
+                let status = changes.borrow_and_update().clone();
+                if reports.send(Report::Config { plugin: name.clone(), status }).is_err() || changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        configs.insert(plugin.to_owned(), (Arc::downgrade(controller), task.abort_handle()));
     }
 }
 

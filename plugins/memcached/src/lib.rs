@@ -10,6 +10,13 @@
 //! metadata: {name: memcached-sample, namespace: default}
 //! spec: {size: 3}
 //! ```
+//!
+//! Configuration (host policy `config`, or a ConfigMap's `config.yaml`; see [`config_schema`]):
+//!
+//! ```yaml
+//! image: memcached:1.6.38-alpine   # default memcached:1.6.17-alpine
+//! port: 11211                      # the container port, default 11211
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -31,11 +38,36 @@ fn deployment_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, Stri
     labels
 }
 
-/// The memcached image every pod runs.
+/// The memcached image every pod runs, unless the configuration names another.
 pub const IMAGE: &str = "memcached:1.6.17-alpine";
 
-/// The container port memcached listens on.
+/// The container port memcached listens on, unless the configuration names another.
 pub const PORT: i32 = 11211;
+
+/// The plugin's configuration, as the host passes it (checked against [`config_schema`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemcachedConfig {
+    /// The image of every pod [default: [`IMAGE`]].
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The container port [default: [`PORT`]].
+    #[serde(default)]
+    pub port: Option<i32>,
+}
+
+/// The JSON Schema of [`MemcachedConfig`], declared in the manifest: the host refuses any other
+/// configuration before the plugin sees it.
+pub fn config_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "image": {"type": "string", "minLength": 1, "description": "The memcached image of every pod."},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "The container port."},
+        },
+        "additionalProperties": false,
+    })
+}
 
 /// The `Memcached` kind this plugin reconciles.
 pub fn memcached_kind() -> Kind {
@@ -80,8 +112,14 @@ pub fn labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("app".to_owned(), "memcached".to_owned()), ("memcached_cr".to_owned(), name.to_owned())])
 }
 
-/// The Deployment that runs `size` memcached pods for the `Memcached` `namespace/name`.
+/// The Deployment that runs `size` memcached pods for the `Memcached` `namespace/name`, with
+/// the default configuration.
 pub fn deployment(name: &str, namespace: Option<&str>, size: i32) -> Deployment {
+    configured_deployment(name, namespace, size, &MemcachedConfig::default())
+}
+
+/// [`deployment`] with the image and port of `config`.
+pub fn configured_deployment(name: &str, namespace: Option<&str>, size: i32, config: &MemcachedConfig) -> Deployment {
     let labels = labels(name);
     Deployment {
         metadata: ObjectMeta {
@@ -98,11 +136,11 @@ pub fn deployment(name: &str, namespace: Option<&str>, size: i32) -> Deployment 
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: "memcached".to_owned(),
-                        image: Some(IMAGE.to_owned()),
+                        image: Some(config.image.as_deref().unwrap_or(IMAGE).to_owned()),
                         command: Some(["memcached", "-m=64", "-o", "modern", "-v"].map(str::to_owned).to_vec()),
                         ports: Some(vec![ContainerPort {
                             name: Some("memcached".to_owned()),
-                            container_port: PORT,
+                            container_port: config.port.unwrap_or(PORT),
                             ..ContainerPort::default()
                         }]),
                         ..Container::default()
@@ -147,10 +185,12 @@ impl Plugin for MemcachedOperator {
             .related(Kind::of::<Pod>(), "app=memcached,memcached_cr=$(parent.name)")
             .finalizer(false)
             .prune(true)
+            .config_schema(config_schema())
     }
 
     fn reconcile(req: Request, _ctx: &Context) -> Result<Response, Error> {
         let size = desired_size(&req.parent_as::<Memcached>()?)?;
+        let config: MemcachedConfig = req.config_as()?;
         let name = req.name();
         log::debug!("memcached {}/{name}: want {size} replicas", req.namespace().unwrap_or_default());
 
@@ -164,7 +204,7 @@ impl Plugin for MemcachedOperator {
 
         let observed = req.child(&Kind::of::<Deployment>(), name);
         Ok(Response::new()
-            .apply(deployment(name, req.namespace(), size))
+            .apply(configured_deployment(name, req.namespace(), size, &config))
             .status(MemcachedStatus { nodes })
             .condition(available(observed, size)))
     }
@@ -320,6 +360,39 @@ mod tests {
         );
         let e = reconcile(memcached(json!(1_u64 << 40))).unwrap_err();
         assert!(e.message().contains("at most 2147483647"), "{e}");
+    }
+
+    #[test]
+    fn the_configured_image_and_port_reach_the_deployment() {
+        let req = memcached(json!(2)).with_config(json!({"image": "memcached:1.6.38-alpine", "port": 11311}));
+        let resp = reconcile(req).unwrap();
+        let container = &the_deployment(&resp)["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "memcached:1.6.38-alpine");
+        assert_eq!(container["ports"], json!([{"containerPort": 11311, "name": "memcached"}]));
+        let only_image = reconcile(memcached(json!(1)).with_config(json!({"image": "m:2"}))).unwrap();
+        assert_eq!(the_deployment(&only_image)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 11211);
+    }
+
+    #[test]
+    fn an_empty_config_keeps_the_default_image_and_port() {
+        let resp = reconcile(memcached(json!(1)).with_config(json!({}))).unwrap();
+        let container = &the_deployment(&resp)["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!((container["image"].as_str(), container["ports"][0]["containerPort"].as_i64()), (Some(IMAGE), Some(11211)));
+    }
+
+    #[test]
+    fn a_config_the_schema_would_refuse_is_a_terminal_error_natively_too() {
+        let e = reconcile(memcached(json!(1)).with_config(json!({"imag": "x"}))).unwrap_err();
+        assert!(!e.is_retryable());
+        assert!(e.message().starts_with("plugin config:"), "{e}");
+    }
+
+    #[test]
+    fn the_schema_declares_image_and_port_only() {
+        let schema = MemcachedOperator::manifest().config_schema.unwrap();
+        assert_eq!(schema["properties"]["image"]["type"], "string");
+        assert_eq!(schema["properties"]["port"]["maximum"], 65535);
+        assert_eq!(schema["additionalProperties"], false);
     }
 
     #[test]

@@ -119,7 +119,7 @@ pub enum Command {
     /// Run a plugin once, offline, on an object and fixtures; print its response.
     Reconcile(reconcile::ReconcileArgs),
     /// Run the operator host: reconcile every plugin in a directory against a cluster.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Local demo: control plane, example plugins, host and samples in one command.
     Dev(dev::DevArgs),
     /// Print the RBAC a host needs for a plugins directory: a ClusterRole, or with `--namespace`
@@ -139,7 +139,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args, &cli.runtime).await,
         Command::Reconcile(args) => reconcile::run(args, &cli.runtime).await,
-        Command::Run(args) => run::run(args, &cli.runtime).await,
+        Command::Run(args) => run::run(*args, &cli.runtime).await,
         Command::Dev(args) => dev::run(args, &cli.runtime).await,
         Command::Rbac(args) => rbac::run(args, &cli.runtime).await,
         Command::New(args) => new::run(args),

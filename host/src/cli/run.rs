@@ -322,7 +322,7 @@ mod tests {
     fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
         let cli = Cli::try_parse_from(["wasmop", "run", "--plugins", "/plugins"].iter().chain(args))?;
         match cli.command {
-            Command::Run(args) => Ok(args),
+            Command::Run(args) => Ok(*args),
             other => panic!("parsed as {other:?}"),
         }
     }

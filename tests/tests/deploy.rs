@@ -197,9 +197,15 @@ async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
             .filter(|o| o["kind"] == "Role")
             .filter_map(|o| Some((o.pointer("/metadata/namespace")?.as_str()?, o.pointer("/metadata/name")?.as_str()?)))
             .collect();
-        let expected: BTreeSet<(&str, &str)> =
-            [("team-a", "wasmop"), ("team-b", "wasmop"), (NAMESPACE, "wasmop-leader-election"), ("kube-system", "wasmop-events")]
-                .into();
+        // The admission certificate's Role comes from the base, the same in both modes.
+        let expected: BTreeSet<(&str, &str)> = [
+            ("team-a", "wasmop"),
+            ("team-b", "wasmop"),
+            (NAMESPACE, "wasmop-leader-election"),
+            (NAMESPACE, "wasmop-admission"),
+            ("kube-system", "wasmop-events"),
+        ]
+        .into();
         assert_eq!(roles, expected, "kubectl 1.{}", kubectl.minor);
         let env = container(find(&rendered, "Deployment"))["env"].as_array().context("env")?;
         ensure!(

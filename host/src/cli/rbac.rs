@@ -578,7 +578,11 @@ mod tests {
         let cluster_roles: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "ClusterRole").collect();
         assert_eq!(cluster_roles.len(), 1, "{text}");
         assert_eq!(cluster_roles[0]["metadata"]["name"], "w-reports");
-        assert_eq!(resources(cluster_roles[0]), ["wasmplugins", "wasmplugins/status"]);
+        assert_eq!(
+            resources(cluster_roles[0]),
+            ["mutatingwebhookconfigurations", "validatingwebhookconfigurations", "wasmplugins", "wasmplugins/status"],
+            "the cluster-scoped kinds the host writes: its reports and its webhook configurations"
+        );
         assert_eq!(at("ClusterRoleBinding", None, "w-reports")["subjects"][0]["namespace"], "ops");
         // Every right outside the watched namespaces says why it is there.
         for why in [

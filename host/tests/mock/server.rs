@@ -2,10 +2,11 @@
 //! kube-rs and controller-rs test their clients): the host's requests go to the test, which
 //! checks each one and answers it.
 //!
-//! Discovery, lists and watches are answered by the server itself, from a table of the kinds
-//! the tests use and the objects a test registers ([`ApiServer::add`]); every other request
-//! (the writes, and a `GET` of one object) is handed to the test by [`ApiServer::next`], which
-//! fails the test when none arrives in time. Every request, answered here or by the test, is
+//! Discovery, lists, watches and the `GET` of one object (the host reads a child its
+//! label-filtered cache does not hold before writing it) are answered by the server itself,
+//! from a table of the kinds the tests use and the objects a test registers
+//! ([`ApiServer::add`]; 404 for any other); every other request (the writes) is handed to the
+//! test by [`ApiServer::next`], which fails the test when none arrives in time. Every request, answered here or by the test, is
 //! in [`ApiServer::requests`].
 
 use std::collections::BTreeMap;
@@ -210,6 +211,7 @@ impl ApiServer {
                     respond.send_response(Response::new(body));
                 }
                 (Some(plural), None) if get => respond.send_response(self.list(&target, plural)),
+                (Some(plural), Some(name)) if get => respond.send_response(self.get(&target, plural, name)),
                 _ => {
                     let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("a JSON body") };
                     let content_type = parts
@@ -220,6 +222,23 @@ impl ApiServer {
                         .to_owned();
                     return Some(Call { method: parts.method, path, query, body, content_type, respond });
                 }
+            }
+        }
+    }
+
+    /// One registered object, or a 404 Status.
+    fn get(&self, target: &Target, plural: &str, name: &str) -> Response<MockBody> {
+        let found = self.objects.iter().find(|o| {
+            plural_of(o) == Some(plural)
+                && o["metadata"]["name"] == name
+                && target.namespace.as_ref().is_none_or(|ns| o["metadata"]["namespace"] == ns.as_str())
+        });
+        match found {
+            Some(object) => json_response(StatusCode::OK, object),
+            None => {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                    "message": format!("mock: {plural} {name:?} not found"), "code": 404});
+                json_response(StatusCode::NOT_FOUND, &status)
             }
         }
     }

@@ -139,7 +139,11 @@ async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_p
         assert_eq!(call.query("dryRun"), None);
         let body = &call.body;
         assert_eq!(body["metadata"]["namespace"], "ns");
-        assert_eq!(body["metadata"]["labels"], json!({"app": "tb"}));
+        assert_eq!(
+            body["metadata"]["labels"],
+            json!({"app": "tb", "app.kubernetes.io/managed-by": "wasmop", "wasmop.dev/plugin": "testbed"}),
+            "the plugin's labels and the host's"
+        );
         assert_eq!(body["data"], json!({"k": "v"}));
         assert_eq!(
             body["metadata"]["ownerReferences"],
@@ -162,6 +166,9 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let mut observed = child("tb-out");
     observed["metadata"]["namespace"] = json!("ns");
     observed["metadata"]["ownerReferences"] = json!([owner_reference(&manifest, &parent, "u-tb")]);
+    // As the host left it: with the labels it stamps on every child.
+    observed["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("wasmop");
+    observed["metadata"]["labels"]["wasmop.dev/plugin"] = json!("testbed");
     let cache = cache(&[observed]);
     let (discovery, applied) = (Discovery::new(client.clone()), AppliedChildren::default());
     let writer = Writer {
@@ -212,7 +219,11 @@ async fn a_granted_cluster_scoped_child_is_applied_without_namespace_and_names_i
         assert_eq!(call.path, "/apis/rbac.authorization.k8s.io/v1/clusterroles/tb-role");
         assert_eq!(call.query("fieldManager"), Some("wasmop/testbed"));
         let meta = &call.body["metadata"];
-        assert_eq!(meta["labels"], json!({PARENT_UID_LABEL: "u-tb", "app": "tb"}), "the host's label, not the plugin's");
+        assert_eq!(
+            meta["labels"],
+            json!({PARENT_UID_LABEL: "u-tb", "app": "tb", "app.kubernetes.io/managed-by": "wasmop", "wasmop.dev/plugin": "testbed"}),
+            "the host's labels, not the plugin's"
+        );
         assert_eq!(meta["annotations"][PARENT_ANNOTATION], "test.wasmop.dev/v1/Testbed ns/tb");
         assert_eq!(meta["ownerReferences"], json!([]), "a namespaced owner cannot own a cluster-scoped object");
         assert!(meta.get("namespace").is_none(), "{meta}");

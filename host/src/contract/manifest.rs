@@ -14,8 +14,7 @@ pub const PARENT_NAME_PLACEHOLDER: &str = "$(parent.name)";
 pub const MAX_DESCRIPTION: usize = 1024;
 /// Most child kinds, and most related kinds, a manifest may declare (each is one watch).
 pub const MAX_KINDS: usize = 64;
-/// Longest label selector of a related kind, in bytes.
-pub const MAX_SELECTOR: usize = 1024;
+pub use super::names::MAX_SELECTOR;
 /// Largest configuration schema, serialized as JSON, in bytes.
 pub const MAX_CONFIG_SCHEMA: usize = 64 << 10;
 /// Longest version string, in bytes (the semantic version and its suffix).
@@ -91,20 +90,32 @@ impl RelatedKind {
         (!fixed.is_empty()).then(|| fixed.join(","))
     }
 
-    /// The selector's requirements: split at commas outside parentheses, trimmed.
+    /// The selector's requirements ([`selector_requirements`]).
     fn requirements(&self) -> impl Iterator<Item = &str> {
-        let mut depth = 0_u32;
-        self.label_selector
-            .split(move |c| {
-                match c {
-                    '(' => depth += 1,
-                    ')' => depth = depth.saturating_sub(1),
-                    _ => {}
-                }
-                c == ',' && depth == 0
-            })
-            .map(str::trim)
+        selector_requirements(&self.label_selector)
     }
+}
+
+/// The requirements of a label selector in kubectl syntax: split at commas outside parentheses
+/// (`tier in (a,b)` is one), trimmed.
+///
+/// ```
+/// use wasmop::contract::selector_requirements;
+/// let parts: Vec<&str> = selector_requirements("app=web, tier in (a,b),!canary").collect();
+/// assert_eq!(parts, ["app=web", "tier in (a,b)", "!canary"]);
+/// ```
+pub fn selector_requirements(selector: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0_u32;
+    selector
+        .split(move |c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            c == ',' && depth == 0
+        })
+        .map(str::trim)
 }
 
 /// A validated plugin manifest: everything the plugin may touch.

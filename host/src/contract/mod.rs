@@ -14,7 +14,7 @@ mod webhooks;
 
 pub use fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};
 pub use kind::{Kind, KindError, ObjectRef, Scope};
-pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label};
+pub use manifest::{Manifest, ManifestError, PARENT_NAME_PLACEHOLDER, RelatedKind, is_dns1123_label, selector_requirements};
 pub use request::Request;
 pub(crate) use response::serialize_millis;
 pub use response::{Condition, ConditionStatus, Event, EventType, OutputLimits, RawResponse, Response, ResponseError};

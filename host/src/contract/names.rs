@@ -5,6 +5,9 @@
 
 /// Longest DNS-1123 subdomain (object names, label key prefixes).
 pub const MAX_SUBDOMAIN: usize = 253;
+/// Longest label selector a manifest may declare (a related kind's, a webhook's namespace or
+/// object selector), in bytes.
+pub const MAX_SELECTOR: usize = 1024;
 /// Longest label value, and longest name part of a label key.
 pub const MAX_LABEL_VALUE: usize = 63;
 /// Longest total size of an object's annotations, keys and values together (Kubernetes'

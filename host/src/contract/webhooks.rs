@@ -3,8 +3,7 @@
 
 use std::collections::HashSet;
 
-use super::manifest::MAX_SELECTOR;
-use super::names::{is_dns1123_label, preview};
+use super::names::{MAX_SELECTOR, is_dns1123_label, preview};
 use wasmop_types::{LabelSelector, Operation, SelectorError, WEBHOOK_TIMEOUT_RANGE, Webhook};
 
 /// Most webhooks one plugin may declare.
@@ -47,7 +46,7 @@ pub enum WebhookError {
         seconds: u32,
     },
     /// A namespace or object selector does not parse, or is longer than
-    /// [`MAX_SELECTOR`](super::manifest::MAX_SELECTOR) bytes.
+    /// [`MAX_SELECTOR`](super::names::MAX_SELECTOR) bytes.
     #[error("webhook {webhook:?} {which}: {problem}")]
     InvalidSelector {
         /// The webhook.

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use crate::cluster::InstallScope;
-use crate::contract::{Kind, Scope};
+use crate::contract::{Kind, Scope, selector_requirements};
 use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of, strip};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
@@ -433,20 +433,9 @@ pub fn common_selector<'a>(wanted: impl IntoIterator<Item = Option<&'a str>>) ->
     common.filter(|c| !c.is_empty()).map(|c| c.join(","))
 }
 
-/// The requirements of a selector: split at commas outside parentheses, trimmed, none empty.
+/// The requirements of a selector, none empty.
 fn requirements(selector: &str) -> impl Iterator<Item = &str> {
-    let mut depth = 0_u32;
-    selector
-        .split(move |c| {
-            match c {
-                '(' => depth += 1,
-                ')' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-            c == ',' && depth == 0
-        })
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
+    selector_requirements(selector).filter(|r| !r.is_empty())
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
 use super::config::{ConfigError, check, from_config_map};
-use super::plugin_controller::PluginController;
 use crate::contract::Manifest;
 use crate::policy::{ConfigMapRef, ConfigSource};
 
@@ -79,6 +78,11 @@ impl PluginConfig {
             status: tokio::sync::watch::channel(status).0,
             watcher: Mutex::default(),
         })
+    }
+
+    /// Where the configuration comes from.
+    pub fn source(&self) -> &ConfigSource {
+        &self.source
     }
 
     /// The configuration in use.
@@ -149,7 +153,7 @@ impl PluginConfig {
 
     /// Follow a ConfigMap source from now on, feeding what it reads to `controller` (no-op for
     /// the other sources). Stops with [`PluginConfig::stop`] or when the controller is dropped.
-    pub(super) fn follow(&self, controller: Weak<PluginController>, client: kube::Client) {
+    pub(super) fn follow(&self, controller: Weak<dyn ConfigReader>, client: kube::Client) {
         let ConfigSource::ConfigMap(at) = &self.source else { return };
         let task = tokio::spawn(watch_config_map(client, at.clone(), controller));
         if let Some(old) = self.watcher.lock().expect("config watcher lock").replace(task) {
@@ -165,16 +169,10 @@ impl PluginConfig {
     }
 }
 
-impl PluginController {
-    /// A configuration was read from the plugin's source: when it is valid and new, every
-    /// parent is reconciled with it.
-    fn config_read(&self, read: Result<Value, ConfigError>) {
-        let plugin = self.plugin();
-        if self.config.offer(read, plugin.manifest()) {
-            tracing::info!(plugin = %plugin.name(), source = %self.config.source, "configuration changed; reconciling every parent");
-            self.enqueue_all();
-        }
-    }
+/// Told about every configuration read from a followed source (the plugin's controller).
+pub(super) trait ConfigReader: Send + Sync {
+    /// A configuration was read from the source, or why none could be.
+    fn config_read(&self, read: Result<Value, ConfigError>);
 }
 
 fn described(at: &ConfigMapRef) -> String {
@@ -193,7 +191,7 @@ async fn read(client: &kube::Client, at: &ConfigMapRef) -> Result<Value, ConfigE
 }
 
 /// Watch the ConfigMap `at` (and only it) and feed every version of it to `controller`.
-async fn watch_config_map(client: kube::Client, at: ConfigMapRef, controller: Weak<PluginController>) {
+async fn watch_config_map(client: kube::Client, at: ConfigMapRef, controller: Weak<dyn ConfigReader>) {
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &at.namespace);
     let from = described(&at);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));

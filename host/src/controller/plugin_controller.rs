@@ -12,7 +12,7 @@ use super::ControllerConfig;
 use super::breaker::Finished;
 use super::breaker_gate::BreakerGate;
 use super::config::ConfigError;
-use super::config_watch::PluginConfig;
+use super::config_watch::{ConfigReader, PluginConfig};
 use super::leadership::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
@@ -294,7 +294,8 @@ impl PluginController {
                 .await
                 .map_err(|e| SyncTimeout { after: config.sync_timeout, ..e })?;
         }
-        controller.config.follow(Arc::downgrade(&controller), controller.shared.client.clone());
+        let reader: Weak<dyn ConfigReader> = Arc::downgrade(&controller) as Weak<dyn ConfigReader>;
+        controller.config.follow(reader, controller.shared.client.clone());
         controller.enqueue_all();
         let children: Vec<Resolved> =
             kinds.into_iter().filter(|(kind, ..)| manifest.children.contains(kind)).map(|(_, resolved, _)| resolved).collect();
@@ -540,6 +541,16 @@ impl PluginController {
             if self.queue.is_shutting_down() {
                 return;
             }
+            self.enqueue_all();
+        }
+    }
+}
+impl ConfigReader for PluginController {
+    /// When the configuration read is valid and new, every parent is reconciled with it.
+    fn config_read(&self, read: Result<serde_json::Value, super::config::ConfigError>) {
+        let plugin = self.plugin();
+        if self.config.offer(read, plugin.manifest()) {
+            tracing::info!(plugin = %plugin.name(), source = %self.config.source(), "configuration changed; reconciling every parent");
             self.enqueue_all();
         }
     }

@@ -100,7 +100,10 @@ fn inspect_prints_the_manifest() {
         v["limits"],
         serde_json::json!({"deadline": "1000ms", "memory": "64Mi", "maxResponseBytes": "16Mi", "maxActions": 10000})
     );
-    assert_eq!(v["grants"], serde_json::json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": []}));
+    assert_eq!(
+        v["grants"],
+        serde_json::json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": [], "webhookResources": []})
+    );
     assert!(v.get("notGranted").is_none());
 }
 

@@ -201,7 +201,7 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
     );
     assert_eq!(
         wp.data.pointer("/status/grants"),
-        Some(&json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": []}))
+        Some(&json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": [], "webhookResources": []}))
     );
 
     std::fs::remove_file(&testbed_file)?;

@@ -95,4 +95,9 @@ impl KindScopes for Discovery {
     fn scope_of(&self, kind: &Kind) -> Option<Scope> {
         self.cache.lock().expect("discovery lock").get(kind).map(|r| r.scope)
     }
+
+    /// The resource name of `kind` if it was resolved before; `None` otherwise.
+    fn plural_of(&self, kind: &Kind) -> Option<String> {
+        self.cache.lock().expect("discovery lock").get(kind).map(|r| r.resource.plural.clone())
+    }
 }

@@ -55,10 +55,13 @@ pub struct KindInfo {
     pub scope: Scope,
 }
 
-/// Answers "is `kind` namespaced or cluster-scoped?"; `None` when it does not know.
+/// Answers "is `kind` namespaced or cluster-scoped, and what is its resource name?"; `None`
+/// when it does not know.
 pub trait KindScopes {
     /// The scope of `kind`, if known.
     fn scope_of(&self, kind: &Kind) -> Option<Scope>;
+    /// The resource name (plural) of `kind`, if known.
+    fn plural_of(&self, kind: &Kind) -> Option<String>;
 }
 
 /// Kinds known without a cluster: Kubernetes' own (see [`KnownKinds::builtin`]) plus those
@@ -263,6 +266,10 @@ impl KnownKinds {
 impl KindScopes for KnownKinds {
     fn scope_of(&self, kind: &Kind) -> Option<Scope> {
         self.get(kind).map(|info| info.scope)
+    }
+
+    fn plural_of(&self, kind: &Kind) -> Option<String> {
+        self.get(kind).map(|info| info.plural.clone())
     }
 }
 

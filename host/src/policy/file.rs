@@ -68,4 +68,6 @@ pub(super) struct GrantsEntry {
     pub secrets: Option<SecretAccess>,
     /// `group/version/Kind` of each cluster-scoped child kind granted to a namespaced parent.
     pub cluster_scoped_children: Option<Vec<String>>,
+    /// `resource.group` (or `*`) of each resource the plugin's webhooks may admit undeclared.
+    pub webhook_resources: Option<Vec<String>>,
 }

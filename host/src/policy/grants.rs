@@ -3,12 +3,14 @@
 //! A manifest says what a plugin *wants*; grants say what the host's operator *allows* on top
 //! of the safe baseline. Without grants a plugin reads and writes only the kinds it declares,
 //! only in its parent's namespace (namespaced parents), never Secrets, and — when its parent
-//! is namespaced — never cluster-scoped kinds.
+//! is namespaced — never cluster-scoped kinds; its admission webhooks admit only the kinds it
+//! declares (see [`super::webhook_reach`]).
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::webhook_reach::{self, WebhookResources};
 use crate::contract::{Kind, KindScopes, Manifest, Scope};
 
 /// Access to `v1/Secret` objects. Secrets are never available to a plugin unless granted,
@@ -90,6 +92,13 @@ pub struct Grants {
     /// reach them either. Plugins with a cluster-scoped parent need no grant: their children of
     /// every scope are owned as usual.
     pub cluster_scoped_children: BTreeSet<Kind>,
+    /// Resources the plugin's admission webhooks may admit beyond the kinds its manifest
+    /// declares (`webhookResources` in the policy file).
+    ///
+    /// # Caveats
+    /// The API server sends a webhook every matching object in every namespace, before any
+    /// other check: granting `pods` lets the plugin see every Pod created in the cluster.
+    pub webhook_resources: WebhookResources,
 }
 
 /// A kind as written in a policy file: `group/version/Kind`, or `version/Kind` for the core
@@ -132,6 +141,9 @@ impl Grants {
     /// the plugin may run. A plugin with ungranted declarations is not started: its watches
     /// would need RBAC the host does not (and should not) have.
     ///
+    /// Every resource its webhooks' rules match must be declared or granted (see
+    /// [`super::webhook_reach`]).
+    ///
     /// Cluster-scoped child kinds of a namespaced parent are judged by `scopes`; a child kind
     /// whose scope `scopes` does not know is not listed (the host resolves every kind by
     /// discovery before calling this; offline callers say which kinds they could not tell).
@@ -155,6 +167,7 @@ impl Grants {
         if !self.may_read_kind(&manifest.parent) {
             missing.push(format!("reconciles {} (grant secrets: write)", manifest.parent));
         }
+        missing.extend(webhook_reach::uncovered(self, manifest, scopes));
         missing
     }
 }

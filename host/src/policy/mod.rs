@@ -25,6 +25,10 @@
 //!     grants:
 //!       # cluster-scoped child kinds a namespaced parent may write (default none: refused)
 //!       clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]
+//!   pod-policy:
+//!     grants:
+//!       # resources its webhooks may admit besides the kinds it declares ("*" = all)
+//!       webhookResources: [deployments.apps]
 //!   status-heavy:
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see BreakerConfig
 //!   db-operator:
@@ -40,6 +44,11 @@
 //! child gets no owner reference (Kubernetes forbids a namespaced owner for a cluster-scoped
 //! object) but the label `wasmop.dev/parent-uid`; it is never garbage-collected nor pruned:
 //! the plugin deletes it itself (see [`Grants::cluster_scoped_children`]).
+//!
+//! A plugin's admission webhooks admit only the kinds its manifest declares (a webhook on
+//! Secrets also needs `secrets: read`); anything else, wildcards included, needs
+//! `webhookResources` (see [`WebhookResources`]). Without it the plugin is not started, and
+//! `wasmop rbac` and `wasmop webhooks` leave it out.
 
 mod allowance;
 mod breaker;
@@ -49,6 +58,7 @@ mod grants;
 mod limits;
 mod removal;
 mod view;
+mod webhook_reach;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -61,6 +71,7 @@ pub use grants::{Grants, NamespaceGrant, SecretAccess, parse_kind};
 pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
+pub use webhook_reach::WebhookResources;
 
 use crate::units::{parse_bytes, parse_duration};
 use file::{PluginEntry, PolicyFile};
@@ -236,6 +247,9 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     if let Some(kinds) = &entry.grants.cluster_scoped_children {
         let parsed: Result<_, _> = kinds.iter().map(|k| parse_kind(k)).collect();
         policy.grants.cluster_scoped_children = parsed.map_err(|e| bad("grants.clusterScopedChildren", e))?;
+    }
+    if let Some(resources) = &entry.grants.webhook_resources {
+        policy.grants.webhook_resources = WebhookResources::parse(resources).map_err(|e| bad("grants.webhookResources", e))?;
     }
     let (b, o) = (&entry.breaker, &mut policy.breaker);
     let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, PolicyError> {

@@ -35,5 +35,6 @@ pub fn grants_json(grants: &Grants) -> serde_json::Value {
         NamespaceGrant::All => vec!["*".to_owned()],
     };
     let cluster_scoped: Vec<String> = grants.cluster_scoped_children.iter().map(ToString::to_string).collect();
-    json!({"secrets": secrets, "namespaces": namespaces, "clusterScopedChildren": cluster_scoped})
+    let webhook_resources: Vec<&str> = grants.webhook_resources.entries().collect();
+    json!({"secrets": secrets, "namespaces": namespaces, "clusterScopedChildren": cluster_scoped, "webhookResources": webhook_resources})
 }

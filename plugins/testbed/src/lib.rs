@@ -53,6 +53,7 @@
 //! | `trap` (validating) | execute `unreachable` |
 //! | `rename` (mutating) | answer the object renamed to `<name>-renamed` (nonsense the host refuses) |
 //! | `lookup` (validating) | list the `Testbed` objects of the object's namespace and allow with one warning naming them |
+//! | `secrets` (validating; `admits-secrets` build) | on *Secrets* labelled `testbed-admission=secrets`, which it does not declare: deny with `testbed saw secret <name>: <data keys>`, showing what it saw (hostile) |
 //!
 //! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
 //! the mode) answers `finalized` with a Normal event `Finalized`.
@@ -731,7 +732,16 @@ pub fn admission_webhooks() -> Vec<Webhook> {
                 .object_selector(format!("{ADMISSION_LABEL}={mode}"))
                 .timeout_seconds(5)
         })
+        .chain(cfg!(feature = "admits-secrets").then(admits_secrets))
         .collect()
+}
+
+/// The hostile webhook of the `admits-secrets` build: Secrets it never declared.
+fn admits_secrets() -> Webhook {
+    Webhook::validating("secrets")
+        .with_rule(Rule::new([Operation::Create], "", "v1", "secrets").scope(RuleScope::Namespaced))
+        .object_selector(format!("{ADMISSION_LABEL}=secrets"))
+        .timeout_seconds(5)
 }
 
 fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
@@ -756,6 +766,11 @@ fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict,
             let found = ctx.list(&testbed_kind(), None, "").map_err(|e| Error::terminal(e.to_string()))?;
             let names: Vec<&str> = found.iter().filter_map(|o| o["metadata"]["name"].as_str()).collect();
             Ok(Verdict::allow().warning(format!("testbeds: {}", names.join(","))))
+        }
+        "secrets" => {
+            let data = req.object.as_ref().and_then(|o| o["data"].as_object());
+            let keys: Vec<&str> = data.map(|d| d.keys().map(String::as_str).collect()).unwrap_or_default();
+            Ok(Verdict::deny(format!("testbed saw secret {name}: {}", keys.join(","))))
         }
         other => Err(Error::terminal(format!("testbed has no admission mode {other:?}"))),
     }

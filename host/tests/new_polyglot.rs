@@ -2,8 +2,8 @@
 //! the real toolchains (`$WASMOP_POLYGLOT`, installed by `scripts/polyglot.sh`; required, as by
 //! every polyglot test): written into a temporary directory outside the repository, their unit
 //! tests pass (`python3 -m unittest`, `npm test`), they build (`sh build.sh`, `npm run build`
-//! with the toolchain on `PATH`), and `wasmop reconcile` on the sample prints a plan with the
-//! child. Each build takes 15–60 s.
+//! with the toolchain on `PATH`), `wasmop reconcile` on the sample prints a plan with the child,
+//! and on an invalid sample the plugin's terminal error in one line. Each build takes 15–60 s.
 
 mod support;
 
@@ -38,9 +38,18 @@ fn run(dir: &Path, program: &str, args: &[&str]) -> String {
     check(&format!("{program} {} in {}", args.join(" "), dir.display()), output)
 }
 
+/// `wasmop ARGS`, compiled plugins cached in `cache` (a directory of the test).
+fn wasmop_cached(cache: Option<&Path>, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    command.args(args).env("RUST_LOG", "error");
+    if let Some(cache) = cache {
+        command.env("WASMOP_CACHE_DIR", cache);
+    }
+    command.output().expect("wasmop runs")
+}
+
 fn wasmop(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_wasmop")).args(args).env("RUST_LOG", "error").output().expect("wasmop runs");
-    check(&format!("wasmop {}", args.join(" ")), output)
+    check(&format!("wasmop {}", args.join(" ")), wasmop_cached(None, args))
 }
 
 /// `wasmop new NAME --parent example.com/v1/Hello --child v1/ConfigMap --lang LANG` into a new
@@ -54,22 +63,17 @@ fn new(tmp: &Path, name: &str, lang: &str) -> PathBuf {
 }
 
 /// `wasmop reconcile` of the built plugin on the generated sample: the ConfigMap it wants, owned
-/// by the sample, and the conditions (`Ready` false, since the ConfigMap does not exist yet).
+/// by the sample, and the conditions (`Ready` false, since the ConfigMap does not exist yet);
+/// and on a sample whose `spec.message` is a number: the plugin's terminal error, in one line.
 fn assert_plans_the_child(dir: &Path, wasm: &str) {
     let wasm = dir.join(wasm);
+    let cache = dir.join("compiled");
+    let reconcile = |object: &Path| {
+        let args = ["reconcile", "--plugin", wasm.to_str().unwrap(), "--object", object.to_str().unwrap()];
+        wasmop_cached(Some(&cache), &[&args[..], &["--now", "2024-01-01T00:00:00Z", "--output", "json"]].concat())
+    };
     let sample = dir.join("sample.yaml");
-    let plan = wasmop(&[
-        "reconcile",
-        "--no-cache",
-        "--plugin",
-        wasm.to_str().unwrap(),
-        "--object",
-        sample.to_str().unwrap(),
-        "--now",
-        "2024-01-01T00:00:00Z",
-        "--output",
-        "json",
-    ]);
+    let plan = check("wasmop reconcile on sample.yaml", reconcile(&sample));
     let plan: Value = serde_json::from_str(&plan).unwrap_or_else(|e| panic!("{e}: {plan}"));
     assert_eq!(plan["apply"][0]["kind"], "ConfigMap", "{plan:#}");
     assert_eq!(plan["apply"][0]["metadata"]["name"], "sample");
@@ -82,6 +86,14 @@ fn assert_plans_the_child(dir: &Path, wasm: &str) {
     assert_eq!(conditions[1]["type"], "Reconciled");
     assert_eq!(conditions[1]["status"], "True");
     assert_eq!(plan["statusPatch"]["status"]["children"], 0);
+
+    let invalid = dir.join("invalid.yaml");
+    let text = std::fs::read_to_string(&sample).unwrap();
+    std::fs::write(&invalid, text.replace("message: hello", "message: 3")).unwrap();
+    let refused = reconcile(&invalid);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.trim_end(), "error: plugin error (terminal): spec.message must be a string, got 3");
 }
 
 #[test]

@@ -1,0 +1,44 @@
+// Unit tests of the plugin, in Node without the WebAssembly toolchain: `npm test`.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { Terminal, plugin, reconciler } from './{{name}}.js';
+
+const sample = (spec) =>
+  JSON.stringify({
+    apiVersion: '{{api_version}}',
+    kind: '{{Kind}}',
+    metadata: { name: 'sample', namespace: 'default', generation: 1 },
+    spec,
+  });
+
+const request = (spec, children = []) => ({ parent: sample(spec), children, related: [], finalizing: false, config: '{}' });
+
+const { children: childKinds } = plugin.manifest();
+
+test('applies one child of each kind and waits for them', () => {
+  const response = reconciler.reconcile(request({ message: 'hi' }));
+  assert.equal(response.children.length, childKinds.length);
+  response.children.map((c) => JSON.parse(c)).forEach((child, i) => {
+    assert.equal(child.kind, childKinds[i].kind);
+    assert.equal(child.metadata.name, 'sample');
+  });
+  assert.equal(response.conditions[0].type, 'Ready');
+  assert.equal(response.conditions[0].status, childKinds.length ? 'false' : 'true');
+});
+
+test('ready once every child is observed', () => {
+  const desired = reconciler.reconcile(request({})).children;
+  const response = reconciler.reconcile(request({}, desired));
+  assert.equal(response.conditions[0].status, 'true');
+  assert.deepEqual(JSON.parse(response.status), { children: childKinds.length });
+});
+
+test('a spec of the wrong shape is a terminal error', () => {
+  assert.throws(() => reconciler.reconcile(request({ message: 3 })), (error) => {
+    assert.ok(error instanceof Terminal);
+    assert.deepEqual(error.payload, { tag: 'terminal', val: 'spec.message must be a string, got 3' });
+    return true;
+  });
+});

@@ -1,0 +1,61 @@
+"""The {{name}} wasmop plugin as a WebAssembly component: world `controller` of
+`wasmop:plugin@0.2.0` (the WIT in `wit/`). It turns the host's request into plain Python
+values for `reconcile.py`, and the answer back into the contract's records.
+
+Build (README.md): `sh build.sh` runs
+    componentize-py -d wit -w controller componentize app -p . -o {{name}}.wasm
+"""
+
+import json
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports import plugin as p
+from wit_world.exports import reconciler as r
+from wit_world.imports import log, types
+
+import reconcile as logic
+
+STATUS = {"True": r.ConditionStatus.TRUE, "False": r.ConditionStatus.FALSE, "Unknown": r.ConditionStatus.UNKNOWN}
+
+
+def kind_ref(kind):
+    return types.KindRef(group=kind["group"], version=kind["version"], kind=kind["kind"])
+
+
+class Plugin(exports.Plugin):
+    def manifest(self):
+        return p.PluginManifest(
+            name=logic.NAME,
+            version=logic.VERSION,
+            description=f"Reconciles {logic.PARENT['kind']}",
+            parent=p.ParentKind(kind=kind_ref(logic.PARENT), scope=types.Scope.NAMESPACED),
+            children=[kind_ref(kind) for kind in logic.CHILDREN],
+            related=[],
+            finalizer=False,
+            prune=True,
+            adopt_unowned=False,
+            config_schema=None,
+            webhooks=[],
+        )
+
+
+class Reconciler(exports.Reconciler):
+    def reconcile(self, request):
+        parent = json.loads(request.parent)
+        log.log(types.Level.DEBUG, f"reconciling {parent['metadata'].get('namespace', '')}/{parent['metadata']['name']}")
+        try:
+            answer = logic.reconcile(parent, [json.loads(c) for c in request.children], json.loads(request.config))
+        except logic.Terminal as error:
+            raise Err(r.ReconcileError_Terminal(str(error)))
+        except logic.Retryable as error:
+            raise Err(r.ReconcileError_Retryable(str(error)))
+        return r.Response(
+            children=[json.dumps(child) for child in answer["children"]],
+            delete=[],
+            status=json.dumps(answer["status"]),
+            conditions=[r.Condition(c["type"], STATUS[c["status"]], c["reason"], c["message"]) for c in answer["conditions"]],
+            events=[],
+            requeue_after_ms=None,
+            finalized=False,
+        )

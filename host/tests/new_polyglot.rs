@@ -1,0 +1,117 @@
+//! `wasmop new --lang python` and `--lang js` projects, used the way their README says, with
+//! the real toolchains (`$WASMOP_POLYGLOT`, installed by `scripts/polyglot.sh`; required, as by
+//! every polyglot test): written into a temporary directory outside the repository, their unit
+//! tests pass (`python3 -m unittest`, `npm test`), they build (`sh build.sh`, `npm run build`
+//! with the toolchain on `PATH`), `wasmop reconcile` on the sample prints a plan with the child,
+//! and on an invalid sample the plugin's terminal error in one line. Each build takes 15–60 s.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use support::polyglot::toolchain;
+use support::workspace;
+
+/// A temporary directory outside the workspace.
+fn outside() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    assert!(!dir.path().starts_with(workspace()), "{} is inside the workspace", dir.path().display());
+    dir
+}
+
+/// The output of a command that must succeed, stdout and stderr together.
+fn check(what: &str, output: Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{what} failed ({}):\n{text}", output.status);
+    text
+}
+
+/// `program ARGS` in `dir`, with the toolchain first on `PATH`.
+fn run(dir: &Path, program: &str, args: &[&str]) -> String {
+    let path = std::env::join_paths(
+        std::iter::once(toolchain()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .expect("PATH");
+    let output = Command::new(program).args(args).current_dir(dir).env("PATH", path).output().expect("the program runs");
+    check(&format!("{program} {} in {}", args.join(" "), dir.display()), output)
+}
+
+/// `wasmop ARGS`, compiled plugins cached in `cache` (a directory of the test).
+fn wasmop_cached(cache: Option<&Path>, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    command.args(args).env("RUST_LOG", "error");
+    if let Some(cache) = cache {
+        command.env("WASMOP_CACHE_DIR", cache);
+    }
+    command.output().expect("wasmop runs")
+}
+
+fn wasmop(args: &[&str]) -> String {
+    check(&format!("wasmop {}", args.join(" ")), wasmop_cached(None, args))
+}
+
+/// `wasmop new NAME --parent example.com/v1/Hello --child v1/ConfigMap --lang LANG` into a new
+/// directory under `tmp`.
+fn new(tmp: &Path, name: &str, lang: &str) -> PathBuf {
+    let dir = tmp.join(name);
+    let args = ["new", name, "--parent", "example.com/v1/Hello", "--child", "v1/ConfigMap", "--lang", lang, "--dir"];
+    let created = wasmop(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    assert!(created.starts_with(&format!("created plugin {name} in ")), "{created}");
+    dir
+}
+
+/// `wasmop reconcile` of the built plugin on the generated sample: the ConfigMap it wants, owned
+/// by the sample, and the conditions (`Ready` false, since the ConfigMap does not exist yet);
+/// and on a sample whose `spec.message` is a number: the plugin's terminal error, in one line.
+fn assert_plans_the_child(dir: &Path, wasm: &str) {
+    let wasm = dir.join(wasm);
+    let cache = dir.join("compiled");
+    let reconcile = |object: &Path| {
+        let args = ["reconcile", "--plugin", wasm.to_str().unwrap(), "--object", object.to_str().unwrap()];
+        wasmop_cached(Some(&cache), &[&args[..], &["--now", "2024-01-01T00:00:00Z", "--output", "json"]].concat())
+    };
+    let sample = dir.join("sample.yaml");
+    let plan = check("wasmop reconcile on sample.yaml", reconcile(&sample));
+    let plan: Value = serde_json::from_str(&plan).unwrap_or_else(|e| panic!("{e}: {plan}"));
+    assert_eq!(plan["apply"][0]["kind"], "ConfigMap", "{plan:#}");
+    assert_eq!(plan["apply"][0]["metadata"]["name"], "sample");
+    assert_eq!(plan["apply"][0]["data"]["message"], "hello");
+    assert_eq!(plan["apply"][0]["metadata"]["ownerReferences"][0]["kind"], "Hello");
+    let conditions = &plan["statusPatch"]["status"]["conditions"];
+    assert_eq!(conditions[0]["type"], "Ready");
+    assert_eq!(conditions[0]["status"], "False", "the ConfigMap does not exist yet");
+    assert_eq!(conditions[0]["message"], "waiting for v1/ConfigMap");
+    assert_eq!(conditions[1]["type"], "Reconciled");
+    assert_eq!(conditions[1]["status"], "True");
+    assert_eq!(plan["statusPatch"]["status"]["children"], 0);
+
+    let invalid = dir.join("invalid.yaml");
+    let text = std::fs::read_to_string(&sample).unwrap();
+    std::fs::write(&invalid, text.replace("message: hello", "message: 3")).unwrap();
+    let refused = reconcile(&invalid);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.trim_end(), "error: plugin error (terminal): spec.message must be a string, got 3");
+}
+
+#[test]
+fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
+    let tmp = outside();
+    let dir = new(tmp.path(), "hello-py", "python");
+    let tests = run(&dir, "python3", &["-m", "unittest"]);
+    assert!(tests.contains("Ran 3 tests") && tests.contains("\nOK"), "{tests}");
+    run(&dir, "sh", &["build.sh"]);
+    assert_plans_the_child(&dir, "hello-py.wasm");
+}
+
+#[test]
+fn a_new_javascript_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
+    let tmp = outside();
+    let dir = new(tmp.path(), "hello-js", "js");
+    let tests = run(&dir, "npm", &["test"]);
+    assert!(tests.contains("# pass 3") && tests.contains("# fail 0"), "{tests}");
+    run(&dir, "npm", &["run", "build"]);
+    assert_plans_the_child(&dir, "hello-js.wasm");
+}

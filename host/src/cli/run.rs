@@ -405,6 +405,24 @@ mod tests {
         assert_eq!(arg.get_value_delimiter(), Some(','));
     }
 
+    #[test]
+    fn sharding_takes_the_shard_name_from_its_flag_and_refuses_a_bad_one_naming_it() {
+        let args = run_args(&["--sharding", "--shard-name", "host-a"]).unwrap();
+        assert_eq!(args.shard().unwrap().as_deref(), Some("host-a"));
+        assert_eq!(run_args(&["--shard-name", "host-a"]).unwrap().shard().unwrap(), None, "off without --sharding");
+        let err = run_args(&["--sharding", "--shard-name", "Host_A"]).unwrap_err().to_string();
+        assert!(err.contains("\"Host_A\" is not a shard name"), "{err}");
+    }
+
+    #[test]
+    fn sharding_and_the_shard_name_also_come_from_the_environment() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").unwrap();
+        let env = |long: &str| run.get_arguments().find(|a| a.get_long() == Some(long)).unwrap().get_env().map(ToOwned::to_owned);
+        assert_eq!(env("sharding").as_deref(), Some(std::ffi::OsStr::new("WASMOP_SHARDING")));
+        assert_eq!(env("shard-name").as_deref(), Some(std::ffi::OsStr::new("WASMOP_SHARD_NAME")));
+    }
+
     fn admission(args: &[&str]) -> anyhow::Result<Option<AdmissionConfig>> {
         let cli = Cli::try_parse_from([&["wasmop", "run", "--plugins", "/p"], args].concat())?;
         let Command::Run(run) = cli.command else { unreachable!("a run command") };

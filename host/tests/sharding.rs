@@ -88,7 +88,7 @@ async fn apply_all(client: &kube::Client, objects: Vec<serde_json::Value>) -> Re
     use futures::StreamExt;
     let results: Vec<Result<DynamicObject>> =
         futures::stream::iter(objects.iter().map(|o| apply(client, o))).buffer_unordered(25).collect().await;
-    results.into_iter().map(|r| r.map(drop)).collect()
+    results.into_iter().try_for_each(|r| r.map(drop))
 }
 
 /// The replica each parent is labelled for (`None`: unlabelled or draining), by parent name.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, Preconditions};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -54,6 +54,18 @@ pub fn live_member(lease: &Lease, now: Timestamp) -> Option<&str> {
     let renewed = spec.renew_time.as_ref()?.0;
     let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds?));
     (renewed + duration >= now).then_some(holder)
+}
+
+/// How many Lease durations after its last renewal a dead member's Lease is deleted (a pod of
+/// a Deployment killed without a clean exit never comes back under its name).
+pub const STALE_AFTER_DURATIONS: i32 = 10;
+
+/// Whether `lease` was last renewed more than [`STALE_AFTER_DURATIONS`] of its durations
+/// before `now` (a Lease without renew time or duration is not judged).
+pub fn stale(lease: &Lease, now: Timestamp) -> bool {
+    let Some(spec) = lease.spec.as_ref() else { return false };
+    let (Some(renewed), Some(secs)) = (spec.renew_time.as_ref(), spec.lease_duration_seconds) else { return false };
+    renewed.0 + SignedDuration::from_secs(i64::from(secs) * i64::from(STALE_AFTER_DURATIONS)) < now
 }
 
 /// This replica's membership.
@@ -158,6 +170,29 @@ impl Membership {
         Ok(live)
     }
 
+    /// Delete the Leases of members dead for long ([`stale`]); each delete is conditional on
+    /// the version read, so a member that came back under the same name meanwhile keeps its
+    /// Lease. Run by the sharder.
+    ///
+    /// # Errors
+    /// The API server's (listing the Leases; failed deletes are logged).
+    pub async fn sweep(&self) -> kube::Result<()> {
+        let leases = self.api.list(&ListParams::default().labels(&format!("{LEASE_LABEL}=true"))).await?;
+        let now = Timestamp::now();
+        for lease in leases.items.iter().filter(|l| stale(l, now)) {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            let params = DeleteParams {
+                preconditions: Some(Preconditions { resource_version: lease.metadata.resource_version.clone(), uid: None }),
+                ..DeleteParams::default()
+            };
+            match self.api.delete(&name, &params).await {
+                Ok(_) => tracing::info!(lease = %name, "deleted the lease of a shard member dead for long"),
+                Err(e) => tracing::debug!(lease = %name, error = %e, "stale shard lease not deleted"),
+            }
+        }
+        Ok(())
+    }
+
     /// Leave (on graceful shutdown, after the last reconcile ended): delete the Lease, so the
     /// sharder moves this replica's parents at once instead of after the Lease expires.
     pub async fn leave(&self) {
@@ -203,6 +238,14 @@ mod tests {
         let mut no_time = lease(Some("host-a"), 0, 15);
         no_time.spec.as_mut().unwrap().renew_time = None;
         assert_eq!(live_member(&no_time, Timestamp::now()), None);
+    }
+
+    #[test]
+    fn a_lease_dead_for_ten_durations_is_stale_and_a_merely_expired_one_is_not() {
+        let now = Timestamp::now();
+        assert!(stale(&lease(Some("gone"), 151, 15), now));
+        assert!(!stale(&lease(Some("late"), 20, 15), now), "expired (not live) but not stale yet");
+        assert!(!stale(&lease(Some("host-a"), 1, 15), now));
     }
 
     #[test]

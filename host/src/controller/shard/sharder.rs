@@ -81,6 +81,9 @@ impl Sharder {
             if let Err(e) = self.pass().await {
                 tracing::warn!(error = %e, "sharder pass failed; retrying");
             }
+            if let Err(e) = self.membership.sweep().await {
+                tracing::debug!(error = %e, "cannot sweep the stale shard leases");
+            }
             tokio::time::sleep(self.membership.config().retry_period).await;
         }
     }

@@ -50,6 +50,12 @@ fn reconciles(port: u16) -> u64 {
     metric(port, "controller_runtime_reconcile_total{").unwrap_or(0)
 }
 
+/// The resident set of process `pid` in KiB, from `/proc`.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+}
+
 /// A `wasmop run` process, killed when dropped.
 struct Host(Child);
 
@@ -168,8 +174,10 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
         settled(&parents, &all)
     })
     .await?;
-    for (name, port) in &all {
+    for ((name, port), host) in all.iter().zip(&hosts) {
         let owned = shares.get(*name).map_or(0, Vec::len);
+        let rss = host.as_ref().and_then(|h| rss_kib(h.0.id())).unwrap_or(0);
+        eprintln!("{name}: RSS {} MiB", rss / 1024);
         // The ring's balance for these names and keys is pinned by its unit test.
         assert!((85..=115).contains(&owned), "{name} owns {owned} of {PARENTS}: {:?}", shares.keys());
         assert!(reconciles(*port) > 0, "{name} reconciled nothing");

@@ -520,7 +520,8 @@ impl PluginController {
         }
     }
 
-    /// Adoption on upgrade, once per start and only when leading (it writes): label the
+    /// Adoption on upgrade, once per start and only when it may write (leading, or any replica
+    /// of a sharded host, for the parents of its shard cached then): label the
     /// children of this plugin's parents that an older host wrote without the host's label, so
     /// the label-filtered child watches see them ([`label_unlabelled_children`]). A failure is
     /// logged and not retried: such a child is still read from the API server before it is

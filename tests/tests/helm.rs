@@ -70,7 +70,7 @@ async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
     };
     let cp = ControlPlane::start().await?;
     kubectl.run(&cp, &["create", "namespace", NAMESPACE], None)?;
-    let variants: [&[&str]; 3] = [
+    let variants: [&[&str]; 4] = [
         &[],
         &["--set", "plugins.source=initContainer", "--set", "plugins.initContainer.image=busybox:1.36"],
         &[
@@ -83,6 +83,7 @@ async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
             "--set",
             "limits.memory=32Mi",
         ],
+        &["--set", "sharding.enabled=true", "--set", "replicaCount=3"],
     ];
     let chart = chart();
     for extra in variants {
@@ -95,6 +96,7 @@ async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
         let c = &find(&rendered, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
         let args: Vec<&str> = c["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
         assert_eq!(&args[..5], ["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]);
+        assert_eq!(args.contains(&"--sharding"), extra.contains(&"sharding.enabled=true"), "helm template {extra:?}: {args:?}");
     }
     Ok(())
 }

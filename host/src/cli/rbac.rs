@@ -99,8 +99,10 @@ pub fn rules(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) ->
 
 /// Verbs on events: kube's recorder creates them and patches a repeated one.
 const EVENTS: &[&str] = &["create", "patch", "update"];
-/// Verbs on the leader-election Lease.
-const LEASES: &[&str] = &["get", "create", "update"];
+/// Verbs on Leases: the leader-election Lease (get, create, update), and with `--sharding`
+/// each replica's own shard Lease (applied: create, patch; deleted on a clean exit) and the
+/// others' (list, to know the live members).
+const LEASES: &[&str] = &["get", "list", "create", "update", "patch", "delete"];
 
 /// Rules being gathered, merged per (group, resource).
 struct Rules<'k> {

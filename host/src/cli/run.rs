@@ -14,6 +14,7 @@ use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint};
 use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
 use crate::controller::leader::{LeaderElector, LeaseConfig};
+use crate::controller::shard::{Membership, Sharder, shard_name};
 use crate::controller::{ControllerConfig, Manager};
 use crate::policy::limits_json;
 use crate::reload::{ReloadConfig, Reloader};
@@ -57,6 +58,17 @@ pub struct RunArgs {
     /// Pause between acquire or renew attempts (100ms to 1h).
     #[arg(long, default_value = "2s", value_parser = |s: &str| units::duration_in(s, 100 * MILLI, HOUR))]
     pub leader_elect_retry_period: Duration,
+    /// Share the parents of every plugin among the replicas running with it: each renews a
+    /// Lease of its own (`wasmop-shard-<name>` in the leader Lease's namespace), the leader
+    /// labels each parent `wasmop.dev/shard=<name>` for one live replica (consistent hashing),
+    /// and each replica watches and reconciles only its own. Turns on leader election (the
+    /// leader assigns; the Lease timings above are also the shard Leases').
+    #[arg(long, env = "WASMOP_SHARDING")]
+    pub sharding: bool,
+    /// This replica's shard name with `--sharding` [default: `$POD_NAME`, else `$HOSTNAME`]:
+    /// lowercase letters, digits, '-' and '.', at most 50 characters.
+    #[arg(long, env = "WASMOP_SHARD_NAME", value_parser = shard_name)]
+    pub shard_name: Option<String>,
     /// Re-queue every parent this often (1s to 168h; `0s` disables).
     #[arg(long, default_value = "10m", value_parser = resync_period)]
     pub resync: Duration,
@@ -187,6 +199,25 @@ impl RunArgs {
         }
     }
 
+    /// This replica's shard name with `--sharding` (`None` without it): `--shard-name`, else
+    /// `$POD_NAME`, else `$HOSTNAME`.
+    ///
+    /// # Errors
+    /// When none is set, or the one from the environment is not a shard name.
+    pub fn shard(&self) -> anyhow::Result<Option<String>> {
+        if !self.sharding {
+            return Ok(None);
+        }
+        if let Some(name) = &self.shard_name {
+            return Ok(Some(name.clone()));
+        }
+        let (var, value) = ["POD_NAME", "HOSTNAME"]
+            .into_iter()
+            .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()).map(|v| (var, v)))
+            .context("--sharding needs a shard name: set --shard-name, $POD_NAME or $HOSTNAME")?;
+        shard_name(&value).map(Some).map_err(|e| anyhow::anyhow!("${var}: {e} (set --shard-name)"))
+    }
+
     /// The namespaces of `--namespace`, or the whole cluster without it.
     pub fn install_scope(&self) -> InstallScope {
         if self.namespaces.is_empty() {
@@ -212,10 +243,15 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     }
     let policy = runtime.host_policy()?;
     let runtime = runtime.runtime()?;
+    let shard = args.shard()?;
     tracing::info!(scope = %args.install_scope(), "where the host watches and writes");
     tracing::info!(defaults = %limits_json(&policy.defaults().limits), plugin_entries = ?policy.plugin_names(),
         "host policy: per-call limits by default, and plugins with entries of their own");
-    let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { policy, ..args.controller_config() }));
+    let manager = Arc::new(Manager::new(
+        client.clone(),
+        runtime,
+        ControllerConfig { policy, shard: shard.clone(), ..args.controller_config() },
+    ));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
     let started = Arc::new(AtomicBool::new(false));
     let _server = match args.metrics_addr {
@@ -229,20 +265,23 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         }
         None => None,
     };
-    let elector = args.leader_elect.then(|| {
-        let namespace = args
-            .leader_elect_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| "default".into());
+    let lease_namespace =
+        args.leader_elect_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "default".into());
+    let lease_config = LeaseConfig {
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    // The sharder runs on the leader: sharding elects one.
+    let elector = (args.leader_elect || shard.is_some()).then(|| {
         let host = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
-        let config = LeaseConfig {
-            lease_duration: args.leader_elect_lease_duration,
-            renew_deadline: args.leader_elect_renew_deadline,
-            retry_period: args.leader_elect_retry_period,
-        };
-        LeaderElector::new(client.clone(), &namespace, &args.leader_elect_name, format!("{host}_{}", std::process::id()), config)
+        let identity = shard.clone().unwrap_or(host);
+        let identity = format!("{identity}_{}", std::process::id());
+        LeaderElector::new(client.clone(), &lease_namespace, &args.leader_elect_name, identity, lease_config)
     });
+    let membership = shard
+        .as_deref()
+        .map(|name| Arc::new(Membership::new(client.clone(), &lease_namespace, name, lease_config, manager.metrics())));
     if elector.is_some() {
         // Warm standby: plugins load and caches sync now; only writing waits for the Lease.
         manager.leadership().set(false);
@@ -269,10 +308,22 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         tracing::info!(identity = elector.identity(), "standing by (ready, writing nothing) until this host holds the Lease");
         elector.acquire().await;
         manager.leadership().set(true);
-        elector.hold().await
+        let Some(membership) = &membership else { return elector.hold().await };
+        let sharder = Sharder::new(Arc::clone(&manager), Arc::clone(membership));
+        tokio::select! {
+            error = elector.hold() => error,
+            never = sharder.run() => match never {},
+        }
+    };
+    // A member from now on: the sharder may give this replica parents (its plugins are loaded).
+    let member = async {
+        let Some(membership) = &membership else { return std::future::pending().await };
+        tracing::info!(shard = membership.identity(), "shard member: reconciling the parents labelled for this replica");
+        membership.hold(&manager).await
     };
     let result = tokio::select! {
         () = shutdown_signal() => Ok(()),
+        error = member => Err(anyhow::Error::from(error).context("stopping: this replica's parents move to the others")),
         error = lead => {
             // No reconcile starts from now on; those in flight get the shutdown grace.
             manager.leadership().set(false);
@@ -282,6 +333,10 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     tracing::info!("shutting down: finishing reconciles in flight");
     drop(watch);
     manager.shutdown().await;
+    if let Some(membership) = &membership {
+        // After the last reconcile: the sharder moves this replica's parents at once.
+        membership.leave().await;
+    }
     if let (Some(elector), Ok(())) = (&elector, &result) {
         elector.release().await;
     }
@@ -348,6 +403,24 @@ mod tests {
         let arg = run.get_arguments().find(|a| a.get_long() == Some("namespace")).unwrap();
         assert_eq!(arg.get_env(), Some(std::ffi::OsStr::new("WASMOP_NAMESPACES")));
         assert_eq!(arg.get_value_delimiter(), Some(','));
+    }
+
+    #[test]
+    fn sharding_takes_the_shard_name_from_its_flag_and_refuses_a_bad_one_naming_it() {
+        let args = run_args(&["--sharding", "--shard-name", "host-a"]).unwrap();
+        assert_eq!(args.shard().unwrap().as_deref(), Some("host-a"));
+        assert_eq!(run_args(&["--shard-name", "host-a"]).unwrap().shard().unwrap(), None, "off without --sharding");
+        let err = run_args(&["--sharding", "--shard-name", "Host_A"]).unwrap_err().to_string();
+        assert!(err.contains("\"Host_A\" is not a shard name"), "{err}");
+    }
+
+    #[test]
+    fn sharding_and_the_shard_name_also_come_from_the_environment() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").unwrap();
+        let env = |long: &str| run.get_arguments().find(|a| a.get_long() == Some(long)).unwrap().get_env().map(ToOwned::to_owned);
+        assert_eq!(env("sharding").as_deref(), Some(std::ffi::OsStr::new("WASMOP_SHARDING")));
+        assert_eq!(env("shard-name").as_deref(), Some(std::ffi::OsStr::new("WASMOP_SHARD_NAME")));
     }
 
     fn admission(args: &[&str]) -> anyhow::Result<Option<AdmissionConfig>> {

@@ -10,7 +10,8 @@ use super::metrics::Metrics;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{PluginController, Shared, StartError};
 use super::watches::Watches;
-use crate::cluster::Discovery;
+use crate::cluster::{Discovery, Resolved};
+use crate::objects::ObjectCache;
 use crate::policy::{HostPolicy, OnRemove};
 use crate::runtime::{LoadError, Plugin, Runtime};
 
@@ -94,6 +95,27 @@ impl Manager {
     /// to standby before starting any plugin, and to leader while it holds the Lease.
     pub fn leadership(&self) -> &Leadership {
         &self.shared.leadership
+    }
+
+    /// The parent kind of every running plugin, each once (what the sharder assigns).
+    pub fn parent_kinds(&self) -> Vec<Resolved> {
+        let mut kinds: Vec<Resolved> = Vec::new();
+        for c in self.controllers.lock().expect("controllers lock").values() {
+            if kinds.iter().all(|k| k.resource != c.parent.resource) {
+                kinds.push(c.parent.clone());
+            }
+        }
+        kinds
+    }
+
+    /// Per running plugin, how many of its parents this host's cache holds (with sharding:
+    /// the parents this replica owns).
+    pub fn cached_parents(&self) -> Vec<(String, usize)> {
+        let controllers = self.controllers.lock().expect("controllers lock");
+        controllers
+            .iter()
+            .map(|(name, c)| (name.clone(), self.shared.watches.list(&c.plugin().manifest().parent, None).len()))
+            .collect()
     }
 
     /// Whether every watch has completed its first list.

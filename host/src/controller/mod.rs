@@ -18,6 +18,7 @@ pub mod queue;
 mod rate_limit;
 mod reconcile;
 mod retirement;
+pub mod shard;
 pub mod watches;
 
 use std::time::Duration;
@@ -62,6 +63,11 @@ pub struct ControllerConfig {
     /// Where the host watches and writes: the whole cluster (default), or some namespaces
     /// (plugins declaring a cluster-scoped kind are then not started).
     pub install: InstallScope,
+    /// This replica's shard name when parents are sharded across replicas (`wasmop run
+    /// --sharding`, see [`shard`]): the parent watch selects only the parents labelled for it,
+    /// and every replica's workers run (a standby's included). `None` (default): every parent
+    /// is watched, and only the leader reconciles.
+    pub shard: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -76,6 +82,7 @@ impl Default for ControllerConfig {
             breaker: BreakerConfig::default(),
             policy: HostPolicy::default(),
             install: InstallScope::Cluster,
+            shard: None,
         }
     }
 }

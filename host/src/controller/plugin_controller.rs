@@ -17,6 +17,7 @@ use super::leadership::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
 use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
+use super::shard::{self, Handover};
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
 use crate::actions::{AppliedChildren, EventSink, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
@@ -157,6 +158,8 @@ pub struct PluginController {
     pub(super) serving: tokio::sync::watch::Sender<Serving>,
     /// Signalled on every change of a watched kind (a retiring plugin counts its parents then).
     pub(super) changed: tokio::sync::Notify,
+    /// This replica's shard name when parents are sharded ([`ControllerConfig::shard`]).
+    shard: Option<String>,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
     resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -228,9 +231,10 @@ impl PluginController {
             });
         }
         let started = tokio::time::Instant::now();
-        // What each kind is watched for: the parent whole, children through the host's label,
-        // related kinds through the fixed part of their selector.
-        let mut kinds = vec![(manifest.parent.clone(), parent.clone(), None)];
+        // What each kind is watched for: the parent whole (or this replica's shard of it),
+        // children through the host's label, related kinds through the fixed part of their
+        // selector.
+        let mut kinds = vec![(manifest.parent.clone(), parent.clone(), config.shard.as_deref().map(shard::shard_selector))];
         for kind in &manifest.children {
             kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?, Some(managed_selector())));
         }
@@ -269,6 +273,7 @@ impl PluginController {
             config: plugin_config,
             serving: tokio::sync::watch::channel(Serving::All).0,
             changed: tokio::sync::Notify::new(),
+            shard: config.shard.clone(),
             subscriptions: Mutex::default(),
             workers: Mutex::default(),
             resync: Mutex::default(),
@@ -430,21 +435,34 @@ impl PluginController {
         self.subscriptions.lock().expect("subscriptions lock").clear();
     }
 
+    /// Resolves once this replica may reconcile: at once when parents are sharded (each
+    /// replica works on its own shard), else once it leads.
+    async fn until_writing(&self) {
+        if self.shard.is_none() {
+            self.shared.leadership.until_leader().await;
+        }
+    }
+
+    /// Whether this replica may reconcile now ([`PluginController::until_writing`]).
+    fn writing(&self) -> bool {
+        self.shard.is_some() || self.shared.leadership.is_leader()
+    }
+
     /// One worker: past leadership (a standby's workers wait, so its queue fills from the warm
-    /// cache and is worked through once it leads), past the circuit breaker (which waits while
-    /// it is open, before a key is taken, so queued keys stay queued), then the next key, its
-    /// reconcile, its outcome.
+    /// cache and is worked through once it leads; with sharding every replica works), past the
+    /// circuit breaker (which waits while it is open, before a key is taken, so queued keys
+    /// stay queued), then the next key, its handover when sharded, its reconcile, its outcome.
     async fn work(self: Arc<Self>) {
         let mut serving = self.serving.subscribe();
         loop {
             tokio::select! {
-                () = self.shared.leadership.until_leader() => {}
+                () = self.until_writing() => {}
                 _ = serving.wait_for(|s| *s == Serving::Stopped) => return,
             }
             let Some(mut permit) = self.breaker.admit().await else { return };
             let Some(lease) = self.queue.next().await else { return };
             let key = lease.key().clone();
-            if !self.shared.leadership.is_leader() {
+            if !self.writing() {
                 // Leadership ended while this worker waited for work: nothing is written.
                 drop(permit);
                 self.queue.add(key);
@@ -464,6 +482,20 @@ impl PluginController {
                 self.queue.forget(&key);
                 lease.done();
                 continue;
+            }
+            if let Some(me) = &self.shard {
+                // A parent not (or no longer) labelled for this replica is not reconciled, and
+                // one the sharder moves away is handed back instead ([`shard`]).
+                let handover = self.hand_over(&key, me).await;
+                if handover != Handover::Reconcile {
+                    drop(permit);
+                    match handover {
+                        Handover::Retry => self.queue.add_rate_limited(key),
+                        _ => self.queue.forget(&key),
+                    }
+                    lease.done();
+                    continue;
+                }
             }
             let started = std::time::Instant::now();
             let outcome = self.reconcile(&key).await;
@@ -488,7 +520,8 @@ impl PluginController {
         }
     }
 
-    /// Adoption on upgrade, once per start and only when leading (it writes): label the
+    /// Adoption on upgrade, once per start and only when it may write (leading, or any replica
+    /// of a sharded host, for the parents of its shard cached then): label the
     /// children of this plugin's parents that an older host wrote without the host's label, so
     /// the label-filtered child watches see them ([`label_unlabelled_children`]). A failure is
     /// logged and not retried: such a child is still read from the API server before it is
@@ -496,7 +529,7 @@ impl PluginController {
     async fn adopt(self: Arc<Self>, children: Vec<Resolved>) {
         let mut serving = self.serving.subscribe();
         tokio::select! {
-            () = self.shared.leadership.until_leader() => {}
+            () = self.until_writing() => {}
             _ = serving.wait_for(|s| *s == Serving::Stopped) => return,
         }
         let plugin = self.plugin();

@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::cluster_status::ClusterStatus;
+use super::compile_status::{CompileEnd, CompileReport, CompileTarget};
 use super::directory::{DirectoryEvents, scan};
 use super::file_report::{needs_report, rejection_reason};
 use super::file_status::FileStatus;
 use crate::controller::{BreakerStatus, ConfigStatus, Manager, PluginController, PluginError, Removal, StartError};
-use crate::runtime::digest;
+use crate::runtime::{LoadError, Plugin, digest};
 
 /// How the directory is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,10 +66,29 @@ pub struct Reloader {
     configs: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
     /// Files whose plugin failed to start: failures in a row, and when to try again.
     retries: Mutex<HashMap<PathBuf, (u32, tokio::time::Instant)>>,
-    /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass).
+    /// Compiles in flight, per file (at most one: a newer content abandons the older one's).
+    compiles: Mutex<HashMap<PathBuf, Compile>>,
+    /// Bumped whenever a compile ends (applied or abandoned): what [`Reloader::sync`] waits on.
+    compiles_ended: tokio::sync::watch::Sender<u64>,
+    /// Whether a pass over the directory has ended.
+    passed: AtomicBool,
+    /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass and the
+    /// compiles it started).
     stale_checked: AtomicBool,
     /// Told about plugins leaving and passes ending ([`Reloader::observe`]).
     observer: Mutex<Option<Arc<dyn PluginSetObserver>>>,
+}
+
+/// A file's content compiling in the background.
+struct Compile {
+    /// The content's sha256.
+    digest: String,
+    /// Tells this compile from a later one of the same content.
+    ticket: u64,
+    /// Where it was shown, if it was (ended with [`CompileReport::Ended`]).
+    shown: Option<CompileTarget>,
+    /// The task compiling, then applying the result.
+    task: tokio::task::AbortHandle,
 }
 
 /// A change to report in the cluster.
@@ -98,6 +118,12 @@ enum Report {
     Config {
         plugin: String,
         status: ConfigStatus,
+    },
+    /// A file's compile started or ended, shown on `target`.
+    Compile {
+        target: CompileTarget,
+        file: PathBuf,
+        report: CompileReport,
     },
 }
 
@@ -131,6 +157,7 @@ impl Reloader {
                     Report::Stale { dir, keep, rejected } => cluster.reconcile_stale(&dir, &keep, &rejected).await,
                     Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
                     Report::Config { plugin, status } => cluster.publish_config(&plugin, &status).await,
+                    Report::Compile { target, file, report } => cluster.publish_compile(&target, &file, &report).await,
                 }
             }
         });
@@ -145,6 +172,9 @@ impl Reloader {
             breakers: Mutex::default(),
             configs: Mutex::default(),
             retries: Mutex::default(),
+            compiles: Mutex::default(),
+            compiles_ended: tokio::sync::watch::Sender::new(0),
+            passed: AtomicBool::new(false),
             stale_checked: AtomicBool::new(false),
             observer: Mutex::default(),
         })
@@ -173,7 +203,7 @@ impl Reloader {
         self.files.lock().expect("files lock").values().cloned().collect()
     }
 
-    /// Follow the directory until the task is dropped: an initial sync, then a sync after
+    /// Follow the directory until the task is dropped: an initial pass, then a pass after
     /// every debounced change, every rescan period, and when a plugin that failed to start is
     /// due to be tried again (backoff from [`START_RETRY`], doubling up to the rescan period).
     ///
@@ -181,7 +211,7 @@ impl Reloader {
     /// When the directory cannot be watched at all.
     pub async fn run(self: Arc<Self>) -> notify::Result<()> {
         let mut events = DirectoryEvents::watch(&self.dir, self.config.debounce)?;
-        self.sync().await;
+        self.pass().await;
         let mut rescan = tokio::time::interval(self.config.rescan);
         rescan.tick().await;
         loop {
@@ -191,19 +221,37 @@ impl Reloader {
                 _ = rescan.tick() => {}
                 () = tokio::time::sleep_until(retry.unwrap_or_else(far_future)), if retry.is_some() => {}
             }
-            self.sync().await;
+            self.pass().await;
         }
     }
 
-    /// One pass: read every plugin file, act on the ones whose content changed, stop the
-    /// plugins whose file is gone.
+    /// One pass ([`Reloader::pass`]), then wait until every compile in flight at its end is
+    /// applied (its plugin started, swapped in or rejected) or abandoned.
     pub async fn sync(&self) {
+        let waiting = self.pass().await;
+        let mut ended = self.compiles_ended.subscribe();
+        loop {
+            let in_flight = {
+                let compiles = self.compiles.lock().expect("compiles lock");
+                waiting.iter().any(|(path, ticket)| compiles.get(path).is_some_and(|c| c.ticket == *ticket))
+            };
+            if !in_flight || ended.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One pass: read every plugin file, start compiling the ones whose content changed (in
+    /// the background: the pass goes on, the previous version keeps serving until the new one
+    /// is ready and swapped in, and a newer content abandons an older one's compile), stop the
+    /// plugins whose file is gone. Returns the compiles in flight (file and ticket).
+    pub async fn pass(&self) -> Vec<(PathBuf, u64)> {
         let _one_at_a_time = self.sync_lock.lock().await;
         let present = match scan(&self.dir) {
             Ok(files) => files,
             Err(e) => {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the plugins directory; keeping every plugin as is");
-                return;
+                return self.in_flight();
             }
         };
         for path in &present {
@@ -215,6 +263,11 @@ impl Reloader {
             gone.iter().filter_map(|p| files.remove(p)).collect()
         };
         self.retries.lock().expect("retries lock").retain(|p, _| present.contains(p));
+        let abandoned: Vec<PathBuf> =
+            self.compiles.lock().expect("compiles lock").keys().filter(|p| !present.contains(p)).cloned().collect();
+        for path in abandoned {
+            self.abandon(&path, true);
+        }
         for status in gone {
             if let Some(name) = status.plugin.clone() {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
@@ -227,7 +280,21 @@ impl Reloader {
             }
         }
         self.notify(None).await;
-        if !self.stale_checked.swap(true, Ordering::Relaxed) {
+        self.passed.store(true, Ordering::Relaxed);
+        self.check_stale();
+        self.in_flight()
+    }
+
+    /// The compiles in flight: file and ticket.
+    fn in_flight(&self) -> Vec<(PathBuf, u64)> {
+        self.compiles.lock().expect("compiles lock").iter().map(|(p, c)| (p.clone(), c.ticket)).collect()
+    }
+
+    /// Deal with the stale `WasmPlugin` objects once: after the first pass, when the compiles
+    /// it started have ended (a plugin still compiling keeps its object).
+    fn check_stale(&self) {
+        let idle = self.compiles.lock().expect("compiles lock").is_empty();
+        if idle && self.passed.load(Ordering::Relaxed) && !self.stale_checked.swap(true, Ordering::Relaxed) {
             self.report_stale();
         }
     }
@@ -280,6 +347,7 @@ impl Reloader {
         let _ = self.reports.send(Report::Stale { dir: self.dir.clone(), keep, rejected });
     }
 
+    /// Start compiling `path` if its content changed and is not compiling already.
     async fn sync_file(&self, path: &Path) {
         // Read through the visible path (it follows a ConfigMap volume's symlinks); a writer
         // may be mid-write: a truncated read fails to load and the next event retries.
@@ -292,6 +360,110 @@ impl Reloader {
             }
         };
         let new_digest = digest(&bytes);
+        let known = self.files.lock().expect("files lock").get(path).cloned().unwrap_or_default();
+        let compiling = self.compiles.lock().expect("compiles lock").get(path).map(|c| c.digest.clone());
+        if compiling.as_deref() == Some(new_digest.as_str()) {
+            return;
+        }
+        if compiling.is_some() {
+            // Written again: the older content's compile must never be swapped in.
+            tracing::info!(file = %path.display(), digest = %new_digest, "plugin file changed while compiling; abandoning that compile");
+            self.abandon(path, known.digest == new_digest);
+        }
+        if known.digest == new_digest {
+            return;
+        }
+        let ticket = NEXT_TICKET.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (runtime, me, file, d) = (self.manager.runtime().clone(), self.me.clone(), path.to_owned(), new_digest.clone());
+        // Registered before the task can end (it looks its ticket up to apply its result).
+        let mut compiles = self.compiles.lock().expect("compiles lock");
+        let task = tokio::spawn(async move {
+            let load = std::pin::pin!(runtime.load(bytes));
+            let loaded = match futures::future::select(load, std::pin::pin!(tokio::time::sleep(SHOW_COMPILING_AFTER))).await {
+                futures::future::Either::Left((loaded, _)) => loaded,
+                futures::future::Either::Right(((), load)) => {
+                    if let Some(this) = me.upgrade() {
+                        this.show_compiling(&file, ticket);
+                    }
+                    load.await
+                }
+            };
+            if let Some(this) = me.upgrade() {
+                this.finish(&file, ticket, d, loaded).await;
+            }
+        });
+        tracing::info!(file = %path.display(), digest = %new_digest, "loading plugin file");
+        compiles.insert(path.to_owned(), Compile { digest: new_digest, ticket, shown: None, task: task.abort_handle() });
+    }
+
+    /// Show the compile `ticket` of `path` on a `WasmPlugin` (it is taking long), unless it
+    /// ended meanwhile.
+    fn show_compiling(&self, path: &Path, ticket: u64) {
+        let known = self.files.lock().expect("files lock").get(path).cloned().unwrap_or_default();
+        let mut compiles = self.compiles.lock().expect("compiles lock");
+        let Some(compile) = compiles.get_mut(path).filter(|c| c.ticket == ticket) else { return };
+        let target = match (&known.plugin, &known.not_started) {
+            (Some(name), _) | (None, Some(name)) => CompileTarget::Plugin(name.clone()),
+            (None, None) => CompileTarget::FileReport(path.to_owned()),
+        };
+        tracing::info!(file = %path.display(), digest = %compile.digest, "compiling plugin file; the WasmPlugin shows it");
+        let report = CompileReport::Started {
+            digest: compile.digest.clone(),
+            since: crate::actions::timestamp_now(),
+            serving: known.plugin.as_ref().and(known.version.clone()),
+        };
+        let _ = self.reports.send(Report::Compile { target: target.clone(), file: path.to_owned(), report });
+        compile.shown = Some(target);
+    }
+
+    /// Abandon the compile of `path` (its file changed again or went away). With `report`,
+    /// its `WasmPlugin` says so (no newer compile takes its place); a file report written only
+    /// to show the compile goes.
+    fn abandon(&self, path: &Path, report: bool) {
+        let Some(compile) = self.compiles.lock().expect("compiles lock").remove(path) else { return };
+        compile.task.abort();
+        self.compiles_ended.send_modify(|n| *n += 1);
+        if let (true, Some(target)) = (report, compile.shown) {
+            self.end_shown(target, path, CompileEnd::Abandoned);
+        }
+    }
+
+    /// Report the end of a compile shown on `target`; a file report made to show it goes
+    /// unless the file is rejected (its report then says why).
+    fn end_shown(&self, target: CompileTarget, path: &Path, end: CompileEnd) {
+        let status = self.files.lock().expect("files lock").get(path).cloned();
+        if let CompileTarget::FileReport(_) = target
+            && !status.as_ref().is_some_and(needs_report)
+        {
+            let _ = self.reports.send(Report::FileReportGone(path.to_owned()));
+            return;
+        }
+        let _ = self.reports.send(Report::Compile { target, file: path.to_owned(), report: CompileReport::Ended(end) });
+    }
+
+    /// A compile of `path` ended with `loaded`: apply it unless it was abandoned meanwhile.
+    async fn finish(&self, path: &Path, ticket: u64, new_digest: String, loaded: Result<Plugin, LoadError>) {
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let compile = {
+            let mut compiles = self.compiles.lock().expect("compiles lock");
+            if compiles.get(path).is_none_or(|c| c.ticket != ticket) {
+                return;
+            }
+            compiles.remove(path)
+        };
+        let end = if loaded.is_ok() { CompileEnd::Compiled } else { CompileEnd::Failed };
+        self.apply(path, new_digest, loaded).await;
+        if let Some(target) = compile.and_then(|c| c.shown) {
+            self.end_shown(target, path, end);
+        }
+        self.compiles_ended.send_modify(|n| *n += 1);
+        self.notify(None).await;
+        self.check_stale();
+    }
+
+    /// Act on a loaded (or rejected) new content of `path`: start or swap in its plugin, or
+    /// keep the previous version and say why.
+    async fn apply(&self, path: &Path, new_digest: String, loaded: Result<Plugin, LoadError>) {
         let known = self
             .files
             .lock()
@@ -299,14 +471,11 @@ impl Reloader {
             .get(path)
             .cloned()
             .unwrap_or_else(|| FileStatus { file: path.to_owned(), ..FileStatus::default() });
-        if known.digest == new_digest {
-            return;
-        }
         let mut status = FileStatus { digest: new_digest.clone(), ..known.clone() };
         let mut attempted = None;
         let mut rejection = None;
         let mut config_refusal = None;
-        let result = match self.manager.runtime().load(bytes).await {
+        let result = match loaded {
             Err(e) => Err(PluginError::Load(e)),
             Ok(plugin) => {
                 let name = plugin.name().to_owned();
@@ -466,6 +635,13 @@ impl Reloader {
         configs.insert(plugin.to_owned(), (Arc::downgrade(controller), task.abort_handle()));
     }
 }
+
+/// How long a load runs before its `WasmPlugin` shows it compiling: a cached artifact or a
+/// small plugin loads sooner, and writes nothing it would at once take back.
+pub const SHOW_COMPILING_AFTER: Duration = Duration::from_secs(1);
+
+/// The next compile's ticket.
+static NEXT_TICKET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The wait before the next start attempt after `failures` failures in a row: [`START_RETRY`]
 /// doubled per failure, at most `cap`.

@@ -69,7 +69,13 @@ impl Subprocess {
 /// What [`Compiler::Gated`] waits on: given the plugin's digest, a future that resolves when
 /// its compile may start.
 #[derive(Clone)]
-pub struct CompileGate(pub Arc<dyn Fn(&str) -> BoxFuture<'static, ()> + Send + Sync>);
+pub struct CompileGate(
+    /// Called with the digest before each compile; the compile starts when its future resolves.
+    pub Arc<GateFn>,
+);
+
+/// What a [`CompileGate`] calls: the digest in, the future the compile waits on out.
+pub type GateFn = dyn Fn(&str) -> BoxFuture<'static, ()> + Send + Sync;
 
 impl std::fmt::Debug for CompileGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -26,6 +26,15 @@ pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// known compile uses (~400 MB resident), well under what a runaway one would take.
 pub const COMPILE_MEMORY: u64 = 4 << 30;
 
+/// A plugin file larger than this (a Python or JavaScript component; Rust plugins are well
+/// under) compiles only when no other such file compiles in this process: each takes ~400 MB
+/// and every core, and a host in a 512 MiB container must survive a directory of them. Smaller
+/// ones (~70 MB) compile meanwhile, and a cached artifact never waits.
+pub const LARGE_PLUGIN: usize = 4 << 20;
+
+/// The one slot of large compiles ([`LARGE_PLUGIN`]).
+static LARGE_COMPILES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// The exit status of `wasmop compile` for bytes that are not valid WebAssembly.
 const EXIT_INVALID: u8 = 3;
 /// The exit status of `wasmop compile` for a core module that cannot be componentized.
@@ -95,7 +104,8 @@ pub(super) struct Target<'a> {
 
 impl Compiler {
     /// Compile `bytes` (whose sha256 is `digest`) for `target`'s engine, or take the cached
-    /// artifact. Dropping the future abandons the compile (a child process is killed).
+    /// artifact. Large files ([`LARGE_PLUGIN`]) compile one at a time. Dropping the future
+    /// abandons the compile (a child process is killed).
     ///
     /// # Errors
     /// [`LoadError`] for bytes that are not a component or componentizable module;
@@ -107,22 +117,33 @@ impl Compiler {
         digest: &'a str,
     ) -> BoxFuture<'a, Result<Component, LoadError>> {
         Box::pin(async move {
-            let (engine, cache) = (target.engine.clone(), target.cache.cloned());
-            match self {
-                Compiler::InProcess => {
-                    let digest = digest.to_owned();
-                    blocking(move || loader::compile(&engine, &bytes, &digest, cache.as_ref())).await
+            if let Compiler::Gated(gate, inner) = self {
+                (gate.0)(digest).await;
+                return inner.compile(target, bytes, digest).await;
+            }
+            loader::detect(&bytes)?;
+            let (engine, cache, digest) = (target.engine.clone(), target.cache.cloned(), digest.to_owned());
+            if let Some(cache) = cache.clone() {
+                let (engine, digest) = (engine.clone(), digest.clone());
+                if let Some(component) = blocking(move || Ok(cache.load(&engine, &digest))).await? {
+                    return Ok(component);
                 }
+            }
+            // One large compile at a time: each takes ~400 MB and every core.
+            let _slot = if bytes.len() > LARGE_PLUGIN {
+                Some(LARGE_COMPILES.acquire().await.map_err(|e| LoadError::Compiler(e.to_string()))?)
+            } else {
+                None
+            };
+            match self {
                 Compiler::Subprocess(child) => {
-                    loader::detect(&bytes)?;
-                    let (digest, child, metered) = (digest.to_owned(), child.clone(), target.metered);
+                    let (child, metered) = (child.clone(), target.metered);
                     let cancelled = Arc::new(AtomicBool::new(false));
                     let _cancel_on_drop = CancelOnDrop(Arc::clone(&cancelled));
                     blocking(move || child.compile(&engine, &bytes, &digest, cache.as_ref(), metered, &cancelled)).await
                 }
-                Compiler::Gated(gate, inner) => {
-                    (gate.0)(digest).await;
-                    inner.compile(target, bytes, digest).await
+                Compiler::InProcess | Compiler::Gated(..) => {
+                    blocking(move || loader::compile(&engine, &bytes, &digest, cache.as_ref())).await
                 }
             }
         })
@@ -346,6 +367,22 @@ mod tests {
         let child = Subprocess::new(script(dir.path(), "cat > /dev/null"));
         let err = child.compile(&engine, EMPTY_COMPONENT, "d", None, false, &AtomicBool::new(false)).unwrap_err();
         assert!(err.to_string().contains("exited without writing an artifact"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_large_file_waits_for_the_large_compile_in_progress_and_a_small_one_does_not() {
+        let engine = super::super::engine::new_engine(false, false).unwrap();
+        let target = Target { engine: &engine, metered: false, cache: None };
+        let mut large = EMPTY_COMPONENT.to_vec();
+        large.resize(LARGE_PLUGIN + 1, 0);
+        let held = LARGE_COMPILES.acquire().await.unwrap();
+        let small = Compiler::InProcess.compile(&target, Arc::new(EMPTY_COMPONENT.to_vec()), "small");
+        tokio::time::timeout(Duration::from_secs(30), small).await.expect("a small file does not wait").unwrap();
+        let mut waiting = Compiler::InProcess.compile(&target, Arc::new(large), "large");
+        assert!(tokio::time::timeout(Duration::from_millis(300), &mut waiting).await.is_err(), "waits for the slot");
+        drop(held);
+        let outcome = tokio::time::timeout(Duration::from_secs(30), waiting).await.expect("runs once the slot is free");
+        assert!(matches!(outcome, Err(LoadError::Invalid(_))), "compiled (and refused: trailing zeros)");
     }
 
     #[test]

@@ -41,7 +41,9 @@ use wasmtime::component::{HasSelf, Linker};
 
 pub use crate::policy::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use artifact_cache::{ArtifactCache, load_artifact, write_artifact};
-pub use compiler::{COMPILE_MEMORY, COMPILE_TIMEOUT, CompileGate, Compiler, GateFn, Subprocess, exit_code, precompile};
+pub use compiler::{
+    COMPILE_MEMORY, COMPILE_TIMEOUT, CompileGate, Compiler, GateFn, LARGE_PLUGIN, Subprocess, exit_code, precompile,
+};
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
 pub use exports::WitVersion;

@@ -16,7 +16,8 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            // 1, or the kind of a plugin file's rejection (read back by a host running `wasmop compile`).
+            std::process::ExitCode::from(wasmop::runtime::exit_code(&e))
         }
     }
 }

@@ -61,8 +61,11 @@ async fn precompiled_artifacts_are_reused_across_runtimes() {
     let bytes = std::fs::read(support::memcached()).unwrap();
     let first = Runtime::builder().artifact_dir(Some(dir.path().into())).build().unwrap();
     first.load(bytes.clone()).await.unwrap();
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    let mut files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "the artifact and its checksum: {files:?}");
+    assert!(files[1].to_string_lossy().ends_with(".cwasm.sha256"), "{files:?}");
+    let artifacts = &files[..1];
     assert!(artifacts[0].extension().is_some_and(|e| e == "cwasm"));
     // A second runtime loads from the artifact; corrupting it falls back to compiling.
     let written = std::fs::metadata(&artifacts[0]).unwrap().modified().unwrap();

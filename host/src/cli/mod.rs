@@ -1,6 +1,7 @@
 //! The `wasmop` command line. `main.rs` only parses arguments and calls [`run`].
 
 pub mod apply;
+mod compile;
 mod dev;
 mod inspect;
 pub mod new;
@@ -16,7 +17,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::policy::HostPolicy;
-use crate::runtime::{self, ArtifactCache, Runtime};
+use crate::runtime::{self, ArtifactCache, Runtime, RuntimeBuilder};
 
 /// Kubernetes operators as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -71,8 +72,16 @@ impl RuntimeArgs {
     /// # Errors
     /// If the engine cannot be configured.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        Ok(self.builder()?.build()?)
+    }
+
+    /// A runtime builder with these options, to add to.
+    ///
+    /// # Errors
+    /// When the policy file cannot be read or is invalid.
+    pub fn builder(&self) -> anyhow::Result<RuntimeBuilder> {
         let artifact_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ArtifactCache::default_dir) };
-        Ok(Runtime::builder().allowances(self.host_policy()?.allowances()).artifact_dir(artifact_dir).build()?)
+        Ok(Runtime::builder().allowances(self.host_policy()?.allowances()).artifact_dir(artifact_dir))
     }
 
     /// The policy file (if any) with the flags over its defaults.
@@ -129,6 +138,9 @@ pub enum Command {
     New(new::NewArgs),
     /// Print the webhook configurations a host registers for a plugins directory (YAML).
     Webhooks(webhooks::WebhooksArgs),
+    /// Compile one plugin file into an artifact: the compiler process of a running host.
+    #[command(hide = true)]
+    Compile(compile::CompileArgs),
 }
 
 /// Run a parsed command line.
@@ -144,5 +156,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rbac(args) => rbac::run(args, &cli.runtime).await,
         Command::New(args) => new::run(args),
         Command::Webhooks(args) => webhooks::run(args, &cli.runtime).await,
+        Command::Compile(args) => compile::run(args),
     }
 }

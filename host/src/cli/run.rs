@@ -18,6 +18,7 @@ use crate::controller::shard::{Membership, Sharder, shard_name};
 use crate::controller::{ControllerConfig, Manager};
 use crate::policy::limits_json;
 use crate::reload::{ReloadConfig, Reloader};
+use crate::runtime::{Compiler, Subprocess};
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]
@@ -242,7 +243,15 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         Err(e) => tracing::warn!(error = %e, "cannot read the API server's version yet"),
     }
     let policy = runtime.host_policy()?;
-    let runtime = runtime.runtime()?;
+    // Compiling in a child process: what Cranelift uses goes back to the system when it exits.
+    let compiler = match std::env::current_exe() {
+        Ok(exe) => Compiler::Subprocess(Subprocess::new(exe)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot find this program's binary; compiling plugins in the host's process");
+            Compiler::InProcess
+        }
+    };
+    let runtime = runtime.builder()?.compiler(compiler).build()?;
     let shard = args.shard()?;
     tracing::info!(scope = %args.install_scope(), "where the host watches and writes");
     tracing::info!(defaults = %limits_json(&policy.defaults().limits), plugin_entries = ?policy.plugin_names(),

@@ -63,6 +63,7 @@ pub fn rejection_reason(error: &PluginError) -> &'static str {
         PluginError::Load(LoadError::WrongWorld(_)) => "WrongWorld",
         PluginError::Load(LoadError::Describe(_)) => "ManifestFailed",
         PluginError::Load(LoadError::Manifest(_)) => "InvalidManifest",
+        PluginError::Load(LoadError::Compiler(_)) => "CompileFailed",
         PluginError::Duplicate(_) => "DuplicatePlugin",
         PluginError::Start(_) => "NotStarted",
     }

@@ -7,11 +7,16 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::cluster_status::ClusterStatus;
+use super::compile_status::{CompileReport, CompileTarget};
 use super::directory::{DirectoryEvents, scan};
 use super::file_report::{needs_report, rejection_reason};
 use super::file_status::FileStatus;
+use compiles::Compile;
+pub use compiles::SHOW_COMPILING_AFTER;
+
+mod compiles;
 use crate::controller::{BreakerStatus, ConfigStatus, Manager, PluginController, PluginError, Removal, StartError};
-use crate::runtime::digest;
+use crate::runtime::{LoadError, Plugin};
 
 /// How the directory is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +70,14 @@ pub struct Reloader {
     configs: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
     /// Files whose plugin failed to start: failures in a row, and when to try again.
     retries: Mutex<HashMap<PathBuf, (u32, tokio::time::Instant)>>,
-    /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass).
+    /// Compiles in flight, per file (at most one: a newer content abandons the older one's).
+    compiles: Mutex<HashMap<PathBuf, Compile>>,
+    /// Bumped whenever a compile ends (applied or abandoned): what [`Reloader::sync`] waits on.
+    compiles_ended: tokio::sync::watch::Sender<u64>,
+    /// Whether a pass over the directory has ended.
+    passed: AtomicBool,
+    /// Whether the stale `WasmPlugin` objects were dealt with (after the first pass and the
+    /// compiles it started).
     stale_checked: AtomicBool,
     /// Told about plugins leaving and passes ending ([`Reloader::observe`]).
     observer: Mutex<Option<Arc<dyn PluginSetObserver>>>,
@@ -99,6 +111,12 @@ enum Report {
         plugin: String,
         status: ConfigStatus,
     },
+    /// A file's compile started or ended, shown on `target`.
+    Compile {
+        target: CompileTarget,
+        file: PathBuf,
+        report: CompileReport,
+    },
 }
 
 impl std::fmt::Debug for Reloader {
@@ -131,6 +149,7 @@ impl Reloader {
                     Report::Stale { dir, keep, rejected } => cluster.reconcile_stale(&dir, &keep, &rejected).await,
                     Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
                     Report::Config { plugin, status } => cluster.publish_config(&plugin, &status).await,
+                    Report::Compile { target, file, report } => cluster.publish_compile(&target, &file, &report).await,
                 }
             }
         });
@@ -145,6 +164,9 @@ impl Reloader {
             breakers: Mutex::default(),
             configs: Mutex::default(),
             retries: Mutex::default(),
+            compiles: Mutex::default(),
+            compiles_ended: tokio::sync::watch::Sender::new(0),
+            passed: AtomicBool::new(false),
             stale_checked: AtomicBool::new(false),
             observer: Mutex::default(),
         })
@@ -173,7 +195,7 @@ impl Reloader {
         self.files.lock().expect("files lock").values().cloned().collect()
     }
 
-    /// Follow the directory until the task is dropped: an initial sync, then a sync after
+    /// Follow the directory until the task is dropped: an initial pass, then a pass after
     /// every debounced change, every rescan period, and when a plugin that failed to start is
     /// due to be tried again (backoff from [`START_RETRY`], doubling up to the rescan period).
     ///
@@ -181,7 +203,7 @@ impl Reloader {
     /// When the directory cannot be watched at all.
     pub async fn run(self: Arc<Self>) -> notify::Result<()> {
         let mut events = DirectoryEvents::watch(&self.dir, self.config.debounce)?;
-        self.sync().await;
+        self.pass().await;
         let mut rescan = tokio::time::interval(self.config.rescan);
         rescan.tick().await;
         loop {
@@ -191,19 +213,37 @@ impl Reloader {
                 _ = rescan.tick() => {}
                 () = tokio::time::sleep_until(retry.unwrap_or_else(far_future)), if retry.is_some() => {}
             }
-            self.sync().await;
+            self.pass().await;
         }
     }
 
-    /// One pass: read every plugin file, act on the ones whose content changed, stop the
-    /// plugins whose file is gone.
+    /// One pass ([`Reloader::pass`]), then wait until every compile in flight at its end is
+    /// applied (its plugin started, swapped in or rejected) or abandoned.
     pub async fn sync(&self) {
+        let waiting = self.pass().await;
+        let mut ended = self.compiles_ended.subscribe();
+        loop {
+            let in_flight = {
+                let compiles = self.compiles.lock().expect("compiles lock");
+                waiting.iter().any(|(path, ticket)| compiles.get(path).is_some_and(|c| c.ticket == *ticket))
+            };
+            if !in_flight || ended.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One pass: read every plugin file, start compiling the ones whose content changed (in
+    /// the background: the pass goes on, the previous version keeps serving until the new one
+    /// is ready and swapped in, and a newer content abandons an older one's compile), stop the
+    /// plugins whose file is gone. Returns the compiles in flight (file and ticket).
+    pub async fn pass(&self) -> Vec<(PathBuf, u64)> {
         let _one_at_a_time = self.sync_lock.lock().await;
         let present = match scan(&self.dir) {
             Ok(files) => files,
             Err(e) => {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the plugins directory; keeping every plugin as is");
-                return;
+                return self.in_flight();
             }
         };
         for path in &present {
@@ -215,6 +255,11 @@ impl Reloader {
             gone.iter().filter_map(|p| files.remove(p)).collect()
         };
         self.retries.lock().expect("retries lock").retain(|p, _| present.contains(p));
+        let abandoned: Vec<PathBuf> =
+            self.compiles.lock().expect("compiles lock").keys().filter(|p| !present.contains(p)).cloned().collect();
+        for path in abandoned {
+            self.abandon(&path, true);
+        }
         for status in gone {
             if let Some(name) = status.plugin.clone() {
                 tracing::info!(file = %status.file.display(), plugin = %name, "plugin file removed; stopping the plugin");
@@ -227,7 +272,21 @@ impl Reloader {
             }
         }
         self.notify(None).await;
-        if !self.stale_checked.swap(true, Ordering::Relaxed) {
+        self.passed.store(true, Ordering::Relaxed);
+        self.check_stale();
+        self.in_flight()
+    }
+
+    /// The compiles in flight: file and ticket.
+    fn in_flight(&self) -> Vec<(PathBuf, u64)> {
+        self.compiles.lock().expect("compiles lock").iter().map(|(p, c)| (p.clone(), c.ticket)).collect()
+    }
+
+    /// Deal with the stale `WasmPlugin` objects once: after the first pass, when the compiles
+    /// it started have ended (a plugin still compiling keeps its object).
+    fn check_stale(&self) {
+        let idle = self.compiles.lock().expect("compiles lock").is_empty();
+        if idle && self.passed.load(Ordering::Relaxed) && !self.stale_checked.swap(true, Ordering::Relaxed) {
             self.report_stale();
         }
     }
@@ -280,18 +339,9 @@ impl Reloader {
         let _ = self.reports.send(Report::Stale { dir: self.dir.clone(), keep, rejected });
     }
 
-    async fn sync_file(&self, path: &Path) {
-        // Read through the visible path (it follows a ConfigMap volume's symlinks); a writer
-        // may be mid-write: a truncated read fails to load and the next event retries.
-        let bytes = match tokio::fs::read(path).await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "cannot read plugin file");
-                self.retries.lock().expect("retries lock").remove(path);
-                return;
-            }
-        };
-        let new_digest = digest(&bytes);
+    /// Act on a loaded (or rejected) new content of `path`: start or swap in its plugin, or
+    /// keep the previous version and say why.
+    async fn apply(&self, path: &Path, new_digest: String, loaded: Result<Plugin, LoadError>) {
         let known = self
             .files
             .lock()
@@ -299,14 +349,11 @@ impl Reloader {
             .get(path)
             .cloned()
             .unwrap_or_else(|| FileStatus { file: path.to_owned(), ..FileStatus::default() });
-        if known.digest == new_digest {
-            return;
-        }
         let mut status = FileStatus { digest: new_digest.clone(), ..known.clone() };
         let mut attempted = None;
         let mut rejection = None;
         let mut config_refusal = None;
-        let result = match self.manager.runtime().load(bytes).await {
+        let result = match loaded {
             Err(e) => Err(PluginError::Load(e)),
             Ok(plugin) => {
                 let name = plugin.name().to_owned();

@@ -1,6 +1,7 @@
 //! A content-addressed store of precompiled plugins, so restarts and reloads skip compilation.
 
 use std::hash::{Hash, Hasher};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -9,9 +10,12 @@ use wasmtime::component::Component;
 
 /// Precompiled components on disk, keyed by the plugin's digest and the engine's compatibility.
 ///
-/// A file is `<sha256 of plugin>-<engine hash>.cwasm` holding the sha256 of the artifact
-/// followed by the artifact. A file whose checksum does not match (a torn write, a disk error)
-/// is ignored and rewritten.
+/// A file `<sha256 of plugin>-<engine hash>.cwasm` holds the artifact as wasmtime wrote it,
+/// and `<same>.cwasm.sha256` the artifact's sha256 (hex). An artifact is mapped from its file
+/// ([`Component::deserialize_file`]): its code is file-backed, shared and clean, not a copy in
+/// the host's heap. One whose checksum does not match (a torn write, a disk error) is ignored
+/// and rewritten. Files are only ever replaced by a rename, never rewritten in place, so a
+/// mapped artifact never changes under the host.
 ///
 /// # Safety of the directory
 /// Artifacts are native code that wasmtime maps executable. The directory must be writable
@@ -49,26 +53,17 @@ impl ArtifactCache {
         &self.dir
     }
 
-    fn path(&self, digest: &str) -> PathBuf {
+    /// Where the artifact of a plugin digest is (or would be) kept.
+    pub fn path(&self, digest: &str) -> PathBuf {
         self.dir.join(format!("{digest}-{}.cwasm", self.engine_key))
     }
 
     /// The precompiled component for a plugin digest, if cached and intact.
     pub fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
-        let bytes = std::fs::read(self.path(digest)).ok()?;
-        let (sum, artifact) = bytes.split_at_checked(32)?;
-        if Sha256::digest(artifact).as_slice() != sum {
-            tracing::warn!(path = %self.path(digest).display(), "ignoring a corrupt precompiled artifact");
-            return None;
-        }
-        // SAFETY: the artifact was produced by `Component::serialize` of an engine with the same
-        // compatibility hash (it is in the file name), its checksum matches, and the directory
-        // is the host's own (see the type's docs). It is read into memory, never mapped from a
-        // file that could change.
-        match unsafe { Component::deserialize(engine, artifact) } {
-            Ok(c) => Some(c),
+        match load_artifact(engine, &self.path(digest)) {
+            Ok(component) => component,
             Err(e) => {
-                tracing::warn!(error = %e, "ignoring an incompatible precompiled artifact");
+                tracing::warn!(path = %self.path(digest).display(), error = %e, "ignoring a precompiled artifact");
                 None
             }
         }
@@ -77,18 +72,99 @@ impl ArtifactCache {
     /// Store a compiled component. Failures are logged, not returned: the cache is an
     /// optimisation.
     pub fn store(&self, digest: &str, component: &Component) {
-        let result = (|| -> anyhow::Result<()> {
-            let artifact = component.serialize()?;
-            std::fs::create_dir_all(&self.dir)?;
-            let tmp = self.dir.join(format!(".{digest}.{}.tmp", std::process::id()));
-            let mut bytes = Sha256::digest(&artifact).to_vec();
-            bytes.extend_from_slice(&artifact);
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, self.path(digest))?;
-            Ok(())
-        })();
+        let result = component.serialize().map_err(|e| e.to_string()).and_then(|artifact| {
+            std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+            write_artifact(&self.path(digest), &artifact).map_err(|e| e.to_string())
+        });
         if let Err(e) = result {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot store a precompiled artifact");
         }
+    }
+}
+
+/// The checksum file of the artifact at `path`.
+fn checksum_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".sha256");
+    PathBuf::from(name)
+}
+
+/// Write `artifact` to `path` with its checksum file, each through a temporary file renamed
+/// into place (the checksum first: a reader never takes a new checksum's artifact for intact
+/// unless it is).
+///
+/// # Errors
+/// When a file cannot be written, synced or renamed.
+pub fn write_artifact(path: &Path, artifact: &[u8]) -> std::io::Result<()> {
+    let write = |target: &Path, bytes: &[u8]| -> std::io::Result<()> {
+        let mut tmp = target.as_os_str().to_owned();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, target)
+    };
+    write(&checksum_path(path), hex::encode(Sha256::digest(artifact)).as_bytes())?;
+    write(path, artifact)
+}
+
+/// The component precompiled at `path` by [`write_artifact`], mapped from the file; `None`
+/// when there is none.
+///
+/// # Errors
+/// When the file's checksum does not match or wasmtime refuses it (another engine's).
+pub fn load_artifact(engine: &Engine, path: &Path) -> Result<Option<Component>, String> {
+    let Ok(expected) = std::fs::read_to_string(checksum_path(path)) else { return Ok(None) };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| e.to_string())?;
+    if hex::encode(hasher.finalize()) != expected.trim() {
+        return Err("its checksum does not match (a torn write or a disk error)".into());
+    }
+    // SAFETY: the file was written by `write_artifact` from `Engine::precompile_component` or
+    // `Component::serialize` (wasmtime checks the engine's compatibility itself), its checksum
+    // matches, and it is never rewritten in place (only replaced by a rename), so the mapping
+    // does not change; the directory is the host's own (see `ArtifactCache`).
+    unsafe { Component::deserialize_file(engine, path) }.map(Some).map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest component: its header.
+    const COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    #[test]
+    fn a_stored_artifact_is_mapped_back_and_a_corrupt_one_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = super::super::engine::new_engine(false, false).unwrap();
+        let cache = ArtifactCache::new(dir.path(), &engine);
+        assert!(cache.load(&engine, "abc").is_none(), "nothing cached yet");
+        let component = Component::new(&engine, COMPONENT).unwrap();
+        cache.store("abc", &component);
+        assert!(cache.load(&engine, "abc").is_some());
+        let mut bytes = std::fs::read(cache.path("abc")).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        std::fs::write(cache.path("abc"), bytes).unwrap();
+        assert!(cache.load(&engine, "abc").is_none(), "a corrupt artifact is a miss");
+        let err = load_artifact(&engine, &cache.path("abc")).err().unwrap();
+        assert!(err.contains("checksum does not match"), "{err}");
+    }
+
+    #[test]
+    fn an_artifact_of_another_engine_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = super::super::engine::new_engine(false, false).unwrap();
+        let metered = super::super::engine::new_engine(false, true).unwrap();
+        let path = dir.path().join("x.cwasm");
+        write_artifact(&path, &plain.precompile_component(COMPONENT).unwrap()).unwrap();
+        assert!(load_artifact(&plain, &path).unwrap().is_some());
+        assert!(load_artifact(&metered, &path).is_err(), "compiled without fuel, refused by a metered engine");
     }
 }

@@ -31,12 +31,7 @@ const POOL_INSTANCES: u32 = 256;
 /// If wasmtime rejects the configuration (for example when virtual memory for the pool
 /// cannot be reserved).
 pub fn new_engine(pooling: bool, fuel: bool) -> wasmtime::Result<Engine> {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.consume_fuel(fuel);
-    config.concurrency_support(false);
-    config.max_wasm_stack(1 << 20);
-    config.async_stack_size(2 << 20);
+    let mut config = code_config(fuel);
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOL_INSTANCES)
@@ -54,6 +49,28 @@ pub fn new_engine(pooling: bool, fuel: bool) -> wasmtime::Result<Engine> {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     Engine::new(&config)
+}
+
+/// The engine of a compiler process (`wasmop compile`): the host's [`new_engine`] with the
+/// same `fuel`, whose artifacts the host loads. It has no pooling allocator, which does not
+/// change compiled code (wasmtime documents artifacts as interchangeable with and without it)
+/// and would only reserve the pool's virtual memory in a process that never instantiates.
+///
+/// # Errors
+/// If wasmtime rejects the configuration.
+pub fn compile_engine(fuel: bool) -> wasmtime::Result<Engine> {
+    Engine::new(&code_config(fuel))
+}
+
+/// Everything of the engine configuration that decides the compiled code.
+fn code_config(fuel: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.consume_fuel(fuel);
+    config.concurrency_support(false);
+    config.max_wasm_stack(1 << 20);
+    config.async_stack_size(2 << 20);
+    config
 }
 
 /// A thread advancing an engine's epoch every [`EPOCH_TICK`]; stopped when dropped.
@@ -87,5 +104,27 @@ impl Drop for EpochTicker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+
+    use super::*;
+
+    fn compatibility(engine: &Engine) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    #[test]
+    fn a_compiler_engine_makes_artifacts_the_pooled_host_engine_accepts() {
+        for fuel in [false, true] {
+            let host = new_engine(true, fuel).unwrap();
+            assert_eq!(compatibility(&compile_engine(fuel).unwrap()), compatibility(&host), "fuel: {fuel}");
+        }
+        assert_ne!(compatibility(&compile_engine(true).unwrap()), compatibility(&new_engine(true, false).unwrap()));
     }
 }

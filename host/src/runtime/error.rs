@@ -43,6 +43,11 @@ pub enum LoadError {
     /// The manifest the plugin returned is invalid.
     #[error("invalid manifest: {0}")]
     Manifest(ManifestError),
+    /// The compiler (a `wasmop compile` process, or the task running it) failed, timed out or
+    /// was abandoned, for a reason outside the bytes: the message says which, with the last
+    /// line the process wrote on stderr.
+    #[error("compiling failed: {0}")]
+    Compiler(String),
 }
 
 // Manual `From`s: the detail is in the message, so it is not also reported as a source (an

@@ -67,19 +67,34 @@ pub fn compile(engine: &Engine, bytes: &[u8], digest: &str, cache: Option<&Artif
     if let Some(component) = cache.and_then(|c| c.load(engine, digest)) {
         return Ok(component);
     }
-    let component_bytes = match format {
+    let component_bytes = as_component(engine, bytes, format)?;
+    let component = Component::from_binary(engine, &component_bytes).map_err(|e| LoadError::Invalid(first_line(&e)))?;
+    if let Some(cache) = cache {
+        cache.store(digest, &component);
+    }
+    Ok(component)
+}
+
+/// The artifact of a plugin file for `engine` ([`Engine::precompile_component`]), which an
+/// engine of the same configuration loads with `Component::deserialize_file`. CPU-heavy.
+///
+/// # Errors
+/// [`LoadError`] for anything that is not a valid component or componentizable module.
+pub fn precompile(engine: &Engine, bytes: &[u8]) -> Result<Vec<u8>, LoadError> {
+    let component_bytes = as_component(engine, bytes, detect(bytes)?)?;
+    engine.precompile_component(&component_bytes).map_err(|e| LoadError::Invalid(first_line(&e)))
+}
+
+/// The component of a plugin file: itself, or the core module componentized.
+fn as_component<'a>(engine: &Engine, bytes: &'a [u8], format: WasmFormat) -> Result<std::borrow::Cow<'a, [u8]>, LoadError> {
+    Ok(match format {
         WasmFormat::Component => std::borrow::Cow::Borrowed(bytes),
         WasmFormat::CoreModule => {
             // Validate first so a corrupt module says "invalid", not "cannot componentize".
             wasmtime::Module::validate(engine, bytes).map_err(|e| LoadError::Invalid(first_line(&e)))?;
             std::borrow::Cow::Owned(componentize(bytes)?)
         }
-    };
-    let component = Component::from_binary(engine, &component_bytes).map_err(|e| LoadError::Invalid(first_line(&e)))?;
-    if let Some(cache) = cache {
-        cache.store(digest, &component);
-    }
-    Ok(component)
+    })
 }
 
 /// The error's message and its causes on one line.

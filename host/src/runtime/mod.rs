@@ -18,6 +18,7 @@
 
 mod artifact_cache;
 mod bindings;
+mod compiler;
 mod convert;
 mod engine;
 mod error;
@@ -39,7 +40,10 @@ use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
 pub use crate::policy::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
-pub use artifact_cache::ArtifactCache;
+pub use artifact_cache::{ArtifactCache, load_artifact, write_artifact};
+pub use compiler::{
+    COMPILE_MEMORY, COMPILE_TIMEOUT, CompileGate, Compiler, GateFn, LARGE_PLUGIN, Subprocess, exit_code, precompile,
+};
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
 pub use exports::WitVersion;
@@ -67,6 +71,7 @@ pub struct RuntimeBuilder {
     allowances: Allowances,
     artifact_dir: Option<PathBuf>,
     pooling: bool,
+    compiler: Compiler,
 }
 
 impl RuntimeBuilder {
@@ -101,6 +106,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Where plugins are compiled (default [`Compiler::InProcess`]; the `wasmop run` host uses
+    /// a [`Subprocess`] of its own binary).
+    #[must_use]
+    pub fn compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = compiler;
+        self
+    }
+
     /// Start the engine, its epoch ticker and the linker.
     ///
     /// # Errors
@@ -116,7 +129,10 @@ impl RuntimeBuilder {
         v0_2::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));
-        Ok(Runtime { inner: Arc::new(Inner { engine, linker, allowances: self.allowances, metered, artifacts, ticker }) })
+        let compiler = self.compiler;
+        Ok(Runtime {
+            inner: Arc::new(Inner { engine, linker, allowances: self.allowances, metered, artifacts, compiler, ticker }),
+        })
     }
 }
 
@@ -133,6 +149,7 @@ struct Inner {
     /// Whether the engine counts fuel.
     metered: bool,
     artifacts: Option<ArtifactCache>,
+    compiler: Compiler,
     /// Shared with every plugin: deadlines need the epoch to advance for as long as any
     /// plugin can be called, even after the runtime handle is dropped.
     ticker: Arc<EpochTicker>,
@@ -140,14 +157,23 @@ struct Inner {
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("allowances", &self.allowances).field("artifacts", &self.artifacts).finish()
+        f.debug_struct("Runtime")
+            .field("allowances", &self.allowances)
+            .field("artifacts", &self.artifacts)
+            .field("compiler", &self.compiler)
+            .finish()
     }
 }
 
 impl Runtime {
     /// A builder with default limits, the default artifact directory and pooling on.
     pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder { allowances: Allowances::default(), artifact_dir: ArtifactCache::default_dir(), pooling: true }
+        RuntimeBuilder {
+            allowances: Allowances::default(),
+            artifact_dir: ArtifactCache::default_dir(),
+            pooling: true,
+            compiler: Compiler::InProcess,
+        }
     }
 
     /// The default limits (plugins without an entry of their own in the policy).
@@ -161,18 +187,16 @@ impl Runtime {
     }
 
     /// Load a plugin from its bytes: detect the format, componentize a core module, compile
-    /// (or fetch the precompiled artifact), link, find its world (WIT 0.1.0 or 0.2.0) and
+    /// with the runtime's [`Compiler`] (or map the precompiled artifact), link, find its world (WIT 0.1.0 or 0.2.0) and
     /// type-check its exports, and read and validate the manifest. Nothing is swapped or started: a failed load changes nothing.
     ///
     /// # Errors
     /// [`LoadError`] saying what is wrong with the bytes.
     pub async fn load(&self, bytes: Vec<u8>) -> Result<Plugin, LoadError> {
         let digest = loader::digest(&bytes);
-        let inner = Arc::clone(&self.inner);
-        let d = digest.clone();
-        let component = tokio::task::spawn_blocking(move || loader::compile(&inner.engine, &bytes, &d, inner.artifacts.as_ref()))
-            .await
-            .map_err(|e| LoadError::Invalid(format!("compilation task failed: {e}")))??;
+        let inner = &self.inner;
+        let target = compiler::Target { engine: &inner.engine, metered: inner.metered, cache: inner.artifacts.as_ref() };
+        let component = inner.compiler.compile(&target, Arc::new(bytes), &digest).await?;
         let engine = plugin::Linked { engine: &self.inner.engine, linker: &self.inner.linker, metered: self.inner.metered };
         Plugin::new(engine, &component, digest, &self.inner.allowances, Arc::clone(&self.inner.ticker)).await
     }

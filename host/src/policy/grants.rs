@@ -167,7 +167,8 @@ impl Grants {
         if !self.may_read_kind(&manifest.parent) {
             missing.push(format!("reconciles {} (grant secrets: write)", manifest.parent));
         }
-        missing.extend(webhook_reach::uncovered(self, manifest, scopes));
+        let secrets_readable = self.secrets >= SecretAccess::Read;
+        missing.extend(webhook_reach::uncovered(&self.webhook_resources, secrets_readable, manifest, scopes));
         missing
     }
 }

@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 
-use super::grants::{Grants, SecretAccess};
 use crate::contract::{KindScopes, Manifest};
 
 /// The resources a plugin's webhooks may admit beyond the kinds its manifest declares
@@ -67,12 +66,18 @@ fn key(group: &str, resource: &str) -> String {
     if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
 }
 
-/// What `manifest`'s webhooks would admit that neither the manifest nor `grants` cover, one
-/// line per item (each says which grant would cover it); empty when every rule is covered.
+/// What `manifest`'s webhooks would admit that neither the manifest nor the grants (`granted`
+/// resources; `secrets_readable`: `secrets: read` or more) cover, one line per item (each says
+/// which grant would cover it); empty when every rule is covered.
 ///
 /// Declared kinds are resolved to resource names by `kinds`; a declared kind it does not know
 /// covers nothing (the host resolves every kind by discovery first).
-pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindScopes) -> Vec<String> {
+pub(super) fn uncovered(
+    granted: &WebhookResources,
+    secrets_readable: bool,
+    manifest: &Manifest,
+    kinds: &dyn KindScopes,
+) -> Vec<String> {
     let declared: BTreeSet<(String, String)> = std::iter::once(&manifest.parent)
         .chain(&manifest.children)
         .chain(manifest.related.iter().map(|r| &r.kind))
@@ -93,12 +98,12 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
             let resource = resource.split('/').next().unwrap_or_default();
             let wildcard = group == "*" || resource == "*";
             let is_declared = !wildcard && declared.contains(&(group.clone(), resource.to_owned()));
-            if wildcard && !grants.webhook_resources.covers(group, resource) {
+            if wildcard && !granted.covers(group, resource) {
                 note(format!(
                     "admits every resource matching {} in webhook {name:?} (grant webhookResources: [\"*\"])",
                     key(group, resource)
                 ));
-            } else if !wildcard && !is_declared && !grants.webhook_resources.covers(group, resource) {
+            } else if !wildcard && !is_declared && !granted.covers(group, resource) {
                 let key = key(group, resource);
                 note(format!(
                     "admits {key} in webhook {name:?}, a resource its manifest does not declare (declare the kind, or \
@@ -106,7 +111,7 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
                 ));
             }
             let reaches_secrets = matches!(group.as_str(), "" | "*") && matches!(resource, "secrets" | "*");
-            if reaches_secrets && grants.secrets < SecretAccess::Read {
+            if reaches_secrets && !secrets_readable {
                 note(format!("admits Secrets in webhook {name:?} (grant secrets: read)"));
             }
         }
@@ -147,9 +152,14 @@ mod tests {
         kinds
     }
 
-    fn judge(grants: &Grants, webhooks: Vec<Webhook>) -> Vec<String> {
-        let manifest = crate::contract::Manifest { webhooks, ..fixtures::memcached("") };
-        uncovered(grants, &manifest, &kinds())
+    fn granted(entries: &[&str]) -> WebhookResources {
+        WebhookResources::parse(&entries.iter().map(|e| (*e).to_owned()).collect::<Vec<_>>()).unwrap()
+    }
+
+    /// What memcached's manifest with `webhooks` leaves uncovered under the grants.
+    fn judge(resources: &[&str], secrets_readable: bool, webhooks: Vec<Webhook>) -> Vec<String> {
+        let manifest = Manifest { webhooks, ..fixtures::memcached("") };
+        uncovered(&granted(resources), secrets_readable, &manifest, &kinds())
     }
 
     #[test]
@@ -160,12 +170,12 @@ mod tests {
             webhook("child", "apps", "deployments/scale"),
             webhook("related", "", "pods"),
         ];
-        assert_eq!(judge(&Grants::default(), declared), Vec::<String>::new());
+        assert_eq!(judge(&[], false, declared), Vec::<String>::new());
     }
 
     #[test]
     fn a_webhook_on_secrets_is_refused_without_both_grants() {
-        let missing = judge(&Grants::default(), vec![webhook("steal", "", "secrets")]);
+        let missing = judge(&[], false, vec![webhook("steal", "", "secrets")]);
         assert_eq!(
             missing,
             [
@@ -174,16 +184,14 @@ mod tests {
                 "admits Secrets in webhook \"steal\" (grant secrets: read)",
             ]
         );
-        let read = Grants { secrets: SecretAccess::Read, ..Grants::default() };
-        assert_eq!(judge(&read, vec![webhook("steal", "", "secrets")]).len(), 1, "reading Secrets is not admitting them");
-        let both = Grants { webhook_resources: WebhookResources::parse(&["secrets".into()]).unwrap(), ..read.clone() };
-        assert!(judge(&both, vec![webhook("steal", "", "secrets")]).is_empty());
+        assert_eq!(judge(&[], true, vec![webhook("steal", "", "secrets")]).len(), 1, "reading Secrets is not admitting them");
+        assert!(judge(&["secrets"], true, vec![webhook("steal", "", "secrets")]).is_empty());
         let mut declares = fixtures::memcached("");
         declares.related.push(RelatedKind { kind: Kind::new("", "v1", "Secret"), label_selector: String::new() });
         declares.webhooks = vec![webhook("mine", "", "secrets")];
-        assert!(uncovered(&read, &declares, &kinds()).is_empty(), "a declared, granted Secret may be admitted");
+        assert!(uncovered(&granted(&[]), true, &declares, &kinds()).is_empty(), "a declared, granted Secret may be admitted");
         assert_eq!(
-            uncovered(&Grants::default(), &declares, &kinds()),
+            uncovered(&granted(&[]), false, &declares, &kinds()),
             ["admits Secrets in webhook \"mine\" (grant secrets: read)"]
         );
     }
@@ -191,34 +199,35 @@ mod tests {
     #[test]
     fn wildcards_need_the_wildcard_grant_and_secrets_read() {
         for (group, resource) in [("*", "pods"), ("", "*"), ("*", "*/scale")] {
-            let missing = judge(&Grants::default(), vec![webhook("all", group, resource)]);
+            let missing = judge(&[], false, vec![webhook("all", group, resource)]);
             assert!(
                 missing[0].ends_with("in webhook \"all\" (grant webhookResources: [\"*\"])"),
                 "{group} {resource}: {missing:?}"
             );
         }
-        let named = Grants { webhook_resources: WebhookResources::parse(&["pods".into()]).unwrap(), ..Grants::default() };
-        assert_eq!(judge(&named, vec![webhook("all", "*", "pods")]).len(), 1, "a named resource does not cover a wildcard");
-        let star = Grants { webhook_resources: WebhookResources::parse(&["*".into()]).unwrap(), ..Grants::default() };
-        assert_eq!(judge(&star, vec![webhook("all", "*", "*")]), ["admits Secrets in webhook \"all\" (grant secrets: read)"]);
-        assert!(judge(&star, vec![webhook("apps", "apps", "*")]).is_empty(), "no Secrets outside the core group");
-        let everything = Grants { secrets: SecretAccess::Read, ..star };
-        assert!(judge(&everything, vec![webhook("all", "*", "*")]).is_empty());
+        assert_eq!(
+            judge(&["pods"], false, vec![webhook("all", "*", "pods")]).len(),
+            1,
+            "a named resource does not cover a wildcard"
+        );
+        assert_eq!(
+            judge(&["*"], false, vec![webhook("all", "*", "*")]),
+            ["admits Secrets in webhook \"all\" (grant secrets: read)"]
+        );
+        assert!(judge(&["*"], false, vec![webhook("apps", "apps", "*")]).is_empty(), "no Secrets outside the core group");
+        assert!(judge(&["*"], true, vec![webhook("all", "*", "*")]).is_empty());
     }
 
     #[test]
     fn other_kinds_are_named_with_the_grant_that_covers_them() {
-        let missing = judge(&Grants::default(), vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")]);
+        let missing = judge(&[], false, vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")]);
         assert_eq!(
             missing,
             ["admits clusterroles.rbac.authorization.k8s.io in webhook \"w\", a resource its manifest does not declare \
                  (declare the kind, or grant webhookResources: [clusterroles.rbac.authorization.k8s.io])"]
         );
-        let granted = Grants {
-            webhook_resources: WebhookResources::parse(&["clusterroles.rbac.authorization.k8s.io".into()]).unwrap(),
-            ..Grants::default()
-        };
-        assert!(judge(&granted, vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")]).is_empty());
+        let named = ["clusterroles.rbac.authorization.k8s.io"];
+        assert!(judge(&named, false, vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")]).is_empty());
     }
 
     #[test]

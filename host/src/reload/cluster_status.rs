@@ -17,8 +17,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, 
 use kube::discovery::pinned_kind;
 use serde_json::json;
 
-use super::file_report::{FILE_REPORT_LABEL, report_name};
 use super::file_status::FileStatus;
+use super::report_name::{FILE_REPORT_LABEL, report_name};
 use crate::actions::merge_conditions;
 use crate::cluster::InstallScope;
 use crate::contract::{Condition, ConditionStatus};

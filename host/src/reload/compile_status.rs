@@ -10,7 +10,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::cluster_status::{ClusterStatus, SCOPE_ANNOTATION};
-use super::file_report::{FILE_REPORT_LABEL, report_name};
+use super::report_name::{FILE_REPORT_LABEL, report_name};
 use crate::actions::{merge_conditions, timestamp_now};
 use crate::contract::{Condition, ConditionStatus};
 

@@ -19,11 +19,12 @@ mod directory;
 mod file_report;
 mod file_status;
 mod reloader;
+mod report_name;
 
 pub use cluster_status::{ClusterStatus, SCOPE_ANNOTATION};
 pub use compile_status::{COMPILING, CompileEnd, CompileReport, CompileTarget};
 pub use config_status::CONFIG_VALID;
 pub use directory::{DirectoryEvents, scan};
-pub use file_report::{FILE_REPORT_LABEL, report_name};
 pub use file_status::FileStatus;
 pub use reloader::{PluginSetObserver, ReloadConfig, Reloader, SHOW_COMPILING_AFTER, START_RETRY};
+pub use report_name::{FILE_REPORT_LABEL, report_name};

@@ -20,6 +20,6 @@ export WASMOP_IMAGE
 export PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261129}
 # The testbed plugin's feature builds (used by the end-to-end tests) have native tests of their
 # own, which the default-feature workspace run below does not compile.
-cargo test --locked -p testbed --features test-v2,declares-secrets,declares-cluster-role,declares-deployments,finalizer
+cargo test --locked -p testbed --features test-v2,declares-secrets,declares-cluster-role,declares-deployments,finalizer,admission,admits-secrets
 # Tests start several control planes and wasm runtimes; two at a time fits a 2-core machine.
 exec cargo test --workspace --locked --no-fail-fast -- --test-threads "${WASMOP_TEST_THREADS:-2}" "$@"

@@ -114,8 +114,18 @@ mod tests {
     #[test]
     fn every_webhook_selects_its_own_label() {
         let webhooks = admission_webhooks();
-        assert_eq!(webhooks.len(), 8);
+        let count = if cfg!(feature = "admits-secrets") { 9 } else { 8 };
+        assert_eq!(webhooks.len(), count);
         assert!(webhooks.iter().all(|w| w.object_selector == format!("{ADMISSION_LABEL}={}", w.name)));
-        assert_eq!(Testbed::manifest().webhooks.len(), if cfg!(feature = "admission") { 8 } else { 0 });
+        assert_eq!(Testbed::manifest().webhooks.len(), if cfg!(feature = "admission") { count } else { 0 });
+    }
+
+    #[test]
+    fn secrets_denies_naming_what_it_saw() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
+            "data": {"password": "aHVudGVyMg=="}});
+        let req = AdmissionRequest::new(Operation::Create, secret);
+        let ctx = Context::fixture_for_admission(&req, vec![]);
+        assert_eq!(Testbed::admit("secrets", req, &ctx).unwrap().message(), Some("testbed saw secret s: password"));
     }
 }

@@ -134,9 +134,12 @@ async fn the_api_server_calls_plugins_over_tls_and_every_failure_is_a_denial_wit
     reloader.observe(admission.observer());
     reloader.sync().await;
 
-    // Registered: the URL of the loopback server, the CA of the Secret.
+    // Registered: the URL of the loopback server, the CA of the Secret. (A write the API server
+    // refuses while it starts up is retried by the registrar: wait for it.)
     let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let registered = configurations.get(CONFIGURATION).await?;
+    let registered =
+        eventually("the mutating configuration registered", WAIT, || async { Ok(configurations.get_opt(CONFIGURATION).await?) })
+            .await?;
     let webhook = &registered.webhooks.as_ref().expect("webhooks")[0];
     assert_eq!(webhook.name, "inject.memcached.wasmop.dev");
     let url = format!("https://127.0.0.1:{}/admission/memcached/inject", admission.addr().port());

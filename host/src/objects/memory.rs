@@ -97,6 +97,18 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_object_is_given_with_its_new_text() {
+        let mut c = MemoryCache::default();
+        let kind = Kind::new("", "v1", "Pod");
+        c.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "a"}, "spec": 1})).unwrap();
+        let old = c.get(&kind, Some("a"), "x").unwrap();
+        assert!(old.json().contains(r#""spec":1"#));
+        c.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "a"}, "spec": 2})).unwrap();
+        assert!(c.get(&kind, Some("a"), "x").unwrap().json().contains(r#""spec":2"#));
+        assert!(old.json().contains(r#""spec":1"#), "a request already gathered keeps what it was given");
+    }
+
+    #[test]
     fn objects_without_identity_are_refused() {
         assert!(MemoryCache::default().insert(json!({"kind": "Pod"})).is_err());
     }

@@ -316,7 +316,7 @@ fn native_once(f: &Fixtures) -> anyhow::Result<NativeWire> {
     let response =
         MemcachedOperator::reconcile(request, &wasmop_sdk::Context::fixture(vec![])).and_then(wasmop_sdk::Response::validate)?;
     Ok(NativeWire {
-        children: response.children().iter().map(|v| serde_json::to_string(v)).collect::<Result<_, _>>()?,
+        children: response.children().iter().map(serde_json::to_string).collect::<Result<_, _>>()?,
         status: response.status_patch().map(serde_json::to_string).transpose()?,
         conditions: response.conditions().to_vec(),
     })

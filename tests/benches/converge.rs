@@ -128,7 +128,7 @@ fn main() -> Result<()> {
 /// the request built from the watch cache — with a cache holding K Memcacheds, each with its
 /// Deployment, in one namespace, for several K. No cluster involved.
 fn gather_probe() -> Result<()> {
-    use wasmop::contract::{Kind, Manifest, RelatedKind, Request, Scope};
+    use wasmop::contract::{Kind, Manifest, Object, RelatedKind, Request, Scope};
     use wasmop::objects::MemoryCache;
     let manifest = Manifest {
         name: "memcached".into(),
@@ -164,7 +164,7 @@ fn gather_probe() -> Result<()> {
             d["status"] = json!({"observedGeneration": 1});
             cache.insert(parent.clone()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             cache.insert(d).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            parents.push(Arc::new(parent));
+            parents.push(Arc::new(Object::new(parent)));
         }
         let iters = (200_000 / k).clamp(50, 5_000);
         let started = Instant::now();

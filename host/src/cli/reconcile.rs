@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
 use crate::actions::{plan, timestamp_now};
-use crate::contract::{Kind, KnownKinds, Manifest, Request, Scope};
+use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
 use crate::controller::config::{check, offline, parse_text};
 use crate::objects::ObjectCache;
 
@@ -76,7 +76,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
         eprintln!("warning: {warning}");
     }
     let cache: Arc<dyn ObjectCache> = Arc::new(observed.cache);
-    let parent = Arc::new(parent);
+    let parent = Arc::new(Object::new(parent));
     let mut request = Request::gather(Arc::clone(&parent), &manifest, &*cache, true)?;
     request.finalizing = args.finalizing;
     request.config = config(&args, runtime, &manifest)?;

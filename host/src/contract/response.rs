@@ -164,9 +164,13 @@ impl RawResponse {
             .map(|(i, text)| {
                 let what = format!("child #{i}");
                 let child = parse_object(&what, text)?;
-                let field = |pointer: &str| child.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-                for (pointer, name) in [("/apiVersion", "apiVersion"), ("/kind", "kind"), ("/metadata/name", "metadata.name")] {
-                    if field(pointer).is_none() {
+                let present = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+                for (value, name) in [
+                    (child.get("apiVersion"), "apiVersion"),
+                    (child.get("kind"), "kind"),
+                    (child.get("metadata").and_then(|m| m.get("name")), "metadata.name"),
+                ] {
+                    if !present(value) {
                         return Err(ResponseError::MissingField { what, field: name });
                     }
                 }

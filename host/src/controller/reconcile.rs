@@ -104,7 +104,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         // After the host's own status write, the finalizer's removal names the parent's new
         // resourceVersion: the cached one would conflict and cost a second finalizing call.
         let current = written.parent_resource_version.as_ref().map(|version| {
-            let mut current = (*parent).clone();
+            let mut current = parent.value().clone();
             current["metadata"]["resourceVersion"] = version.as_str().into();
             current
         });

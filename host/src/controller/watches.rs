@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use crate::cluster::InstallScope;
-use crate::contract::{Kind, Scope, selector_requirements};
+use crate::contract::{Kind, Object, Scope, selector_requirements};
 use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of, strip};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
@@ -66,7 +66,7 @@ struct KindWatch {
     scope: Scope,
     /// The label selector the running watch lists with (`None`: the whole kind).
     selector: Mutex<Option<String>>,
-    objects: RwLock<BTreeMap<Key, Arc<Value>>>,
+    objects: RwLock<BTreeMap<Key, Arc<Object>>>,
     /// Keys of the objects each controller (by uid) owns: a reconcile reads its parent's
     /// children without scanning the namespace.
     owned: RwLock<HashMap<String, BTreeSet<Key>>>,
@@ -234,7 +234,7 @@ impl Watches {
 }
 
 impl ObjectCache for Watches {
-    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Object>> {
         let Some(watch) = self.watch(kind) else { return Vec::new() };
         let objects = watch.objects.read().expect("objects lock");
         match namespace {
@@ -247,13 +247,13 @@ impl ObjectCache for Watches {
         }
     }
 
-    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>> {
+    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Object>> {
         let watch = self.watch(kind)?;
         let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
         watch.objects.read().expect("objects lock").get(&key).cloned()
     }
 
-    fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Value>> {
+    fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Object>> {
         let Some(watch) = self.watch(kind) else { return Vec::new() };
         let keys: Vec<Key> = match watch.owned.read().expect("owned lock").get(owner_uid) {
             Some(keys) => keys.iter().filter(|(ns, _)| namespace.is_none_or(|want| want == ns)).cloned().collect(),
@@ -287,7 +287,7 @@ impl KindWatch {
 
     /// Put `fresh`, a relist of `namespace` (of every namespace for `None`), in place of the
     /// objects cached for it, and rebuild the owner index; returns the objects it replaced.
-    fn replace(&self, namespace: Option<&str>, fresh: BTreeMap<Key, Arc<Value>>) -> BTreeMap<Key, Arc<Value>> {
+    fn replace(&self, namespace: Option<&str>, fresh: BTreeMap<Key, Arc<Object>>) -> BTreeMap<Key, Arc<Object>> {
         let mut objects = self.objects.write().expect("objects lock");
         let old = match namespace {
             None => std::mem::replace(&mut *objects, fresh),
@@ -307,7 +307,7 @@ impl KindWatch {
     }
 
     /// Rebuild the owner index from scratch (after a relist).
-    fn reindex(&self, objects: &BTreeMap<Key, Arc<Value>>) {
+    fn reindex(&self, objects: &BTreeMap<Key, Arc<Object>>) {
         let mut owned: HashMap<String, BTreeSet<Key>> = HashMap::new();
         for (key, object) in objects {
             if let Some(uid) = controller_uid(object) {
@@ -338,7 +338,7 @@ async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<DynamicObject>)>, 
     });
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
-    let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Value>>> = HashMap::new();
+    let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Object>>> = HashMap::new();
     tracing::info!(%kind, namespaces = ?unsynced.iter().flatten().collect::<Vec<_>>(), selector = selector.as_deref().unwrap_or(""), "watch started");
     while let Some((namespace, event)) = stream.next().await {
         match event {
@@ -377,14 +377,14 @@ async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<DynamicObject>)>, 
             Ok(watcher::Event::Apply(obj)) => {
                 if let Some((key, value)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").insert(key.clone(), Arc::clone(&value));
-                    watch.index(&key, before.as_deref(), Some(&value));
+                    watch.index(&key, before.as_deref().map(Object::value), Some(&value));
                     notify(&watch, &kind, before.as_ref(), Some(&value));
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some((key, _)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").remove(&key);
-                    watch.index(&key, before.as_deref(), None);
+                    watch.index(&key, before.as_deref().map(Object::value), None);
                     if let Some(before) = before {
                         notify(&watch, &kind, Some(&before), None);
                     }
@@ -398,22 +398,22 @@ async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<DynamicObject>)>, 
     }
 }
 
-fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Value>>, new: Option<&Arc<Value>>) {
+fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Object>>, new: Option<&Arc<Object>>) {
     let subscribers: Vec<Arc<dyn Subscriber>> =
         watch.subscribers.read().expect("subscribers lock").iter().map(|s| Arc::clone(&s.subscriber)).collect();
     for s in subscribers {
-        s.on_change(kind, old.map(|v| &**v), new.map(|v| &**v));
+        s.on_change(kind, old.map(|v| v.value()), new.map(|v| v.value()));
     }
 }
 
 /// The cached form of an object (already [`strip`]ped): JSON with `apiVersion` and `kind` set.
-fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Value>)> {
+fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Object>)> {
     let mut value = serde_json::to_value(obj).ok()?;
     let map = value.as_object_mut()?;
     map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
     map.insert("kind".into(), Value::String(resource.kind.clone()));
     let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
-    Some((key, Arc::new(value)))
+    Some((key, Arc::new(Object::new(value))))
 }
 
 /// The label selector that matches every object any of `wanted` matches: the requirements all
@@ -459,10 +459,10 @@ mod tests {
     }
 
     /// `(key, object)` of a Pod controlled by `owner`.
-    fn pod(namespace: &str, name: &str, owner: &str) -> (Key, Arc<Value>) {
+    fn pod(namespace: &str, name: &str, owner: &str) -> (Key, Arc<Object>) {
         let object = json!({"metadata": {"namespace": namespace, "name": name,
             "ownerReferences": [{"uid": owner, "controller": true}]}});
-        ((namespace.to_owned(), name.to_owned()), Arc::new(object))
+        ((namespace.to_owned(), name.to_owned()), Arc::new(Object::new(object)))
     }
 
     fn names(watch: &KindWatch) -> Vec<String> {

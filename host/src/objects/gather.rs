@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{ObjectCache, SelectorError, controller_uid, name_of, namespace_of};
-use crate::contract::{Manifest, Request, Scope};
+use crate::contract::{Manifest, Object, Request, Scope};
 
 impl Request {
     /// Gather a request for `parent` from `cache`, as the manifest declares: children are the
@@ -19,7 +19,7 @@ impl Request {
     /// [`SelectorError`] if a related selector does not parse once the parent's name is
     /// substituted (a parent name that is not a valid label value).
     pub fn gather(
-        parent: Arc<Value>,
+        parent: Arc<Object>,
         manifest: &Manifest,
         cache: &dyn ObjectCache,
         controlled_only: bool,
@@ -73,8 +73,8 @@ mod tests {
 
     #[test]
     fn gather_takes_owned_children_and_selected_related_in_parent_namespace() {
-        let parent = Arc::new(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-            "metadata": {"name": "a", "namespace": "ns", "uid": "u1"}}));
+        let parent = Arc::new(Object::new(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1"}})));
         let mut cache = MemoryCache::default();
         cache.insert(obj("apps/v1", "Deployment", "ns", "a", json!({}), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "b", json!({}), Some("u2"))).unwrap();
@@ -83,7 +83,7 @@ mod tests {
         cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
         let req = Request::gather(parent, &manifest(), &cache, true).unwrap();
-        let names = |v: &[Arc<Value>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
+        let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&req.children), ["a"]);
         assert_eq!(names(&req.related), ["a-1"]);
     }
@@ -103,9 +103,9 @@ mod tests {
         let mut m = crate::contract::manifest::fixtures::memcached("app=m");
         m.parent = crate::contract::Kind::new("apps.wasmop.dev", "v1alpha1", "SidecarSet");
         m.scope = Scope::Cluster;
-        let parent = Arc::new(
+        let parent = Arc::new(Object::new(
             json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "a", "uid": "u1"}}),
-        );
+        ));
         let mut cache = MemoryCache::default();
         cache.insert(obj("v1", "Pod", "team-a", "p-1", json!({"app": "m"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "team-b", "p-2", json!({"app": "m"}), None)).unwrap();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{ObjectCache, name_of, namespace_of};
-use crate::contract::Kind;
+use crate::contract::{Kind, Object};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
 
@@ -22,7 +22,7 @@ type Key = (String, String); // (namespace, name); namespace "" for cluster-scop
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct MemoryCache {
-    objects: BTreeMap<Kind, BTreeMap<Key, Arc<Value>>>,
+    objects: BTreeMap<Kind, BTreeMap<Key, Arc<Object>>>,
 }
 
 /// An object that cannot be cached because it lacks `apiVersion`, `kind` or `metadata.name`.
@@ -42,7 +42,7 @@ impl MemoryCache {
             return Err(NotAnObject(text));
         };
         let key = (namespace_of(&object).unwrap_or_default().to_owned(), name.to_owned());
-        self.objects.entry(kind).or_default().insert(key, Arc::new(object));
+        self.objects.entry(kind).or_default().insert(key, Arc::new(Object::new(object)));
         Ok(())
     }
 
@@ -58,12 +58,12 @@ impl MemoryCache {
 }
 
 impl ObjectCache for MemoryCache {
-    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Object>> {
         let Some(objects) = self.objects.get(kind) else { return Vec::new() };
         objects.iter().filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns)).map(|(_, o)| Arc::clone(o)).collect()
     }
 
-    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>> {
+    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Object>> {
         let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
         self.objects.get(kind)?.get(&key).cloned()
     }
@@ -94,6 +94,18 @@ mod tests {
         c.insert(pod("a", "x")).unwrap();
         c.insert(pod("a", "x")).unwrap();
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn a_replaced_object_is_given_with_its_new_text() {
+        let mut c = MemoryCache::default();
+        let kind = Kind::new("", "v1", "Pod");
+        c.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "a"}, "spec": 1})).unwrap();
+        let old = c.get(&kind, Some("a"), "x").unwrap();
+        assert!(old.json().contains(r#""spec":1"#));
+        c.insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "a"}, "spec": 2})).unwrap();
+        assert!(c.get(&kind, Some("a"), "x").unwrap().json().contains(r#""spec":2"#));
+        assert!(old.json().contains(r#""spec":1"#), "a request already gathered keeps what it was given");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub use memory::MemoryCache;
 pub use selector::{LabelSelector, SelectorError};
 pub use strip::{LAST_APPLIED_ANNOTATION, strip};
 
-use crate::contract::Kind;
+use crate::contract::{Kind, Object};
 
 /// Read access to observed objects, by kind.
 ///
@@ -25,14 +25,14 @@ use crate::contract::Kind;
 /// input is deterministic.
 pub trait ObjectCache: Send + Sync {
     /// Objects of `kind`, restricted to `namespace` when given.
-    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Value>>;
+    fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<Object>>;
 
     /// One object of `kind` by namespace (`None` for cluster-scoped) and name.
-    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Value>>;
+    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<Object>>;
 
     /// Objects of `kind` in `namespace` whose controller ownerReference has uid `owner_uid`.
     /// The default filters [`ObjectCache::list`]; caches with an owner index override it.
-    fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Value>> {
+    fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Object>> {
         self.list(kind, namespace).into_iter().filter(|o| controller_uid(o) == Some(owner_uid)).collect()
     }
 }
@@ -51,10 +51,12 @@ pub fn controller_uid(object: &Value) -> Option<&str> {
 
 /// The `metadata.namespace` of a JSON object.
 pub fn namespace_of(object: &Value) -> Option<&str> {
-    object.pointer("/metadata/namespace").and_then(Value::as_str)
+    // `get` rather than `Value::pointer`, which allocates two strings per path segment: these
+    // run several times per reconcile.
+    object.get("metadata")?.get("namespace")?.as_str()
 }
 
 /// The `metadata.name` of a JSON object.
 pub fn name_of(object: &Value) -> Option<&str> {
-    object.pointer("/metadata/name").and_then(Value::as_str)
+    object.get("metadata")?.get("name")?.as_str()
 }

@@ -65,7 +65,7 @@ impl HostState {
         let Some(object) = lookup.cache.get(&kind, ns.as_deref(), name) else { return Ok(None) };
         match visible_part(&lookup, &kind)? {
             Some(visible) if !visible.admits(&object) => Ok(None),
-            _ => Ok(Some(object.to_string())),
+            _ => Ok(Some(object.json().to_owned())),
         }
     }
 
@@ -78,7 +78,7 @@ impl HostState {
             .list(&kind, ns.as_deref())
             .into_iter()
             .filter(|o| wanted.matches_object(o) && visible.as_ref().is_none_or(|v| v.admits(o)))
-            .map(|o| o.to_string())
+            .map(|o| o.json().to_owned())
             .collect())
     }
 }

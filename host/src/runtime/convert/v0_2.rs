@@ -101,11 +101,12 @@ fn text(v: &serde_json::Value) -> String {
     serde_json::to_string(v).expect("a Value always serializes")
 }
 
-/// The request record handed to the guest: every object serialized to JSON once.
+/// The request record handed to the guest: each object's JSON text, serialized at most once
+/// per object ([`Object::json`](crate::contract::Object::json)) and copied.
 pub(in super::super) fn request(r: &Request) -> reconciler::Request {
-    let json = |objects: &[std::sync::Arc<serde_json::Value>]| objects.iter().map(|o| text(o)).collect();
+    let json = |objects: &[std::sync::Arc<crate::contract::Object>]| objects.iter().map(|o| o.json().to_owned()).collect();
     reconciler::Request {
-        parent: text(&r.parent),
+        parent: r.parent.json().to_owned(),
         children: json(&r.children),
         related: json(&r.related),
         finalizing: r.finalizing,

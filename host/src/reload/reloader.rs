@@ -206,12 +206,16 @@ impl Reloader {
         self.pass().await;
         let mut rescan = tokio::time::interval(self.config.rescan);
         rescan.tick().await;
+        let mut compile_ended = self.compiles_ended.subscribe();
         loop {
             let retry = self.retries.lock().expect("retries lock").values().map(|(_, at)| *at).min();
             tokio::select! {
                 changed = events.changed() => if changed.is_none() { return Ok(()) },
                 _ = rescan.tick() => {}
                 () = tokio::time::sleep_until(retry.unwrap_or_else(far_future)), if retry.is_some() => {}
+                // A compile ended after the pass that started it: a plugin that failed to
+                // start has a retry due now, which the wait above must see.
+                Ok(()) = compile_ended.changed() => continue,
             }
             self.pass().await;
         }

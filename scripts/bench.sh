@@ -48,7 +48,7 @@ knobs() {
     case "$mode:$1" in
     quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;
     full:memory) echo "N=1000 PLUGINS=1,10,50 FOREIGN=5000" ;;
-    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACCA" ;;
+    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=AC" ;;
     full:converge) echo "N=1000 LAT=0 RUNS=ACCA" ;;
     quick:converge-10k) echo "" ;;
     full:converge-10k) echo "N=10000 LAT=0 RUNS=AC" ;;
@@ -66,7 +66,7 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 load_before=$(loadavg)
 
 log "building every bench in release (once) and the wasmop binary the memory bench runs"
-cargo bench --locked -p wasmop -p wasmop-e2e --benches --no-run
+cargo bench --locked -p wasmop -p wasmop-e2e --bench '*' --no-run
 cargo build --locked --profile bench -p wasmop --bin wasmop
 
 run() {

@@ -43,7 +43,7 @@ def parse_figures(text, source):
     figures = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
-        if not line.startswith('{"bench"'):
+        if not (line.startswith("{") and '"bench"' in line):
             continue
         try:
             figure = json.loads(line)
@@ -237,8 +237,9 @@ class Tests(unittest.TestCase):
                 rewrite(doc, "x")
 
     def test_figure_lines_are_picked_out_of_human_output(self):
-        text = f"human line\n{FIGURE}\n{{not a figure}}\n"
-        self.assertEqual([f["metric"] for f in parse_figures(text, "x.out")], ["RSS per extra plugin"])
+        text = f"human line\n{FIGURE}\n{{not a figure}}\n" + '{"baseline":null,"bench":"b","metric":"sorted keys","unit":"","value":1}\n'
+
+        self.assertEqual([f["metric"] for f in parse_figures(text, "x.out")], ["RSS per extra plugin", "sorted keys"])
 
     def test_a_broken_figure_line_names_its_file_and_line(self):
         with self.assertRaisesRegex(SummaryError, r"x\.out:2: figure without value"):

@@ -24,6 +24,10 @@ use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
 use wasmop::runtime::{Plugin, Runtime};
 
+// The figure lines `scripts/bench.sh` collects, shared with the e2e benches.
+#[path = "../../tests/benches/support/figure.rs"]
+mod figure;
+
 /// Calls per mode.
 const N: usize = 10;
 
@@ -110,6 +114,8 @@ fn main() -> anyhow::Result<()> {
             );
             if *mode == "loop" {
                 println!("{:<32} {:<20} {:>10.2} {:>10.2}", "  … past the 100 ms deadline", "", ms(p50) - 100.0, ms(max) - 100.0);
+                let metric = format!("infinite loop stopped past its 100 ms deadline, max of {N} calls");
+                figure::figure("containment", &metric, ms(max) - 100.0, None, "ms", figure::Goal::AtMost(50.0));
             }
         }
         println!(

@@ -37,6 +37,11 @@ use wasmop_e2e::cluster::{apply_file, log_to_test_output};
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
+#[path = "support/figure.rs"]
+mod figure;
+
+use figure::{Goal, figure};
+
 /// The `label` mutation of the testbed, natively.
 struct Native(Webhook);
 
@@ -148,6 +153,16 @@ async fn main() -> Result<()> {
     let line =
         wasm_call.lines().find(|l| l.starts_with("wasmop_plugin_call_duration_seconds_sum")).unwrap_or_default().to_owned();
     println!("host-side plugin call time: {line}");
+    let added = |slot: usize| ms(percentile(&times[slot], 0.5)) - ms(base50);
+    figure(
+        "admission",
+        &format!("added latency p50, wasm vs native webhook ({n} creates each)"),
+        added(1),
+        Some(added(2)),
+        "ms",
+        Goal::RatioAtMost(1.5),
+    );
+    figure("admission", "added latency p50, wasm webhook (loopback)", added(1), None, "ms", Goal::AtMost(2.0));
     drop(admission);
     Ok(())
 }

@@ -28,6 +28,11 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file};
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
 
+#[path = "support/figure.rs"]
+mod figure;
+
+use figure::{Goal, figure};
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -94,10 +99,12 @@ async fn churn() -> Result<()> {
         let (raw, trimmed) = rss();
         let (parents, children) = cached(controller);
         println!("{phase:<22} {raw:>9.1} {trimmed:>12.1} {parents:>8} {children:>9} {:>13}", controller.applied_children());
+        trimmed
     };
     println!("N = {n} parents per round, {rounds} rounds, testbed plugin (one ConfigMap child each)");
     println!("{:<22} {:>9} {:>12} {:>8} {:>9} {:>13}", "phase", "RSS MiB", "trimmed MiB", "parents", "children", "fingerprints");
-    row("idle", &controller);
+    let idle = row("idle", &controller);
+    let (mut loaded, mut deleted) = (idle, idle);
     for round in 1..=rounds {
         let started = Instant::now();
         stream::iter(0..n)
@@ -118,14 +125,32 @@ async fn churn() -> Result<()> {
             cached(&controller) == (n, n) && controller.applied_children() >= n
         })
         .await?;
-        row(&format!("round {round} loaded"), &controller);
+        loaded = row(&format!("round {round} loaded"), &controller);
         crs.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
         wait("every parent and child gone from the cache", Duration::from_secs(900), || cached(&controller) == (0, 0)).await?;
         // The fingerprints go with the delete events; whatever is left after that leaks.
         let _ = wait("no fingerprint left", Duration::from_secs(10), || controller.applied_children() == 0).await;
-        row(&format!("round {round} deleted"), &controller);
+        deleted = row(&format!("round {round} deleted"), &controller);
         eprintln!("round {round}: {:.1} s", started.elapsed().as_secs_f64());
     }
     host.manager.shutdown().await;
+    let fingerprints = controller.applied_children();
+    figure(
+        "churn",
+        &format!("RSS after {rounds} rounds of {n} parents created and deleted, vs idle (trimmed)"),
+        deleted,
+        Some(idle),
+        "MiB",
+        Goal::RatioAtMost(1.2),
+    );
+    figure(
+        "churn",
+        &format!("RSS with {n} parents and children loaded, vs idle (trimmed; in-process host)"),
+        loaded,
+        Some(idle),
+        "MiB",
+        Goal::None,
+    );
+    figure("churn", "apply fingerprints left after the last delete", fingerprints as f64, None, "", Goal::AtMost(0.0));
     Ok(())
 }

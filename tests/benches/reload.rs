@@ -72,6 +72,11 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 
+#[path = "support/figure.rs"]
+mod figure;
+
+use figure::{Goal, figure};
+
 const NAMESPACE: &str = "default";
 const CR: &str = "reload-bench";
 const PLUGIN: &str = "memcached";
@@ -470,6 +475,12 @@ async fn bench(probe: Arc<Probe>) -> Result<()> {
                 let verdict = if v <= goal { "PASS" } else { "MISS" };
                 println!("goal {phase} ≤ {}: {point:<24} p50 {:>9}  {verdict}", ms(goal), ms(v));
             }
+        }
+    }
+    for (phase, samples, goal) in [("warm", &warm, WARM_GOAL), ("cold", &cold, COLD_GOAL)] {
+        if let Some(v) = p(samples, label, 50.0) {
+            let metric = format!("{phase} reload, rename → Deployment label observed, p50 (n = {})", samples.len());
+            figure("reload", &metric, v.as_secs_f64() * 1e3, None, "ms", Goal::AtMost(goal.as_secs_f64() * 1e3));
         }
     }
     Ok(())

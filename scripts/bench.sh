@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench.sh — every benchmark of wasmop in one command: build once in release, run each bench,
+# collect its figures and rewrite the summary table at the top of BENCHMARKS.md.
+#
+#   scripts/bench.sh                 the issue's sizes (converge at N = 1,000 and 10,000, 1,000
+#                                    parents and 1/10/50 plugins for memory, …): an hour or more
+#   BENCH_QUICK=1 scripts/bench.sh   small sizes, same figures (~15 min on 2 cores)
+#
+# Other environment:
+#   BENCH_ONLY=memory,converge  run only these benches (the others show "not measured");
+#   BENCH_OUT=DIR               where each bench's output goes (default
+#                               $CARGO_TARGET_DIR/bench-results, else target/bench-results):
+#                               <bench>.out (stdout, with its figure lines), .err, .cmd, .rc;
+#   BENCH_NO_REWRITE=1          leave BENCHMARKS.md alone (results only in BENCH_OUT).
+#
+# Each bench prints one JSON line per figure on stdout ({"bench", "metric", "value", "baseline",
+# "ratio", "unit", "target", "pass"}) besides its human output; the host's reconcile bench prints
+# a table, which scripts/bench_summary.py reads. A bench that fails does not stop the others; its
+# row says so. Needs the control plane of scripts/setup.sh (KUBEBUILDER_ASSETS) for the e2e benches.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+quick=${BENCH_QUICK:-}
+mode=full
+[ -n "$quick" ] && [ "$quick" != 0 ] && mode=quick
+out=${BENCH_OUT:-${CARGO_TARGET_DIR:-target}/bench-results}
+rm -rf "$out"
+mkdir -p "$out"
+
+if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
+    eval "$(bash scripts/setup.sh)"
+    export KUBEBUILDER_ASSETS WASMOP_TOOLS
+fi
+
+# The order of the table; `sharding` has no bench yet (its row says "not measured").
+benches=(reconcile containment memory converge converge-10k admission reload churn sharding)
+
+wanted() {
+    [ -z "${BENCH_ONLY:-}" ] && return 0
+    case ",$BENCH_ONLY," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+
+# Knobs per bench: quick, then full (the issue's sizes).
+knobs() {
+    case "$mode:$1" in
+    quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;
+    full:memory) echo "N=1000 PLUGINS=1,10,50 FOREIGN=5000" ;;
+    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=AC" ;;
+    full:converge) echo "N=1000 LAT=0 RUNS=ACCA" ;;
+    quick:converge-10k) echo "" ;;
+    full:converge-10k) echo "N=10000 LAT=0 RUNS=AC" ;;
+    quick:admission) echo "N=50" ;;
+    full:admission) echo "N=400" ;;
+    quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;
+    full:reload) echo "RELOADS=20 RUN_RELOADS=10" ;;
+    quick:churn) echo "N=300 ROUNDS=2" ;;
+    full:churn) echo "N=2000 ROUNDS=3" ;;
+    *) echo "" ;;
+    esac
+}
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+load_before=$(loadavg)
+
+# One build of every bench; cargo builds the package's binaries with it, so the release `wasmop`
+# the memory bench runs is there too (a separate `cargo build -p wasmop` would unify other
+# features and rebuild half the graph).
+log "building every bench and the wasmop binary in release (once)"
+cargo bench --locked -p wasmop -p wasmop-e2e --bench '*' --no-run
+
+run() {
+    local name=$1 bench=$2
+    local knobs
+    knobs=$(knobs "$name")
+    # Both packages on every command, as in the build: cargo resolves features per package set,
+    # and `-p wasmop-e2e` alone would rebuild kube and the host with other features.
+    local cmd="${knobs:+$knobs }cargo bench -p wasmop -p wasmop-e2e --bench $bench"
+    echo "$cmd" >"$out/$name.cmd"
+    log "$name: $cmd"
+    local started=$SECONDS rc
+    set +e
+    # shellcheck disable=SC2086 # the knobs are VAR=value words
+    env $knobs cargo bench --quiet --locked -p wasmop -p wasmop-e2e --bench "$bench" 2> >(tee "$out/$name.err" >&2) | tee "$out/$name.out"
+    rc=${PIPESTATUS[0]}
+    set -e
+    echo "$rc" >"$out/$name.rc"
+    log "$name: exit status $rc after $((SECONDS - started)) s"
+}
+
+for name in "${benches[@]}"; do
+    wanted "$name" || continue
+    case "$name" in
+    converge-10k) [ "$mode" = full ] && run "$name" converge ;;
+    sharding) ;;
+    *) run "$name" "$name" ;;
+    esac
+done
+
+commit=$(git rev-parse --short HEAD)
+[ -n "$(git status --porcelain --untracked-files=no)" ] && commit="$commit (with uncommitted changes)"
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+memory=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
+python3 - "$out/meta.json" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$commit" "$load_before" "$(loadavg)" \
+    "$(nproc) cores ($cpu), $memory, Linux $(uname -r)" <<'EOF'
+import json, sys
+path, date, commit, before, after, machine = sys.argv[1:]
+json.dump({"date": date, "commit": commit, "load_before": before, "load_after": after, "machine": machine}, open(path, "w"))
+EOF
+
+if [ -z "${BENCH_NO_REWRITE:-}" ]; then
+    python3 scripts/bench_summary.py --results "$out" --benchmarks BENCHMARKS.md --mode "$mode" \
+        --benches "$(IFS=,; echo "${benches[*]}")"
+    log "BENCHMARKS.md summary rewritten (mode $mode); results in $out"
+else
+    log "results in $out (BENCHMARKS.md untouched)"
+fi

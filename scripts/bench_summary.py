@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Rewrite the summary table at the top of BENCHMARKS.md from one run of scripts/bench.sh.
+
+Usage:
+    bench_summary.py --results DIR --benchmarks BENCHMARKS.md [--mode quick|full]
+
+DIR holds, per bench, `<bench>.out` (its stdout), `<bench>.cmd` (the command that ran it, one
+line) and `<bench>.rc` (its exit status), plus `meta.json` (`date`, `commit`, `load_before`,
+`load_after`, `machine`). A figure is one line of a bench's stdout that is a JSON object with
+the keys `bench`, `metric`, `value`, `unit` and optionally `baseline`, `ratio`, `target` (text)
+and `pass` (true / false / null). The host's reconcile bench prints a table instead; its p50
+rows are read by `reconcile_figures`.
+
+Only the text between `<!-- summary:begin -->` and `<!-- summary:end -->` is replaced; when the
+markers are missing they are inserted after the file's first line (its title). Everything else
+in the file is kept byte for byte.
+
+Self-test: `python3 -m unittest discover -s scripts -p bench_summary.py`.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+BEGIN = "<!-- summary:begin -->"
+END = "<!-- summary:end -->"
+KEYS = ("bench", "metric", "value", "unit")
+
+
+class SummaryError(Exception):
+    """Bad input: the message names the file and what is wrong with it."""
+
+
+def parse_figures(text, source):
+    """The figure lines of a bench's stdout, in order. Other lines are ignored.
+
+    Raises SummaryError for a line that starts like a figure but is not valid JSON or lacks a key.
+    """
+    figures = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not (line.startswith("{") and '"bench"' in line):
+            continue
+        try:
+            figure = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SummaryError(f"{source}:{number}: a figure line is not JSON ({e})") from e
+        missing = [k for k in KEYS if k not in figure]
+        if missing:
+            raise SummaryError(f"{source}:{number}: figure without {', '.join(missing)}")
+        figures.append(figure)
+    return figures
+
+
+# Rows of host/benches/reconcile.rs's table: label, then p50 p90 p99 mean (µs).
+RECONCILE_ROW = re.compile(r"^\((w|a|w1|a1)\)\s.*?\s(\d+(?:\.\d+)?)\s+\d+(?:\.\d+)?\s+\d+(?:\.\d+)?\s+\d+(?:\.\d+)?")
+
+
+def reconcile_figures(text):
+    """Figures from the reconcile bench's table: p50(w)/p50(a) (target <= 1.5) and the fixed
+    cost per call p50(w1) - p50(a1) (target <= 10 us). Empty when the rows are not found."""
+    p50 = {}
+    for line in text.splitlines():
+        m = RECONCILE_ROW.match(line.strip())
+        if m and m.group(1) not in p50:
+            p50[m.group(1)] = float(m.group(2))
+    figures = []
+    if "w" in p50 and "a" in p50:
+        ratio = p50["w"] / p50["a"]
+        figures.append({"bench": "reconcile", "metric": "per-reconcile time p50, wasm vs native (same input)",
+                        "value": p50["w"], "baseline": p50["a"], "ratio": ratio, "unit": "µs",
+                        "target": "ratio ≤ 1.5", "pass": ratio <= 1.5})
+    if "w1" in p50 and "a1" in p50:
+        fixed = p50["w1"] - p50["a1"]
+        figures.append({"bench": "reconcile", "metric": "fixed cost per call p50, (w1) − (a1), parent alone",
+                        "value": fixed, "baseline": None, "ratio": None, "unit": "µs",
+                        "target": "≤ 10 µs", "pass": fixed <= 10.0})
+    return figures
+
+
+def number(x):
+    """A figure's number, with three significant digits or more."""
+    if x is None:
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def verdict(figure):
+    p = figure.get("pass")
+    return "**PASS**" if p is True else "**MISS**" if p is False else "—"
+
+
+def cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(results, meta, mode):
+    """The summary's markdown (without the markers).
+
+    `results`: list of (bench, command, exit status, figures) in run order.
+    """
+    out = [
+        "## Summary of the last `scripts/bench.sh` run",
+        "",
+        f"Mode **{mode}**; {meta.get('date', '?')}; commit `{meta.get('commit', '?')}`; "
+        f"{meta.get('machine', '?')}; load average (1 min) {meta.get('load_before', '?')} before, "
+        f"{meta.get('load_after', '?')} after. Each baseline is from the same run as its figure; "
+        "ratio = figure / baseline. Written by `scripts/bench_summary.py`: edit outside the markers.",
+        "",
+        "| bench | figure | value | baseline (same run) | ratio | target | result | command |",
+        "|---|---|---:|---:|---:|---|---|---|",
+    ]
+    for bench, command, rc, figures in results:
+        cmd = f"`{cell(command)}`" if command else "—"
+        if not figures:
+            why = "not measured in this run" if rc is None else f"no figure (exit status {rc}; see `{bench}.out`)"
+            out.append(f"| {cell(bench)} | {why} | — | — | — | — | — | {cmd} |")
+            continue
+        for f in figures:
+            unit = f" {f['unit']}" if f.get("unit") else ""
+            baseline = f.get("baseline")
+            ratio = f.get("ratio")
+            out.append(
+                f"| {cell(bench)} | {cell(f['metric'])} | {number(f['value'])}{unit} | "
+                f"{number(baseline) + unit if baseline is not None else '—'} | "
+                f"{number(ratio) + '×' if ratio is not None else '—'} | {cell(f.get('target') or '—')} | "
+                f"{verdict(f)} | {cmd} |"
+            )
+        if rc not in (None, 0):
+            out.append(f"| {cell(bench)} | exited with status {rc} after the figures above | — | — | — | — | — | {cmd} |")
+    return "\n".join(out)
+
+
+def rewrite(document, summary):
+    """`document` with the text between the markers replaced by `summary`; the markers are
+    inserted after the first line when absent. Raises SummaryError on misplaced markers."""
+    begins, ends = document.count(BEGIN), document.count(END)
+    if begins == 0 and ends == 0:
+        first, sep, rest = document.partition("\n")
+        return f"{first}\n\n{BEGIN}\n{summary}\n{END}\n{sep and rest}"
+    if begins != 1 or ends != 1:
+        raise SummaryError(f"expected one {BEGIN} and one {END}, found {begins} and {ends}")
+    start = document.index(BEGIN) + len(BEGIN)
+    stop = document.index(END)
+    if stop < start:
+        raise SummaryError(f"{END} comes before {BEGIN}")
+    return f"{document[:start]}\n{summary}\n{document[stop:]}"
+
+
+def load_results(directory, benches):
+    """(bench, command, exit status, figures) for each bench, from DIR/<bench>.{out,cmd,rc}."""
+    results = []
+    for bench in benches:
+        def read(ext):
+            path = os.path.join(directory, f"{bench}.{ext}")
+            if not os.path.exists(path):
+                return None
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+
+        out, cmd, rc = read("out"), read("cmd"), read("rc")
+        if out is None:
+            results.append((bench, (cmd or "").strip(), None, []))
+            continue
+        source = os.path.join(directory, f"{bench}.out")
+        figures = reconcile_figures(out) if bench == "reconcile" else parse_figures(out, source)
+        try:
+            status = int(rc.strip()) if rc is not None else None
+        except ValueError as e:
+            raise SummaryError(f"{directory}/{bench}.rc: not an exit status: {rc!r}") from e
+        results.append((bench, (cmd or "").strip(), status, figures))
+    return results
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True, help="directory written by scripts/bench.sh")
+    parser.add_argument("--benchmarks", required=True, help="the BENCHMARKS.md to rewrite")
+    parser.add_argument("--mode", default="quick", choices=["quick", "full"])
+    parser.add_argument("--benches", required=True, help="comma-separated bench names, in table order")
+    args = parser.parse_args(argv)
+    try:
+        with open(os.path.join(args.results, "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        results = load_results(args.results, [b for b in args.benches.split(",") if b])
+        with open(args.benchmarks, encoding="utf-8") as f:
+            document = f.read()
+        updated = rewrite(document, render(results, meta, args.mode))
+    except (OSError, json.JSONDecodeError, SummaryError) as e:
+        print(f"bench_summary: {e}", file=sys.stderr)
+        return 1
+    with open(args.benchmarks, "w", encoding="utf-8") as f:
+        f.write(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+
+# ------------------------------------------------------------------------------------------------
+# Tests
+# ------------------------------------------------------------------------------------------------
+
+DOC = "# Benchmarks\n\nIntro line.\n\n## Section\n\nHand-written | table |\n"
+FIGURE = '{"bench":"memory","metric":"RSS per extra plugin","value":1.5,"baseline":null,"ratio":null,"unit":"MiB","target":"≤ 2 MiB","pass":true}'
+
+
+class Tests(unittest.TestCase):
+    def test_markers_are_inserted_after_the_title_and_the_rest_is_kept(self):
+        out = rewrite(DOC, "TABLE")
+        self.assertTrue(out.startswith(f"# Benchmarks\n\n{BEGIN}\nTABLE\n{END}\n"))
+        self.assertTrue(out.endswith(DOC[len("# Benchmarks\n"):]))
+
+    def test_a_second_rewrite_replaces_only_between_the_markers(self):
+        once = rewrite(DOC, "OLD\nTABLE")
+        twice = rewrite(once, "NEW")
+        self.assertEqual(twice, once.replace("OLD\nTABLE", "NEW"))
+        self.assertEqual(twice.count(BEGIN), 1)
+        self.assertEqual(twice.count(END), 1)
+
+    def test_text_around_existing_markers_is_byte_for_byte_the_same(self):
+        doc = f"# T\nbefore  \n{BEGIN}\nold\n{END}\nafter\r\n|x|\n"
+        self.assertEqual(rewrite(doc, "new"), f"# T\nbefore  \n{BEGIN}\nnew\n{END}\nafter\r\n|x|\n")
+
+    def test_misplaced_or_repeated_markers_are_refused(self):
+        for doc in (f"{END}\n{BEGIN}\n", f"{BEGIN}\n", f"{BEGIN}{END}{BEGIN}{END}"):
+            with self.assertRaises(SummaryError):
+                rewrite(doc, "x")
+
+    def test_figure_lines_are_picked_out_of_human_output(self):
+        text = f"human line\n{FIGURE}\n{{not a figure}}\n" + '{"baseline":null,"bench":"b","metric":"sorted keys","unit":"","value":1}\n'
+
+        self.assertEqual([f["metric"] for f in parse_figures(text, "x.out")], ["RSS per extra plugin", "sorted keys"])
+
+    def test_a_broken_figure_line_names_its_file_and_line(self):
+        with self.assertRaisesRegex(SummaryError, r"x\.out:2: figure without value"):
+            parse_figures('ok\n{"bench":"b","metric":"m","unit":"s"}\n', "x.out")
+
+    def test_reconcile_table_gives_ratio_and_fixed_cost(self):
+        text = ("(w)  wasm via host: Plugin::reconcile     120.0   130.0   200.0   125.0   0.0\n"
+                "(a)  native via SDK: parse + reconcile    50.0    52.0    80.0    51.0    0.0\n"
+                "(w1) as (w), parent alone                  39.0    40.0    70.0    41.0    0.0\n"
+                "(a1) as (a), parent alone                  11.5    12.0    15.0    12.0    0.0\n")
+        ratio, fixed = reconcile_figures(text)
+        self.assertAlmostEqual(ratio["ratio"], 2.4)
+        self.assertFalse(ratio["pass"])
+        self.assertAlmostEqual(fixed["value"], 27.5)
+        self.assertFalse(fixed["pass"])
+
+    def test_table_shows_value_baseline_ratio_target_verdict_and_command(self):
+        figure = json.loads(FIGURE)
+        figure.update(baseline=3.0, ratio=0.5)
+        table = render([("memory", "N=10 cargo bench --bench memory", 0, [figure]), ("sharding", "", None, [])],
+                       {"date": "D", "commit": "C", "load_before": "1.0", "load_after": "2.0", "machine": "M"}, "quick")
+        row = next(line for line in table.splitlines() if line.startswith("| memory"))
+        self.assertEqual(row, "| memory | RSS per extra plugin | 1.50 MiB | 3.00 MiB | 0.50× | ≤ 2 MiB | **PASS** | "
+                              "`N=10 cargo bench --bench memory` |")
+        self.assertIn("| sharding | not measured in this run |", table)
+        self.assertIn("commit `C`", table)
+
+    def test_main_rewrites_the_file_from_a_results_directory(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name, text in {"memory.out": f"x\n{FIGURE}\n", "memory.cmd": "cargo bench --bench memory\n",
+                               "memory.rc": "0\n", "meta.json": '{"date": "today"}'}.items():
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    f.write(text)
+            path = os.path.join(d, "B.md")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(DOC)
+            self.assertEqual(main(["--results", d, "--benchmarks", path, "--benches", "memory,sharding"]), 0)
+            with open(path, encoding="utf-8") as f:
+                out = f.read()
+            self.assertIn("| memory | RSS per extra plugin | 1.50 MiB |", out)
+            self.assertIn("| sharding | not measured in this run |", out)
+            self.assertTrue(out.endswith(DOC[len("# Benchmarks\n"):]))

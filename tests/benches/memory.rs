@@ -1,0 +1,596 @@
+//! Resident memory of the host process against the native kube-rs controller, on a real control
+//! plane: idle, with 1, 10 and 50 plugins loaded, with N parents and their children, and with
+//! foreign Deployments the host's label-filtered watch must not cache.
+//!
+//! `cargo bench -p wasmop-e2e --bench memory` (a plain binary, `harness = false`). It runs the
+//! release `wasmop` binary next to it (`target/release/wasmop`; build it first with
+//! `cargo build --profile bench -p wasmop --bin wasmop`, as `scripts/bench.sh` does, or point
+//! `WASMOP_BIN` at one).
+//!
+//! Environment:
+//! - `N` (default 1000): Memcached parents (`size: 0`; each gets a Deployment child);
+//! - `PLUGINS` (default `1,10,50`): plugin counts measured without objects (distinct copies of
+//!   the memcached component, below);
+//! - `FOREIGN` (default 5000): Deployments without the wasmop label created last (`0`: skip);
+//! - `SETTLE` (default 5): seconds between a process going quiet and its RSS being read.
+//!
+//! Every figure is the VmRSS of one process, read from `/proc/PID/status` (median of five
+//! readings 200 ms apart): the host runs as `wasmop run` (concurrency 16, no resync, artifacts
+//! cached in a directory of the bench, primed before measuring), the native controller (run C of
+//! the convergence bench: the same logic with `predicates::generation`, one reflector per kind,
+//! `managedFields` dropped) as this binary re-executed with `MEMORY_NATIVE_KUBECONFIG` set. One
+//! control plane (etcd + kube-apiserver + kube-controller-manager 1.20.2) for the whole bench:
+//!
+//! 1. no objects: the host with 0 plugins, then with each count of `PLUGINS`; the native idle.
+//!    Copy `i` of the memcached component has every `memcached` in its bytes replaced by
+//!    `mcopy` + four letters (same length): a distinct module with its own plugin name, so it
+//!    is compiled, loaded and run as a plugin of its own (its related-Pod selector, `app=<name>`,
+//!    is its own too: one more watch per copy, as a distinct plugin would have);
+//! 2. `N` parents created, then: the host (one plugin) started and left to converge them all
+//!    (every Deployment applied, every parent `Available=True`), measured; the host restarted on
+//!    the converged cluster (it only caches and checks), measured; the native controller on the
+//!    same cluster, measured;
+//! 3. `FOREIGN` paused Deployments without the wasmop label added (kube-controller-manager
+//!    creates no ReplicaSet for a paused Deployment); the host restarted, measured (its child
+//!    watch selects `app.kubernetes.io/managed-by=wasmop` server-side); the native controller,
+//!    whose Deployment watch is unfiltered, measured.
+//!
+//! Printed: a table of every reading (VmRSS, RssAnon, RssFile in MiB) and the figure lines of
+//! `scripts/bench.sh`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::apply_file;
+use wasmop_e2e::plugins::{plugin, workspace};
+
+#[path = "support/figure.rs"]
+mod figure;
+#[path = "support/native.rs"]
+mod native;
+
+use figure::{Goal, figure};
+
+const NAMESPACE: &str = "default";
+/// Set in the environment of the re-executed bench binary: run only the native controller.
+const NATIVE_CHILD: &str = "MEMORY_NATIVE_KUBECONFIG";
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
+const START_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn memcached_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
+}
+
+fn env_usize(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+fn main() -> Result<()> {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    if let Some(kubeconfig) = std::env::var_os(NATIVE_CHILD) {
+        // Two workers, as the convergence bench gives each controller.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        return rt.block_on(native_child(PathBuf::from(kubeconfig)));
+    }
+    // Current-thread: every child process is forked from the main thread, which lives as long as
+    // the bench, so PR_SET_PDEATHSIG kills the children only when the bench ends.
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(bench())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The measured processes
+// ---------------------------------------------------------------------------------------------
+
+/// VmRSS, RssAnon and RssFile of a process, in MiB.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rss {
+    total: f64,
+    anon: f64,
+    file: f64,
+}
+
+impl Rss {
+    fn read(pid: u32) -> Result<Self> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("process {pid} is gone"))?;
+        let field = |name: &str| -> f64 {
+            let kib: f64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or_default();
+            kib / 1024.0
+        };
+        Ok(Self { total: field("VmRSS:"), anon: field("RssAnon:"), file: field("RssFile:") })
+    }
+
+    /// The median (by VmRSS) of five readings 200 ms apart.
+    async fn settled(pid: u32) -> Result<Self> {
+        let mut readings = Vec::new();
+        for _ in 0..5 {
+            readings.push(Self::read(pid)?);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        readings.sort_by(|a, b| a.total.total_cmp(&b.total));
+        Ok(readings[2])
+    }
+}
+
+/// A child process, killed when dropped; the kernel kills it too if the bench dies.
+struct Proc {
+    child: Child,
+    /// The last line the child printed on stdout.
+    last_line: Arc<Mutex<String>>,
+}
+
+impl Proc {
+    fn spawn(command: &mut Command) -> Result<Self> {
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
+        let last_line = Arc::new(Mutex::new(String::new()));
+        let stdout = child.stdout.take().context("child stdout")?;
+        let sink = Arc::clone(&last_line);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                *sink.lock().expect("line lock") = line;
+            }
+        });
+        Ok(Self { child, last_line })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn last_line(&self) -> String {
+        self.last_line.lock().expect("line lock").clone()
+    }
+
+    fn check_running(&mut self, what: &str) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!("{what} exited: {status}");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET path` on 127.0.0.1:`port`: (status, body).
+fn get(port: u16, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let status = text.split_whitespace().nth(1).context("no status line")?.parse()?;
+    Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
+}
+
+/// Sum of the samples of a metric family in a Prometheus text page.
+fn metric_sum(page: &str, family: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The release `wasmop` binary: `WASMOP_BIN`, else `wasmop` in the directory above this bench's.
+fn host_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("WASMOP_BIN") {
+        return Ok(bin.into());
+    }
+    let exe = std::env::current_exe()?;
+    let bin = exe.parent().and_then(Path::parent).context("bench binary location")?.join("wasmop");
+    ensure!(
+        bin.is_file(),
+        "{} not found: build it first with `cargo build --profile bench -p wasmop --bin wasmop`",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// The host under test: `wasmop run` on `plugins`, and the port of its `/metrics`.
+struct HostProc {
+    proc: Proc,
+    port: u16,
+}
+
+impl HostProc {
+    /// Start it and wait until it is ready (`/readyz`) with `plugins` plugins running and its
+    /// reconcile counter unchanged for 3 s with an empty queue.
+    async fn start(bin: &Path, cp: &ControlPlane, dir: &Path, artifacts: &Path, plugins: usize) -> Result<Self> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut proc = Proc::spawn(
+            Command::new(bin)
+                .args(["run", "--plugins"])
+                .arg(dir)
+                .arg("--kubeconfig")
+                .arg(cp.kubeconfig_path())
+                .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--concurrency", "16", "--resync", "0s"])
+                .env("WASMOP_CACHE_DIR", artifacts)
+                .env("RUST_LOG", std::env::var("HOST_LOG").unwrap_or_else(|_| "warn".into())),
+        )?;
+        let started = Instant::now();
+        loop {
+            proc.check_running("wasmop run")?;
+            if let Ok((_, page)) = get(port, "/metrics") {
+                let rejected = metric_sum(&page, "wasmop_plugin_rejections_total");
+                ensure!(rejected == 0.0, "the host rejected {rejected} plugin files (its log says why)");
+                let running = page.lines().filter(|l| l.starts_with("wasmop_plugin_info{")).count();
+                if running == plugins && matches!(get(port, "/readyz"), Ok((200, _))) {
+                    break;
+                }
+            }
+            ensure!(started.elapsed() < START_TIMEOUT, "host not ready with {plugins} plugins after {START_TIMEOUT:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let host = Self { proc, port };
+        host.quiet().await?;
+        Ok(host)
+    }
+
+    /// Wait until no reconcile has run for 3 s and the queues are empty.
+    async fn quiet(&self) -> Result<()> {
+        let started = Instant::now();
+        let (mut last, mut since) = (-1.0, Instant::now());
+        loop {
+            let (_, page) = get(self.port, "/metrics")?;
+            let (count, depth) = (metric_sum(&page, "controller_runtime_reconcile_total"), metric_sum(&page, "workqueue_depth"));
+            if count != last || depth > 0.0 {
+                (last, since) = (count, Instant::now());
+            } else if since.elapsed() >= Duration::from_secs(3) {
+                return Ok(());
+            }
+            ensure!(started.elapsed() < CONVERGE_TIMEOUT, "host still reconciling after {CONVERGE_TIMEOUT:?}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// The native controller in a process of its own (this binary, re-executed), once its stores
+/// are synced and its reconcile count has not moved for 3 s.
+async fn start_native_process(cp: &ControlPlane) -> Result<Proc> {
+    let mut proc = Proc::spawn(Command::new(std::env::current_exe()?).env(NATIVE_CHILD, cp.kubeconfig_path()))?;
+    let started = Instant::now();
+    let (mut last, mut since) = (String::new(), Instant::now());
+    loop {
+        proc.check_running("native controller")?;
+        let line = proc.last_line();
+        if !line.starts_with("counts ") || line != last {
+            (last, since) = (line, Instant::now());
+        } else if since.elapsed() >= Duration::from_secs(3) {
+            eprintln!("[memory] native controller quiet: {last}");
+            return Ok(proc);
+        }
+        ensure!(started.elapsed() < CONVERGE_TIMEOUT, "native controller not quiet after {CONVERGE_TIMEOUT:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `MEMORY_NATIVE_KUBECONFIG` set: run the native controller (with the generation predicate)
+/// and print its counts every 500 ms once its stores are ready, until killed.
+async fn native_child(kubeconfig: PathBuf) -> Result<()> {
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    let (_task, ctx) = native::start_native(kube::Client::try_from(config)?, memcached_resource(), true).await?;
+    loop {
+        let c = ctx.counts();
+        println!(
+            "counts reconciles={} applies={} status_patches={} errors={}",
+            c.reconciles, c.applies, c.status_patches, c.errors
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plugin copies
+// ---------------------------------------------------------------------------------------------
+
+/// Copy `index` (≥ 1) of a component: every `memcached` in its bytes replaced by `mcopy` and
+/// four letters (same length, so every length prefix and offset stays valid); copy 0 is the
+/// component itself.
+///
+/// # Errors
+/// The component has no `memcached` to replace.
+fn plugin_copy(wasm: &[u8], index: usize) -> Result<Vec<u8>> {
+    const NAME: &[u8] = b"memcached";
+    if index == 0 {
+        return Ok(wasm.to_vec());
+    }
+    let mut name = b"mcopy".to_vec();
+    let mut i = index;
+    for _ in 0..4 {
+        name.push(b'a' + (i % 26) as u8);
+        i /= 26;
+    }
+    let mut out = wasm.to_vec();
+    let mut replaced = 0;
+    let mut at = 0;
+    while let Some(pos) = out[at..].windows(NAME.len()).position(|w| w == NAME) {
+        out[at + pos..at + pos + NAME.len()].copy_from_slice(&name);
+        at += pos + NAME.len();
+        replaced += 1;
+    }
+    ensure!(replaced > 0, "the component has no \"memcached\" to rename");
+    Ok(out)
+}
+
+/// A plugins directory holding copies 0..`count`.
+fn plugins_dir(root: &Path, wasm: &[u8], count: usize) -> Result<PathBuf> {
+    let dir = root.join(format!("plugins-{count}"));
+    std::fs::create_dir_all(&dir)?;
+    for i in 0..count {
+        std::fs::write(dir.join(format!("copy-{i:02}.wasm")), plugin_copy(wasm, i)?)?;
+    }
+    Ok(dir)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bench
+// ---------------------------------------------------------------------------------------------
+
+/// One reading, for the table.
+struct Reading {
+    what: String,
+    rss: Rss,
+}
+
+async fn bench() -> Result<()> {
+    let n = env_usize("N", 1000)?;
+    let foreign = env_usize("FOREIGN", 5000)?;
+    let settle = Duration::from_secs(env_usize("SETTLE", 5)? as u64);
+    let counts: Vec<usize> = std::env::var("PLUGINS")
+        .unwrap_or_else(|_| "1,10,50".into())
+        .split(',')
+        .map(|c| c.trim().parse().with_context(|| format!("PLUGINS: {c:?} is not a number")))
+        .collect::<Result<_>>()?;
+    ensure!(counts.iter().all(|c| (1..=500).contains(c)), "PLUGINS: counts from 1 to 500");
+    let bin = host_binary()?;
+    eprintln!("[memory] N={n} PLUGINS={counts:?} FOREIGN={foreign}; host {}; building the memcached plugin…", bin.display());
+    let wasm = std::fs::read(tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?)?;
+    let root = tempfile::tempdir()?;
+    let artifacts = root.path().join("artifacts");
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &workspace().join("crds/wasmplugin.yaml")).await?;
+    let mut readings: Vec<Reading> = Vec::new();
+    let mut measure = |what: String, rss: Rss| {
+        eprintln!("[memory] {what}: {:.1} MiB", rss.total);
+        readings.push(Reading { what, rss });
+        rss.total
+    };
+
+    // ---- 1. no objects ----
+    let most = counts.iter().copied().max().unwrap_or(1);
+    let all = plugins_dir(root.path(), &wasm, most)?;
+    eprintln!("[memory] priming the artifact cache with {most} copies…");
+    drop(HostProc::start(&bin, &cp, &all, &artifacts, most).await?);
+    let empty = plugins_dir(root.path(), &wasm, 0)?;
+    let host = HostProc::start(&bin, &cp, &empty, &artifacts, 0).await?;
+    tokio::time::sleep(settle).await;
+    let idle = measure("host, no plugin, no object".into(), Rss::settled(host.proc.pid()).await?);
+    drop(host);
+    let mut with_plugins = Vec::new();
+    for &k in &counts {
+        let dir = if k == most { all.clone() } else { plugins_dir(root.path(), &wasm, k)? };
+        let host = HostProc::start(&bin, &cp, &dir, &artifacts, k).await?;
+        tokio::time::sleep(settle).await;
+        with_plugins.push((k, measure(format!("host, {k} plugins, no object"), Rss::settled(host.proc.pid()).await?)));
+    }
+    let native = start_native_process(&cp).await?;
+    tokio::time::sleep(settle).await;
+    let native_idle = measure("native, no object".into(), Rss::settled(native.pid()).await?);
+    drop(native);
+
+    // ---- 2. N parents and their children ----
+    let ar = memcached_resource();
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+    create_all(n, |i| {
+        let crs = crs.clone();
+        let cr = DynamicObject::new(&format!("mem-{i:05}"), &ar).within(NAMESPACE).data(json!({"spec": {"size": 0}}));
+        async move { crs.create(&PostParams::default(), &cr).await.map(drop) }
+    })
+    .await?;
+    let one = plugins_dir(root.path(), &wasm, 1)?;
+    let host = HostProc::start(&bin, &cp, &one, &artifacts, 1).await?;
+    let started = Instant::now();
+    wait_converged(&client, &ar, n).await?;
+    host.quiet().await?;
+    eprintln!("[memory] host converged {n} parents in {:.1} s", started.elapsed().as_secs_f64());
+    tokio::time::sleep(settle).await;
+    let host_converged =
+        measure(format!("host, {n} parents + children, after converging them"), Rss::settled(host.proc.pid()).await?);
+    drop(host);
+    let host = HostProc::start(&bin, &cp, &one, &artifacts, 1).await?;
+    tokio::time::sleep(settle).await;
+    let host_n = measure(format!("host, {n} parents + children, restarted"), Rss::settled(host.proc.pid()).await?);
+    drop(host);
+    let native = start_native_process(&cp).await?;
+    tokio::time::sleep(settle).await;
+    let native_n = measure(format!("native, {n} parents + children"), Rss::settled(native.pid()).await?);
+    eprintln!("[memory] native: {}", native.last_line());
+    drop(native);
+
+    // ---- 3. foreign Deployments ----
+    let foreign_rss = if foreign > 0 {
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+        create_all(foreign, |i| {
+            let deployments = deployments.clone();
+            let d: Deployment = serde_json::from_value(foreign_deployment(i)).expect("a valid Deployment");
+            async move { deployments.create(&PostParams::default(), &d).await.map(drop) }
+        })
+        .await?;
+        let host = HostProc::start(&bin, &cp, &one, &artifacts, 1).await?;
+        tokio::time::sleep(settle).await;
+        let host_f = measure(format!("host, {n} parents + {foreign} foreign Deployments"), Rss::settled(host.proc.pid()).await?);
+        drop(host);
+        let native = start_native_process(&cp).await?;
+        tokio::time::sleep(settle).await;
+        let native_f = measure(format!("native, {n} parents + {foreign} foreign Deployments"), Rss::settled(native.pid()).await?);
+        drop(native);
+        Some((host_f, native_f))
+    } else {
+        None
+    };
+
+    println!("\nResident memory (MiB), one process each; {} cores, load average {}", num_cpus(), loadavg());
+    println!("{:<58} {:>8} {:>8} {:>8}", "process and state", "VmRSS", "RssAnon", "RssFile");
+    for r in &readings {
+        println!("{:<58} {:>8.1} {:>8.1} {:>8.1}", r.what, r.rss.total, r.rss.anon, r.rss.file);
+    }
+    println!();
+    figure("memory", "host RSS, idle (no plugin, no object)", idle, Some(native_idle), "MiB", Goal::None);
+    let one_plugin = with_plugins.iter().find(|(k, _)| *k == 1).map(|(_, r)| *r);
+    if let Some(base) = one_plugin {
+        for &(k, rss) in with_plugins.iter().filter(|(k, _)| *k > 1) {
+            let per = (rss - base) / (k - 1) as f64;
+            figure("memory", &format!("RSS per extra plugin, 1 → {k} plugins, no object"), per, None, "MiB", Goal::AtMost(2.0));
+        }
+    }
+    let per_k = n as f64 / 1000.0;
+    figure(
+        "memory",
+        &format!("RSS with {n} parents + children (restarted host vs native, same objects)"),
+        host_n,
+        Some(native_n),
+        "MiB",
+        Goal::RatioAtMost(1.2),
+    );
+    figure(
+        "memory",
+        &format!("RSS with {n} parents + children (host after converging them vs native)"),
+        host_converged,
+        Some(native_n),
+        "MiB",
+        Goal::RatioAtMost(1.2),
+    );
+    if let Some(base) = one_plugin {
+        figure(
+            "memory",
+            "RSS added per 1,000 parents + children (host over its 1-plugin idle vs native over its idle)",
+            (host_n - base) / per_k,
+            Some((native_n - native_idle) / per_k),
+            "MiB",
+            Goal::None,
+        );
+    }
+    if let Some((host_f, native_f)) = foreign_rss {
+        figure(
+            "memory",
+            &format!("host RSS with {foreign} foreign Deployments vs without (filtered watch)"),
+            host_f,
+            Some(host_n),
+            "MiB",
+            Goal::RatioAtMost(1.1),
+        );
+        figure(
+            "memory",
+            &format!("native RSS with {foreign} foreign Deployments vs without (unfiltered watch)"),
+            native_f,
+            Some(native_n),
+            "MiB",
+            Goal::None,
+        );
+    }
+    drop(cp);
+    Ok(())
+}
+
+/// Run `create(i)` for i in 0..count, 32 at a time.
+async fn create_all<F, Fut>(count: usize, create: F) -> Result<()>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = kube::Result<()>>,
+{
+    let started = Instant::now();
+    futures::stream::iter(0..count).map(create).buffer_unordered(32).try_for_each(|()| async { Ok(()) }).await?;
+    eprintln!("[memory] created {count} objects in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// A paused Deployment of no replicas, not labelled for wasmop: kube-controller-manager only
+/// writes its status.
+fn foreign_deployment(i: usize) -> serde_json::Value {
+    let name = format!("foreign-{i:05}");
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
+        "spec": {"replicas": 0, "paused": true, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.invalid/foreign:1"}]}}}})
+}
+
+/// Wait until every one of the `n` parents has `Available=True` for its generation and a
+/// Deployment.
+async fn wait_converged(client: &kube::Client, ar: &ApiResource, n: usize) -> Result<()> {
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, ar);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let started = Instant::now();
+    loop {
+        let available = crs
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|cr| {
+                cr.data.pointer("/status/conditions").and_then(|c| c.as_array()).is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c["type"] == "Available"
+                            && c["status"] == "True"
+                            && c["observedGeneration"].as_i64() == cr.metadata.generation
+                    })
+                })
+            })
+            .count();
+        let children = deployments.list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=wasmop")).await?;
+        if available == n && children.items.len() == n {
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed() < CONVERGE_TIMEOUT,
+            "after {CONVERGE_TIMEOUT:?}: {available} / {n} Available, {} Deployments",
+            children.items.len()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}

@@ -64,7 +64,7 @@ impl PluginController {
     pub(in crate::controller) async fn hand_over(&self, key: &ObjectKey, me: &str) -> Handover {
         let manifest = std::sync::Arc::clone(self.plugin().manifest());
         let parent = self.shared.watches.get(&manifest.parent, key.namespace.as_deref(), &key.name);
-        let parent = match (standing(parent.as_deref(), me), parent) {
+        let parent = match (standing(parent.as_deref().map(|p| p.value()), me), parent) {
             (Standing::Draining, Some(parent)) => parent,
             (Standing::Mine, _) => return Handover::Reconcile,
             _ => return Handover::NotMine,

@@ -231,7 +231,14 @@ impl Reloader {
                 let compiles = self.compiles.lock().expect("compiles lock");
                 waiting.iter().any(|(path, ticket)| compiles.get(path).is_some_and(|c| c.ticket == *ticket))
             };
-            if !in_flight || ended.changed().await.is_err() {
+            if !in_flight {
+                // A compile leaves the map when its result starts being applied, under the
+                // pass lock: taking the lock once waits until that application is done (the
+                // plugin started, swapped in or rejected).
+                drop(self.sync_lock.lock().await);
+                return;
+            }
+            if ended.changed().await.is_err() {
                 return;
             }
         }

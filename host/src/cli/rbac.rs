@@ -176,7 +176,7 @@ impl<'k> Rules<'k> {
 
 /// Why a host with `policy` and `install` does not start the plugin of `m`, as a comment line;
 /// `None` when it does (what it declares is granted, and a namespaced host can watch it).
-fn left_out(m: &Manifest, policy: &HostPolicy, kinds: &KnownKinds, install: &InstallScope) -> Option<String> {
+pub(super) fn left_out(m: &Manifest, policy: &HostPolicy, kinds: &KnownKinds, install: &InstallScope) -> Option<String> {
     // As the host checks: a namespaced host refuses cluster-scoped kinds whatever the policy grants.
     let cluster_scoped = install.cluster_scoped_kinds(m, kinds);
     if !cluster_scoped.is_empty() {

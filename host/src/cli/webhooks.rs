@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use wasmop_types::Webhook;
 
 use super::RuntimeArgs;
-use super::rbac::{kinds_of, known_kinds};
+use super::rbac::{self, kinds_of, known_kinds};
 use crate::admission::registration::{self, Endpoint};
+use crate::cluster::InstallScope;
 use crate::contract::{KnownKinds, Manifest};
 use crate::policy::HostPolicy;
 use crate::reload::scan;
@@ -68,11 +69,11 @@ pub fn served(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) -
     let mut plugins = BTreeMap::new();
     let mut left_out = Vec::new();
     for m in manifests.iter().filter(|m| !m.webhooks.is_empty()) {
-        let missing = policy.for_plugin(&m.name).grants.ungranted(m, kinds);
-        if missing.is_empty() {
-            plugins.insert(m.name.clone(), m.webhooks.clone());
-        } else {
-            left_out.push(format!("# LEFT OUT: plugin {} {} — not granted by the policy\n", m.name, missing.join(", ")));
+        match rbac::left_out(m, policy, kinds, &InstallScope::Cluster) {
+            None => {
+                plugins.insert(m.name.clone(), m.webhooks.clone());
+            }
+            Some(why) => left_out.push(why),
         }
     }
     (plugins, left_out)

@@ -97,18 +97,17 @@ pub(super) fn uncovered(
         for (group, resource) in pairs {
             let resource = resource.split('/').next().unwrap_or_default();
             let wildcard = group == "*" || resource == "*";
-            let is_declared = !wildcard && declared.contains(&(group.clone(), resource.to_owned()));
-            if wildcard && !granted.covers(group, resource) {
-                note(format!(
-                    "admits every resource matching {} in webhook {name:?} (grant webhookResources: [\"*\"])",
-                    key(group, resource)
-                ));
-            } else if !wildcard && !is_declared && !granted.covers(group, resource) {
+            let declared = !wildcard && declared.contains(&(group.clone(), resource.to_owned()));
+            if !declared && !granted.covers(group, resource) {
                 let key = key(group, resource);
-                note(format!(
-                    "admits {key} in webhook {name:?}, a resource its manifest does not declare (declare the kind, or \
-                     grant webhookResources: [{key}])"
-                ));
+                note(if wildcard {
+                    format!("admits every resource matching {key} in webhook {name:?} (grant webhookResources: [\"*\"])")
+                } else {
+                    format!(
+                        "admits {key} in webhook {name:?}, a resource its manifest does not declare (declare the kind, or \
+                         grant webhookResources: [{key}])"
+                    )
+                });
             }
             let reaches_secrets = matches!(group.as_str(), "" | "*") && matches!(resource, "secrets" | "*");
             if reaches_secrets && !secrets_readable {

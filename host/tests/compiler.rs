@@ -11,6 +11,10 @@ use wasmop::objects::MemoryCache;
 use wasmop::policy::Limits;
 use wasmop::runtime::{Compiler, LoadError, Runtime, Subprocess};
 
+/// The tests whose child writes its artifact into the temporary directory run one at a time,
+/// so that one's look for leftovers never sees another's artifact in flight.
+static TEMPORARY_DIR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn child() -> Compiler {
     Compiler::Subprocess(Subprocess::new(env!("CARGO_BIN_EXE_wasmop")))
 }
@@ -42,6 +46,7 @@ async fn a_plugin_compiled_by_a_child_process_answers_as_one_compiled_in_the_hos
 
 #[tokio::test]
 async fn without_a_cache_the_child_artifact_is_mapped_and_its_file_removed() {
+    let _one_at_a_time = TEMPORARY_DIR.lock().await;
     let before = leftovers();
     let bytes = std::fs::read(support::memcached()).unwrap();
     assert_eq!(runtime(child(), None).load(bytes).await.unwrap().manifest().name, "memcached");
@@ -57,6 +62,7 @@ fn leftovers() -> Vec<std::path::PathBuf> {
 
 #[tokio::test]
 async fn a_core_module_and_a_metered_engine_compile_in_the_child_too() {
+    let _one_at_a_time = TEMPORARY_DIR.lock().await;
     let module = std::fs::read(support::plugin("memcached", "wasm32-wasip1")).unwrap();
     assert_eq!(runtime(child(), None).load(module).await.unwrap().manifest().name, "memcached");
     let metered = Runtime::builder()
@@ -73,6 +79,7 @@ async fn a_core_module_and_a_metered_engine_compile_in_the_child_too() {
 
 #[tokio::test]
 async fn a_file_the_child_cannot_compile_is_rejected_as_in_the_host() {
+    let _one_at_a_time = TEMPORARY_DIR.lock().await;
     let bytes = std::fs::read(support::memcached()).unwrap();
     let truncated = bytes[..bytes.len() / 2].to_vec();
     let err = runtime(child(), None).load(truncated.clone()).await.unwrap_err();
@@ -85,6 +92,7 @@ async fn a_file_the_child_cannot_compile_is_rejected_as_in_the_host() {
 
 #[tokio::test]
 async fn a_child_that_runs_out_of_memory_is_reported_with_its_last_words() {
+    let _one_at_a_time = TEMPORARY_DIR.lock().await;
     let tiny = Compiler::Subprocess(Subprocess { max_memory: 64 << 20, ..Subprocess::new(env!("CARGO_BIN_EXE_wasmop")) });
     let bytes = std::fs::read(support::memcached()).unwrap();
     let err = runtime(tiny, None).load(bytes).await.unwrap_err();

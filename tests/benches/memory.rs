@@ -35,7 +35,9 @@
 //!    watch selects `app.kubernetes.io/managed-by=wasmop` server-side); the native controller,
 //!    whose Deployment watch is unfiltered, measured.
 //!
-//! Printed: a table of every reading (VmRSS, RssAnon, RssFile in MiB) and the figure lines of
+//! Printed: a table of every reading (VmRSS, RssAnon, RssFile in MiB), a second one of where
+//! those pages are (`/proc/PID/smaps`: the executable, libraries, other files, the main heap,
+//! the wasmtime pool, other anonymous memory; and the thread count), and the figure lines of
 //! `scripts/bench.sh`.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -98,12 +100,64 @@ fn main() -> Result<()> {
 // The measured processes
 // ---------------------------------------------------------------------------------------------
 
-/// VmRSS, RssAnon and RssFile of a process, in MiB.
+/// VmRSS, RssAnon and RssFile of a process, in MiB, and where its resident pages are.
 #[derive(Debug, Clone, Copy, Default)]
 struct Rss {
     total: f64,
     anon: f64,
     file: f64,
+    map: Breakdown,
+}
+
+/// The resident set of a process by mapping (`/proc/PID/smaps`), in MiB, and its threads.
+#[derive(Debug, Clone, Copy, Default)]
+struct Breakdown {
+    /// Mappings of the process's own executable (text, read-only data, relocated data).
+    binary: f64,
+    /// Mappings of shared libraries (`*.so*`).
+    libraries: f64,
+    /// Mappings of any other file (the host's plugin artifacts).
+    other_files: f64,
+    /// The main `malloc` arena (`[heap]`).
+    heap: f64,
+    /// Anonymous mappings of 1 GiB or more: the wasmtime pooling allocator's reservation (its
+    /// slots' resident pages).
+    pool: f64,
+    /// Every other anonymous mapping: glibc's per-thread arenas, large `malloc`s, thread stacks.
+    other_anon: f64,
+    /// `Threads:` of `/proc/PID/status`.
+    threads: usize,
+}
+
+impl Breakdown {
+    fn read(pid: u32, threads: usize) -> Result<Self> {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).with_context(|| format!("process {pid} is gone"))?;
+        let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).with_context(|| format!("process {pid} is gone"))?;
+        let mut map = Self { threads, ..Self::default() };
+        let mut current: Option<(String, u64)> = None;
+        for line in smaps.lines() {
+            let mut fields = line.split_whitespace();
+            let first = fields.next().unwrap_or_default();
+            if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+                let size = u64::from_str_radix(end, 16).unwrap_or(0).saturating_sub(u64::from_str_radix(start, 16).unwrap_or(0));
+                current = Some((fields.nth(4).unwrap_or_default().to_owned(), size));
+            } else if first == "Rss:" {
+                let mib = fields.next().and_then(|v| v.parse::<f64>().ok()).unwrap_or_default() / 1024.0;
+                let Some((name, size)) = &current else { continue };
+                let slot = match name.as_str() {
+                    "" if *size >= 1 << 30 => &mut map.pool,
+                    "" => &mut map.other_anon,
+                    "[heap]" => &mut map.heap,
+                    n if Path::new(n) == exe => &mut map.binary,
+                    n if n.contains(".so") => &mut map.libraries,
+                    n if n.starts_with('[') => &mut map.other_anon,
+                    _ => &mut map.other_files,
+                };
+                *slot += mib;
+            }
+        }
+        Ok(map)
+    }
 }
 
 impl Rss {
@@ -117,7 +171,8 @@ impl Rss {
                 .unwrap_or_default();
             kib / 1024.0
         };
-        Ok(Self { total: field("VmRSS:"), anon: field("RssAnon:"), file: field("RssFile:") })
+        let threads = status.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        Ok(Self { total: field("VmRSS:"), anon: field("RssAnon:"), file: field("RssFile:"), map: Breakdown::read(pid, threads)? })
     }
 
     /// The median (by VmRSS) of five readings 200 ms apart.
@@ -469,6 +524,19 @@ async fn bench() -> Result<()> {
     println!("{:<58} {:>8} {:>8} {:>8}", "process and state", "VmRSS", "RssAnon", "RssFile");
     for r in &readings {
         println!("{:<58} {:>8.1} {:>8.1} {:>8.1}", r.what, r.rss.total, r.rss.anon, r.rss.file);
+    }
+    println!("\nWhere it is (MiB, /proc/PID/smaps): binary = the executable's own mappings, pool = wasmtime's slots,");
+    println!("other anon = glibc's thread arenas, large allocations, thread stacks");
+    println!(
+        "{:<58} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "process and state", "binary", "libs", "files", "heap", "pool", "o.anon", "threads"
+    );
+    for r in &readings {
+        let m = r.rss.map;
+        println!(
+            "{:<58} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7}",
+            r.what, m.binary, m.libraries, m.other_files, m.heap, m.pool, m.other_anon, m.threads
+        );
     }
     println!();
     figure("memory", "host RSS, idle (no plugin, no object)", idle, Some(native_idle), "MiB", Goal::None);

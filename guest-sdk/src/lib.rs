@@ -49,9 +49,14 @@
 //!   (allow, deny, mutate, warnings); unit-test it with [`AdmissionRequest::new`] and
 //!   [`Context::fixture_for_admission`].
 //! - [`Plugin`], [`export_plugin!`]: the trait and the export.
+//!
+//! On `wasm32` the SDK also sets the plugin's global allocator: a bump allocator (an instance
+//! lives for one call, so freeing memory hardly matters and allocating is a cursor move).
+//! Cargo feature `bump-alloc`, on by default; see the crate README.
 
 #![warn(missing_docs)]
 
+mod bump;
 mod context;
 mod error;
 mod export;

@@ -61,6 +61,8 @@
 //! Each is printed as PASS or MISS; a MISS is information, the bench never fails on it.
 //!
 //! `RECONCILE_PROFILE=w|w1|a|a1` runs one way alone, for a profiler (see [`profile`]).
+//! `RECONCILE_WASM=path` measures that memcached component instead of building one (to compare
+//! builds of the plugin, e.g. guest allocators or stack sizes, with the same host binary).
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -258,6 +260,10 @@ fn workspace() -> PathBuf {
 /// `cargo build --release --target wasm32-wasip2 -p memcached` in `<target>/bench-plugins`
 /// (the `cargo bench` running us holds the lock on the main target directory).
 fn build_memcached_component() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("RECONCILE_WASM") {
+        eprintln!("measuring the memcached component {} (RECONCILE_WASM)", Path::new(&path).display());
+        return Ok(PathBuf::from(path));
+    }
     let target_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from).join("bench-plugins");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

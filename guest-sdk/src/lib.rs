@@ -56,6 +56,8 @@
 
 #![warn(missing_docs)]
 
+// The allocator is compiled where it is used: in plugins (wasm32, feature on) and in its tests.
+#[cfg(any(test, all(target_arch = "wasm32", feature = "bump-alloc")))]
 mod bump;
 mod context;
 mod error;

@@ -2,7 +2,7 @@
 //! calls into them, one arm per version.
 
 use wasmtime::Store;
-use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
+use wasmtime::component::{Instance, InstancePre};
 
 use super::bindings::{v0_1, v0_2};
 use super::convert;
@@ -34,19 +34,13 @@ impl std::fmt::Display for WitVersion {
 pub(super) enum Exports {
     /// 0.1.0: one interface with `manifest` and `reconcile`.
     V0_1(v0_1::guest::GuestIndices),
-    /// 0.2.0: `plugin`, and `reconciler` and/or `admission`, with the index of the function
-    /// each call uses ([`Exports::reconcile`], [`Exports::admit`]).
+    /// 0.2.0: `plugin`, and `reconciler` and/or `admission`.
     V0_2 {
         plugin: v0_2::plugin::GuestIndices,
-        reconciler: Option<(v0_2::reconciler::GuestIndices, ComponentExportIndex)>,
-        admission: Option<(v0_2::admission::GuestIndices, ComponentExportIndex)>,
+        reconciler: Option<v0_2::reconciler::GuestIndices>,
+        admission: Option<v0_2::admission::GuestIndices>,
     },
 }
-
-/// What `reconcile` of 0.2.0 returns, as the bindings lift it.
-type ReconcileResult = (Result<v0_2::reconciler::Response, v0_2::reconciler::ReconcileError>,);
-/// What `admit` of 0.2.0 returns, as the bindings lift it.
-type AdmitResult = (Result<v0_2::admission::Verdict, v0_2::admission::AdmissionError>,);
 
 type Wasm<T> = wasmtime::Result<T>;
 
@@ -64,27 +58,13 @@ impl Exports {
             return v0_1::guest::GuestIndices::new(pre).map(Exports::V0_1).map_err(wrong_world);
         }
         if has(v0_2::PLUGIN) {
-            // The function a call uses, inside its interface (bindgen's indices keep theirs private).
-            let function = |interface: &str, name: &str| {
-                let interface = component.get_export_index(None, interface);
-                component
-                    .get_export_index(interface.as_ref(), name)
-                    .ok_or_else(|| LoadError::WrongWorld(format!("{interface:?} exports no function {name}")))
+            let reconciler = has(v0_2::RECONCILER).then(|| v0_2::reconciler::GuestIndices::new(pre)).transpose();
+            let admission = has(v0_2::ADMISSION).then(|| v0_2::admission::GuestIndices::new(pre)).transpose();
+            let exports = Exports::V0_2 {
+                plugin: v0_2::plugin::GuestIndices::new(pre).map_err(wrong_world)?,
+                reconciler: reconciler.map_err(wrong_world)?,
+                admission: admission.map_err(wrong_world)?,
             };
-            let reconciler = if has(v0_2::RECONCILER) {
-                let indices = v0_2::reconciler::GuestIndices::new(pre).map_err(wrong_world)?;
-                Some((indices, function(v0_2::RECONCILER, "reconcile")?))
-            } else {
-                None
-            };
-            let admission = if has(v0_2::ADMISSION) {
-                let indices = v0_2::admission::GuestIndices::new(pre).map_err(wrong_world)?;
-                Some((indices, function(v0_2::ADMISSION, "admit")?))
-            } else {
-                None
-            };
-            let exports =
-                Exports::V0_2 { plugin: v0_2::plugin::GuestIndices::new(pre).map_err(wrong_world)?, reconciler, admission };
             if !exports.reconciles() && !exports.admits() {
                 return Err(LoadError::WrongWorld(format!(
                     "exports {} but neither {} nor {}",
@@ -113,9 +93,7 @@ impl Exports {
         matches!(self, Exports::V0_2 { admission: Some(_), .. })
     }
 
-    /// Type-check every export of an instance against the bindings. [`Plugin::new`](super::Plugin)
-    /// does it once per loaded version, before any other call: the types of a component's
-    /// exports are the same in all its instances, so the calls then skip the check.
+    /// Type-check every export of an instance against the bindings.
     ///
     /// # Errors
     /// [`LoadError::WrongWorld`] for the first function whose type differs.
@@ -125,10 +103,10 @@ impl Exports {
             Exports::V0_1(guest) => guest.load(&mut *store, instance).map(drop).map_err(wrong_world),
             Exports::V0_2 { plugin, reconciler, admission } => {
                 plugin.load(&mut *store, instance).map_err(wrong_world)?;
-                if let Some((r, _)) = reconciler {
+                if let Some(r) = reconciler {
                     r.load(&mut *store, instance).map_err(wrong_world)?;
                 }
-                if let Some((a, _)) = admission {
+                if let Some(a) = admission {
                     a.load(&mut *store, instance).map_err(wrong_world)?;
                 }
                 Ok(())
@@ -167,13 +145,9 @@ impl Exports {
                     Err(v0_1::guest::ReconcileError::Terminal(m)) => Err(CallError::Terminal(message(m))),
                 }
             }
-            Exports::V0_2 { reconciler: Some((_, reconcile)), .. } => {
+            Exports::V0_2 { reconciler: Some(guest), .. } => {
                 let raw = convert::v0_2::request(request);
-                let func = instance.get_func(&mut *store, reconcile).ok_or_else(|| missing("reconcile"))?;
-                // SAFETY: `check` type-checked this export of this component against these
-                // bindings when the version was loaded (every instance has the same types).
-                let typed = unsafe { TypedFunc::<(&v0_2::reconciler::Request,), ReconcileResult>::new_unchecked(func) };
-                match typed.call_async(&mut *store, (&raw,)).await?.0 {
+                match guest.load(&mut *store, instance)?.call_reconcile(store, &raw).await? {
                     Ok(response) => Ok(convert::v0_2::response(response)),
                     Err(v0_2::reconciler::ReconcileError::Retryable(m)) => Err(CallError::Retryable(message(m))),
                     Err(v0_2::reconciler::ReconcileError::Terminal(m)) => Err(CallError::Terminal(message(m))),
@@ -193,23 +167,14 @@ impl Exports {
         webhook: &str,
         request: &AdmissionRequest,
     ) -> Wasm<Result<RawVerdict, CallError>> {
-        let Exports::V0_2 { admission: Some((_, admit)), .. } = self else {
+        let Exports::V0_2 { admission: Some(guest), .. } = self else {
             return Ok(Err(CallError::NoSuchWebhook(webhook.to_owned())));
         };
         let raw = convert::v0_2::admission_request(request);
-        let func = instance.get_func(&mut *store, admit).ok_or_else(|| missing("admit"))?;
-        // SAFETY: as in `reconcile`: `check` type-checked this export when the version was loaded.
-        let typed = unsafe { TypedFunc::<(&str, &v0_2::admission::AdmissionRequest), AdmitResult>::new_unchecked(func) };
-        Ok(match typed.call_async(&mut *store, (webhook, &raw)).await?.0 {
+        Ok(match guest.load(&mut *store, instance)?.call_admit(store, webhook, &raw).await? {
             Ok(verdict) => Ok(convert::v0_2::verdict(verdict)),
             Err(v0_2::admission::AdmissionError::UnknownWebhook(_)) => Err(CallError::NoSuchWebhook(webhook.to_owned())),
             Err(v0_2::admission::AdmissionError::Failed(m)) => Err(CallError::Terminal(one_line(&m, MAX_PLUGIN_MESSAGE))),
         })
     }
-}
-
-/// An export found at load time that an instance lacks: not possible for instances of the
-/// same component, so a host error.
-fn missing(function: &str) -> wasmtime::Error {
-    wasmtime::Error::msg(format!("the instance has no export {function}"))
 }

@@ -6,17 +6,19 @@
 //! nothing a plugin allocates outlives the call, and freeing memory only matters for the
 //! peak of one call. A bump allocator is then the cheapest correct allocator:
 //!
-//! - `alloc` moves a cursor forward (aligned), and asks the engine for more linear memory
-//!   with `memory.grow` when the cursor passes the end of what it holds;
+//! - `alloc` moves a cursor forward (aligned): first through a 256 KiB static region
+//!   (zero-initialized data, so most calls never grow memory, see `INITIAL_HEAP`), then through
+//!   linear memory it asks the engine for with `memory.grow`;
 //! - `dealloc` takes the memory back only when it frees the last allocation (a vector that
 //!   grows and is dropped right away, a temporary string), otherwise it does nothing;
 //! - `realloc` of the last allocation grows or shrinks it in place, so a `Vec` or `String`
 //!   being built (serializing JSON) does not copy itself at every doubling.
 //!
-//! Why it is sound. The arena owns only memory it obtained from `memory.grow` itself: the grown
-//! pages `[old size, new size)` belong to no one else (wasi-libc's own `malloc`, which a few
-//! libc internals still use, also gets its memory from `memory.grow` and from below the
-//! initial memory size, so the two never overlap). Every address handed out lies in memory
+//! Why it is sound. The arena owns only its static region (a Rust `static`, which nothing else
+//! addresses) and memory it obtained from `memory.grow` itself: the grown pages
+//! `[old size, new size)` belong to no one else (wasi-libc's own `malloc`, which a few libc
+//! internals still use, takes the memory between `__heap_base` and the initial memory size and
+//! grows memory itself, so the two never overlap). Every address handed out lies in memory
 //! the arena holds, aligned as asked, and is handed out once until freed. A `wasm32-wasip2`
 //! instance has one thread, so the cursor needs no atomics.
 //!
@@ -38,8 +40,9 @@ use std::cell::Cell;
 /// A WebAssembly page.
 pub(crate) const PAGE: usize = 64 << 10;
 
-/// Memory grows by at least this many pages at a time (256 KiB): a small reconcile then grows
-/// memory once or twice, and a plugin near its memory cap loses at most this much to the step.
+/// Memory grows by at least this many pages at a time (256 KiB), once the static region is
+/// used up: few growths per call, and a plugin near its memory cap loses at most this much to
+/// the step.
 pub(crate) const MIN_GROW_PAGES: usize = 4;
 
 /// Where an arena gets memory from: linear memory on `wasm32`, a buffer in the tests.

@@ -49,9 +49,16 @@
 //!   (allow, deny, mutate, warnings); unit-test it with [`AdmissionRequest::new`] and
 //!   [`Context::fixture_for_admission`].
 //! - [`Plugin`], [`export_plugin!`]: the trait and the export.
+//!
+//! On `wasm32` the SDK also sets the plugin's global allocator: a bump allocator (an instance
+//! lives for one call, so freeing memory hardly matters and allocating is a cursor move).
+//! Cargo feature `bump-alloc`, on by default; see the crate README.
 
 #![warn(missing_docs)]
 
+// The allocator is compiled where it is used: in plugins (wasm32, feature on) and in its tests.
+#[cfg(any(test, all(target_arch = "wasm32", feature = "bump-alloc")))]
+mod bump;
 mod context;
 mod error;
 mod export;

@@ -49,7 +49,9 @@
 //!   `Value::to_string`, with `serde_json::to_string`, and copied from the texts each cached
 //!   [`Object`] keeps, which is what the host does; response validation) and the
 //!   native log line;
-//! - the 1-minute load average before and after measuring (the machine may be shared).
+//! - the 1-minute load average before and after measuring (the machine may be shared);
+//! - the floor of any call, after the rest: `plugins/webhook-only`'s `admit` (a few lines of
+//!   guest code without the SDK) through the same runtime, p50 of [`N`] calls.
 //!
 //! Logging: the plugin logs one `debug` line per reconcile. In wasm that is a `log` import
 //! call that the host hands to `tracing` (no subscriber here: filtered out). Natively the SDK
@@ -61,6 +63,8 @@
 //! Each is printed as PASS or MISS; a MISS is information, the bench never fails on it.
 //!
 //! `RECONCILE_PROFILE=w|w1|a|a1` runs one way alone, for a profiler (see [`profile`]).
+//! `RECONCILE_WASM=path` measures that memcached component instead of building one (to compare
+//! builds of the plugin, e.g. guest allocators or stack sizes, with the same host binary).
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -256,22 +260,54 @@ fn workspace() -> PathBuf {
 }
 
 /// `cargo build --release --target wasm32-wasip2 -p memcached` in `<target>/bench-plugins`
-/// (the `cargo bench` running us holds the lock on the main target directory).
+/// (the `cargo bench` running us holds the lock on the main target directory), or the
+/// component `RECONCILE_WASM` names.
 fn build_memcached_component() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("RECONCILE_WASM") {
+        eprintln!("measuring the memcached component {} (RECONCILE_WASM)", Path::new(&path).display());
+        return Ok(PathBuf::from(path));
+    }
+    build_component("memcached")
+}
+
+/// `cargo build --release --target wasm32-wasip2 -p <package>` in `<target>/bench-plugins`.
+fn build_component(package: &str) -> anyhow::Result<PathBuf> {
     let target_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from).join("bench-plugins");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    eprintln!("building the memcached component (wasm32-wasip2, release) in {}", target_dir.display());
+    eprintln!("building the {package} component (wasm32-wasip2, release) in {}", target_dir.display());
     let status = Command::new(cargo)
         .current_dir(workspace())
-        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2", "-p", "memcached"])
+        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2", "-p", package])
         .env("CARGO_TARGET_DIR", &target_dir)
         .status()
-        .context("running cargo to build the memcached component")?;
-    ensure!(status.success(), "building the memcached component failed ({status})");
-    let path = target_dir.join("wasm32-wasip2/release/memcached.wasm");
+        .with_context(|| format!("running cargo to build the {package} component"))?;
+    ensure!(status.success(), "building the {package} component failed ({status})");
+    let path = target_dir.join(format!("wasm32-wasip2/release/{}.wasm", package.replace('-', "_")));
     ensure!(path.exists(), "{} was not produced", path.display());
     Ok(path)
+}
+
+/// The floor of a call: p50 µs of `plugins/webhook-only`'s `admit` (no SDK, a few lines of
+/// guest code, a 66 KB component) on a tiny ConfigMap, through the same runtime: a fresh store
+/// and instance, the request lowered, the verdict lifted and checked, the store dropped.
+/// What any plugin call costs before its guest does work.
+async fn empty_guest_floor(runtime: &Runtime) -> anyhow::Result<f64> {
+    let plugin = runtime.load_file(build_component("webhook-only")?).await?;
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}});
+    let request = wasmop_sdk::AdmissionRequest::new(wasmop_sdk::Operation::Create, object);
+    let cache: Arc<dyn ObjectCache> = Arc::new(MemoryCache::default());
+    let mut samples = Samples::default();
+    for i in 0..WARMUP + N {
+        let started = Instant::now();
+        let (verdict, _) = plugin.admit("names", &request, Arc::clone(&cache)).await?;
+        let elapsed = started.elapsed();
+        drop(black_box(verdict));
+        if i >= WARMUP {
+            samples.0.push(elapsed);
+        }
+    }
+    Ok(samples.percentile(0.5))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -725,6 +761,8 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
 
     println!("{}", report(&b, component_size, load_time, first_call.memory_high_water, &breakdown, measured_for));
     println!("load average (1 min) before / after measuring: {load_before} / {load_after}");
+    let floor = empty_guest_floor(&runtime).await?;
+    println!("floor: an empty guest call (webhook-only admit: fresh store + instance, no SDK), p50 {floor:.1} µs");
     Ok(())
 }
 

@@ -37,6 +37,7 @@
 //! | `delete` | delete ConfigMap `spec.target` (ownership tests) |
 //! | `cluster-role` | like `ok`, plus ClusterRole `testbed-<namespace>-<name>` (cluster-scoped; declared only by the `declares-cluster-role` build) |
 //! | `cluster-role-in-namespace` | apply that ClusterRole with `metadata.namespace` set to the parent's (refused: the kind is cluster-scoped) |
+//! | `recurse` | recurse `spec.depth` levels (default: without end), each holding 1 KiB of guest stack (stack-overflow test), then like `ok` |
 //!
 //! In the `admission` build the manifest declares one webhook per admission mode, each on
 //! ConfigMap CREATE and UPDATE for ConfigMaps labelled `testbed-admission=<mode>` (so the
@@ -188,6 +189,10 @@ impl Plugin for Testbed {
                 spec["write"].as_str().unwrap_or("/tmp/wasmop-testbed-escape"),
                 spec["port"].as_u64().unwrap_or(1),
             )),
+            "recurse" => {
+                black_box(recurse(spec["depth"].as_u64().unwrap_or(u64::MAX)));
+                Ok(ok(name))
+            }
             other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
@@ -448,6 +453,18 @@ fn escape(read: &str, write: &str, port: u64) -> Response {
     Response::new().status(json!({"phase": "Ready", "escape": escape}))
 }
 
+/// Recurse `depth` levels, each holding 1 KiB on the guest's own stack in linear memory (not
+/// in wasm locals): a large `depth` overflows the stack the plugin was linked with.
+fn recurse(depth: u64) -> u64 {
+    let mut frame = [0_u8; 1024];
+    frame[0] = depth.to_le_bytes()[0];
+    let frame = black_box(&mut frame);
+    if depth == 0 {
+        return u64::from(frame[0]);
+    }
+    recurse(depth - 1) + u64::from(frame[1023])
+}
+
 wasmop_sdk::export_plugin!(Testbed);
 
 #[cfg(test)]
@@ -705,5 +722,10 @@ mod tests {
     #[test]
     fn only_the_declares_cluster_role_build_declares_cluster_roles() {
         assert_eq!(Testbed::manifest().declares(&cluster_role_kind()), cfg!(feature = "declares-cluster-role"));
+    }
+
+    #[test]
+    fn recurse_mode_returns_ok_when_the_stack_holds_it() {
+        assert!(reconcile(json!({"mode": "recurse", "depth": 16})).unwrap().child(&config_map_kind(), "tb-out").is_some());
     }
 }

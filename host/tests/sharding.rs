@@ -1,8 +1,11 @@
 //! Sharding across replicas on a real control plane: three `wasmop run --sharding` processes
 //! share 300 `Memcached` parents; each parent is labelled for exactly one live replica, which
-//! alone caches and reconciles it; a replica killed with SIGKILL has its parents moved to the
-//! others within the Lease duration plus a reconcile; started again, it gets its third back
-//! through the drain handover.
+//! alone caches and reconciles it, and its Deployment follows it (labelled for the same
+//! replica, cached by it alone); a replica killed with SIGKILL has its parents moved to the
+//! others within the Lease duration plus a reconcile, their Deployments moved with them (the
+//! same objects, not re-created); started again, it gets its third back through the drain
+//! handover. The cluster shows who reconciled what: a parent's events come from its replica
+//! (`reportingInstance`) alone.
 
 mod support;
 
@@ -111,6 +114,55 @@ async fn owners(parents: &Api<DynamicObject>) -> Result<BTreeMap<String, Option<
         .collect())
 }
 
+/// The Deployments' uids and shard labels, by name.
+async fn children(deployments: &Api<DynamicObject>) -> Result<BTreeMap<String, (String, Option<String>)>> {
+    let list = deployments.list_metadata(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|d| {
+            let shard = d.metadata.labels.unwrap_or_default().get(SHARD).cloned();
+            (d.metadata.name.unwrap_or_default(), (d.metadata.uid.unwrap_or_default(), shard))
+        })
+        .collect())
+}
+
+/// Children follow their parent: each parent's Deployment (named like it) is labelled for the
+/// parent's replica, and each replica caches exactly the Deployments of its parents
+/// (`wasmop_shard_cached_objects`).
+async fn children_follow(
+    deployments: &Api<DynamicObject>,
+    shares: &BTreeMap<String, Vec<String>>,
+    hosts: &[(&str, u16)],
+) -> Result<Option<()>> {
+    let children = children(deployments).await?;
+    for (owner, parents) in shares {
+        if parents.iter().any(|p| children.get(p).map(|(_, shard)| shard.as_deref()) != Some(Some(owner.as_str()))) {
+            return Ok(None);
+        }
+    }
+    for (name, port) in hosts {
+        let cached = metric(*port, "wasmop_shard_cached_objects{kind=\"apps/v1/Deployment\"}");
+        if cached != Some(shares.get(*name).map_or(0, Vec::len) as u64) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(()))
+}
+
+/// The `reportingInstance`s of the events about each parent whose name starts with `prefix`.
+async fn reporters(events: &Api<DynamicObject>, prefix: &str) -> Result<BTreeMap<String, std::collections::BTreeSet<String>>> {
+    let mut by_parent: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for event in events.list(&ListParams::default()).await?.items {
+        let regarding = event.data.pointer("/regarding/name").and_then(|n| n.as_str()).unwrap_or_default();
+        if regarding.starts_with(prefix) {
+            let instance = event.data["reportingInstance"].as_str().unwrap_or_default().to_owned();
+            by_parent.entry(regarding.to_owned()).or_default().insert(instance);
+        }
+    }
+    Ok(by_parent)
+}
+
 /// Whether every parent `of` names has a Deployment of `size` replicas.
 async fn converged(deployments: &Api<DynamicObject>, of: &[String], size: u64) -> Result<bool> {
     let list = deployments.list(&ListParams::default()).await?;
@@ -174,6 +226,10 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
         settled(&parents, &all)
     })
     .await?;
+    eventually("each Deployment labelled for its parent's replica, which alone caches it", Duration::from_secs(30), || {
+        children_follow(&deployments, &shares, &all)
+    })
+    .await?;
     for ((name, port), host) in all.iter().zip(&hosts) {
         let owned = shares.get(*name).map_or(0, Vec::len);
         let rss = host.as_ref().and_then(|h| rss_kib(h.0.id())).unwrap_or(0);
@@ -187,6 +243,7 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
     // Kill host-b without a goodbye: its Lease expires, the leader relabels its parents.
     let victim = shares["host-b"].clone();
     let before: Vec<u64> = [ports[0], ports[2]].iter().map(|p| reconciles(*p)).collect();
+    let uids: BTreeMap<String, String> = children(&deployments).await?.into_iter().map(|(name, (uid, _))| (name, uid)).collect();
     drop(hosts[1].take());
     let killed = Instant::now();
     apply_all(&client, victim.iter().map(|n| memcached(n["parent-".len()..].parse().expect("an index"), 2)).collect()).await?;
@@ -205,6 +262,14 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
         assert!(reconciles(*port) > before[i], "{name} reconciled none of host-b's parents");
     }
     assert!(took < LEASE + Duration::from_secs(20), "moving a dead replica's parents took {took:?}");
+    eventually("host-b's Deployments follow its parents to host-a and host-c", Duration::from_secs(30), || {
+        children_follow(&deployments, &moved, &survivors)
+    })
+    .await?;
+    let after = children(&deployments).await?;
+    for parent in &victim {
+        assert_eq!(after[parent].0, uids[parent], "{parent}'s Deployment was re-created on the move, not kept");
+    }
 
     // host-b comes back: the others drain its third, and it reconciles them.
     hosts[1] = Some(spawn_host(&cp, dir.path(), "host-b", ports[1])?);
@@ -221,5 +286,41 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
     assert!(reconciles(ports[1]) > 0, "host-b reconciles its parents again");
     let others: Vec<String> = names.iter().filter(|n| !victim.contains(n)).cloned().collect();
     assert!(converged(&deployments, &others, 1).await?, "the others' parents untouched");
+    let back = settled(&parents, &all).await?.expect("settled");
+    eventually("the Deployments follow their parents back to host-b", Duration::from_secs(30), || {
+        children_follow(&deployments, &back, &all)
+    })
+    .await?;
+    let now = children(&deployments).await?;
+    assert!(names.iter().all(|p| now[p].0 == uids[p]), "a Deployment was re-created by a move");
+
+    // Events show who reconciled: 30 parents without a size are refused by the plugin (a
+    // Warning event each), each by its own replica only.
+    apply_all(
+        &client,
+        (0..30)
+            .map(|i| {
+                json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": format!("unsized-{i}"), "namespace": "default"}, "spec": {}})
+            })
+            .collect(),
+    )
+    .await?;
+    let events = api_for(&client, "events.k8s.io/v1", "Event", Some("default")).await?;
+    let reported = eventually("an event about each unsized parent", Duration::from_secs(60), || async {
+        let by_parent = reporters(&events, "unsized-").await?;
+        Ok((by_parent.len() == 30).then_some(by_parent))
+    })
+    .await?;
+    let owners = owners(&parents).await?;
+    for (parent, instances) in &reported {
+        let owner = owners[parent].clone().expect("an owner");
+        assert_eq!(instances, &[owner].into(), "{parent}: events from other replicas than its owner");
+    }
+    let mut per_replica: BTreeMap<&str, usize> = BTreeMap::new();
+    for parent in reported.keys() {
+        *per_replica.entry(owners[parent].as_deref().unwrap_or_default()).or_default() += 1;
+    }
+    eprintln!("events about the 30 unsized parents, by reporting replica: {per_replica:?}");
     Ok(())
 }

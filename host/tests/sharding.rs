@@ -3,8 +3,9 @@
 //! alone caches and reconciles it, and its Deployment follows it (labelled for the same
 //! replica, cached by it alone); a replica killed with SIGKILL has its parents moved to the
 //! others within the Lease duration plus a reconcile, their Deployments moved with them (the
-//! same objects, not re-created); started again, it gets its third back through the drain
-//! handover. The cluster shows who reconciled what: a parent's events come from its replica
+//! same objects, not re-created), and the new owner prunes a moved parent's child the plugin
+//! no longer returns (a `Testbed` switched to `rename-out`); started again, it gets its third
+//! back through the drain handover. The cluster shows who reconciled what: a parent's events come from its replica
 //! (`reportingInstance`) alone.
 
 mod support;
@@ -85,6 +86,14 @@ fn spawn_host(cp: &ControlPlane, plugins: &std::path::Path, name: &str, port: u1
         .stderr(Stdio::inherit())
         .spawn()?;
     Ok(Host(child))
+}
+
+/// Testbed parents.
+const TESTBEDS: usize = 30;
+
+fn testbed(i: usize, mode: &str) -> serde_json::Value {
+    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
+        "metadata": {"name": format!("tb-{i}"), "namespace": "default"}, "spec": {"mode": mode}})
 }
 
 fn memcached(i: usize, size: u64) -> serde_json::Value {
@@ -185,7 +194,7 @@ async fn settled(parents: &Api<DynamicObject>, hosts: &[(&str, u16)]) -> Result<
     }
     for (name, port) in hosts {
         let labelled = by_owner.get(*name).map_or(0, Vec::len) as u64;
-        if metric(*port, "wasmop_shard_parents{") != Some(labelled) {
+        if metric(*port, "wasmop_shard_parents{plugin=\"memcached\"}") != Some(labelled) {
             return Ok(None);
         }
     }
@@ -197,8 +206,10 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &support::workspace().join("crds/testbed.yaml")).await?;
     let dir = tempfile::tempdir()?;
     std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    std::fs::copy(support::testbed(), dir.path().join("testbed.wasm"))?;
     let ports: Vec<u16> = (0..3)
         .map(|_| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()))
         .collect::<Result<_, _>>()?;
@@ -240,6 +251,33 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
         eprintln!("{name}: {owned} parents, {} reconciles", reconciles(*port));
     }
 
+    // Testbeds, each applying the ConfigMap `<name>-out`: after the move, those of host-b drop
+    // it for `<name>-renamed`, which their new owner can prune only if it caches the child.
+    let testbeds = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    let config_maps = api_for(&client, "v1", "ConfigMap", Some("default")).await?;
+    apply_all(&client, (0..TESTBEDS).map(|i| testbed(i, "ok")).collect()).await?;
+    eventually("a ConfigMap of each Testbed, each labelled for its parent's replica", Duration::from_secs(60), || async {
+        let owners = owners(&testbeds).await?;
+        let labels: BTreeMap<String, Option<String>> = config_maps
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|c| (c.metadata.name.unwrap_or_default(), c.metadata.labels.unwrap_or_default().get(SHARD).cloned()))
+            .collect();
+        let follow = owners.len() == TESTBEDS
+            && owners.iter().all(|(t, owner)| owner.is_some() && labels.get(&format!("{t}-out")) == Some(owner));
+        Ok(follow.then_some(()))
+    })
+    .await?;
+    let victim_testbeds: Vec<usize> = owners(&testbeds)
+        .await?
+        .into_iter()
+        .filter(|(_, owner)| owner.as_deref() == Some("host-b"))
+        .map(|(t, _)| t["tb-".len()..].parse().expect("an index"))
+        .collect();
+    assert!(!victim_testbeds.is_empty(), "host-b owns none of the {TESTBEDS} Testbeds");
+
     // Kill host-b without a goodbye: its Lease expires, the leader relabels its parents.
     let victim = shares["host-b"].clone();
     let before: Vec<u64> = [ports[0], ports[2]].iter().map(|p| reconciles(*p)).collect();
@@ -270,6 +308,25 @@ async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_
     for parent in &victim {
         assert_eq!(after[parent].0, uids[parent], "{parent}'s Deployment was re-created on the move, not kept");
     }
+    apply_all(&client, victim_testbeds.iter().map(|i| testbed(*i, "rename-out")).collect()).await?;
+    eventually(
+        "host-b's Testbeds renamed their ConfigMap on their new owners, the old one pruned",
+        Duration::from_secs(60),
+        || async {
+            let names: std::collections::BTreeSet<String> = config_maps
+                .list_metadata(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|c| c.metadata.name)
+                .collect();
+            let done = victim_testbeds
+                .iter()
+                .all(|i| names.contains(&format!("tb-{i}-renamed")) && !names.contains(&format!("tb-{i}-out")));
+            Ok(done.then_some(()))
+        },
+    )
+    .await?;
 
     // host-b comes back: the others drain its third, and it reconciles them.
     hosts[1] = Some(spawn_host(&cp, dir.path(), "host-b", ports[1])?);

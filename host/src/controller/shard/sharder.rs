@@ -241,15 +241,22 @@ impl Sharder {
         written: &mut HashMap<String, String>,
         kept: &mut HashMap<String, String>,
     ) -> Vec<Job> {
-        let Some(parents) = self.feeds.objects(&family.parent.resource, place, None) else { return Vec::new() };
+        // Every feed is asked for (and so kept running) even when another has not listed yet.
+        let parents = self.feeds.objects(&family.parent.resource, place, None);
         let selector = managed_selector();
+        let listed: Vec<(&ApiResource, Option<Vec<Arc<Meta>>>)> = family
+            .children
+            .iter()
+            .map(|child| {
+                let child_place = if child.scope == Scope::Namespaced { place } else { None };
+                (&child.resource, self.feeds.objects(&child.resource, child_place, Some(&selector)))
+            })
+            .collect();
+        let Some(parents) = parents else { return Vec::new() };
+        let Some(listed) = listed.into_iter().map(|(r, objects)| Some((r, objects?))).collect::<Option<Vec<_>>>() else {
+            return Vec::new();
+        };
         let mut children: HashMap<&str, Vec<(&ApiResource, &Meta)>> = HashMap::new();
-        let mut listed = Vec::new();
-        for child in &family.children {
-            let child_place = if child.scope == Scope::Namespaced { place } else { None };
-            let Some(objects) = self.feeds.objects(&child.resource, child_place, Some(&selector)) else { return Vec::new() };
-            listed.push((&child.resource, objects));
-        }
         for (resource, objects) in &listed {
             let mine = objects
                 .iter()

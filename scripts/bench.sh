@@ -34,7 +34,7 @@ if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
     export KUBEBUILDER_ASSETS WASMOP_TOOLS
 fi
 
-# The order of the table; `sharding` has no bench yet (its row says "not measured").
+# The order of the table.
 benches=(reconcile containment memory converge converge-10k admission reload churn sharding)
 
 wanted() {
@@ -58,6 +58,8 @@ knobs() {
     full:reload) echo "RELOADS=20 RUN_RELOADS=10" ;;
     quick:churn) echo "N=300 ROUNDS=2" ;;
     full:churn) echo "N=2000 ROUNDS=3" ;;
+    quick:sharding) echo "N=300 REPLICAS=1,2,3" ;;
+    full:sharding) echo "N=3000 REPLICAS=1,2,3" ;;
     *) echo "" ;;
     esac
 }
@@ -94,7 +96,6 @@ for name in "${benches[@]}"; do
     wanted "$name" || continue
     case "$name" in
     converge-10k) [ "$mode" = full ] && run "$name" converge ;;
-    sharding) ;;
     *) run "$name" "$name" ;;
     esac
 done

@@ -20,9 +20,12 @@ impl std::fmt::Debug for EventSink {
 }
 
 impl EventSink {
-    /// A sink reporting as controller `wasmop/<plugin>` from this host instance.
-    pub fn new(client: kube::Client, plugin: &str) -> Self {
-        let instance = std::env::var("POD_NAME").ok().or_else(|| std::env::var("HOSTNAME").ok());
+    /// A sink reporting as controller `wasmop/<plugin>` from host instance `instance` (a
+    /// sharded replica's shard name, so the cluster shows which replica reconciled a parent),
+    /// else from `$POD_NAME`, else `$HOSTNAME`.
+    pub fn new(client: kube::Client, plugin: &str, instance: Option<&str>) -> Self {
+        let instance =
+            instance.map(str::to_owned).or_else(|| std::env::var("POD_NAME").ok()).or_else(|| std::env::var("HOSTNAME").ok());
         Self { recorder: Recorder::new(client, Reporter { controller: format!("wasmop/{plugin}"), instance }) }
     }
 

@@ -9,6 +9,7 @@ use super::leadership::Leadership;
 use super::metrics::Metrics;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{PluginController, Shared, StartError};
+use super::shard::Family;
 use super::watches::Watches;
 use crate::cluster::{Discovery, Resolved};
 use crate::objects::ObjectCache;
@@ -97,15 +98,29 @@ impl Manager {
         &self.shared.leadership
     }
 
-    /// The parent kind of every running plugin, each once (what the sharder assigns).
-    pub fn parent_kinds(&self) -> Vec<Resolved> {
-        let mut kinds: Vec<Resolved> = Vec::new();
-        for c in self.controllers.lock().expect("controllers lock").values() {
-            if kinds.iter().all(|k| k.resource != c.parent.resource) {
-                kinds.push(c.parent.clone());
+    /// Every running plugin's parent and child kinds (what the sharder assigns; the child
+    /// kinds as discovery resolved them when the plugin started).
+    pub async fn families(&self) -> Vec<Family> {
+        let plugins: Vec<(String, Resolved, Vec<crate::contract::Kind>)> = {
+            let controllers = self.controllers.lock().expect("controllers lock");
+            controllers.iter().map(|(name, c)| (name.clone(), c.parent.clone(), c.plugin().manifest().children.clone())).collect()
+        };
+        let mut families = Vec::new();
+        for (plugin, parent, kinds) in plugins {
+            let mut children = Vec::new();
+            for kind in &kinds {
+                if let Ok(resolved) = self.shared.discovery.resolve(kind, std::time::Duration::ZERO).await {
+                    children.push(resolved);
+                }
             }
+            families.push(Family { plugin, parent, children });
         }
-        kinds
+        families
+    }
+
+    /// How many objects the host's cache holds, per watched kind.
+    pub fn cached_objects(&self) -> Vec<(String, usize)> {
+        self.shared.watches.counts()
     }
 
     /// Per running plugin, how many of its parents this host's cache holds (with sharding:

@@ -159,7 +159,7 @@ pub struct PluginController {
     /// Signalled on every change of a watched kind (a retiring plugin counts its parents then).
     pub(super) changed: tokio::sync::Notify,
     /// This replica's shard name when parents are sharded ([`ControllerConfig::shard`]).
-    shard: Option<String>,
+    pub(super) shard: Option<String>,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
     resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -232,11 +232,12 @@ impl PluginController {
         }
         let started = tokio::time::Instant::now();
         // What each kind is watched for: the parent whole (or this replica's shard of it),
-        // children through the host's label, related kinds through the fixed part of their
-        // selector.
+        // children through the host's label (and this replica's shard label), related kinds
+        // through the fixed part of their selector.
         let mut kinds = vec![(manifest.parent.clone(), parent.clone(), config.shard.as_deref().map(shard::shard_selector))];
+        let children = config.shard.as_deref().map_or_else(managed_selector, shard::child_selector);
         for kind in &manifest.children {
-            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?, Some(managed_selector())));
+            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?, Some(children.clone())));
         }
         for related in &manifest.related {
             kinds.push((
@@ -260,7 +261,7 @@ impl PluginController {
             return Err(StartError::NotGranted { plugin: manifest.name.clone(), missing });
         }
         let controller = Arc::new(Self {
-            events: EventSink::new(shared.client.clone(), plugin.name()),
+            events: EventSink::new(shared.client.clone(), plugin.name(), config.shard.as_deref()),
             breaker: BreakerGate::new(
                 plugin.name(),
                 config.policy.for_plugin(plugin.name()).breaker.apply(config.breaker.clone()),

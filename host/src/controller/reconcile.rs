@@ -77,7 +77,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-        let plan =
+        let mut plan =
             match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, &timestamp_now())
             {
                 Ok(plan) => plan,
@@ -86,6 +86,10 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
                     return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
                 }
             };
+        if let Some(me) = &controller.shard {
+            // Children follow their parent: cached by its replica only.
+            super::shard::stamp(&mut plan.apply, me);
+        }
         let written = match writer.execute(&plan).await {
             Ok(written) => written,
             Err(ActionError::Refused(refused)) => {

@@ -217,6 +217,12 @@ impl Watches {
         self.kinds.read().expect("watches lock").values().all(|w| *w.synced.borrow())
     }
 
+    /// How many objects are cached, per watched kind (its `Kind` as text).
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        let kinds = self.kinds.read().expect("watches lock");
+        kinds.iter().map(|(kind, w)| (kind.to_string(), w.objects.read().expect("objects lock").len())).collect()
+    }
+
     fn watch(&self, kind: &Kind) -> Option<Arc<KindWatch>> {
         self.kinds.read().expect("watches lock").get(kind).cloned()
     }

@@ -27,6 +27,11 @@ struct PluginLabels {
     plugin: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
 /// Why this replica stopped being a member.
 #[derive(Debug, thiserror::Error)]
 pub enum MembershipError {
@@ -75,6 +80,7 @@ pub struct Membership {
     config: LeaseConfig,
     members: Gauge,
     parents: Family<PluginLabels, Gauge>,
+    cached: Family<KindLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Membership {
@@ -85,7 +91,8 @@ impl std::fmt::Debug for Membership {
 
 impl Membership {
     /// Replica `identity` (a [`shard_name`](super::shard_name)) with its Lease in `namespace`;
-    /// registers the `wasmop_shard_members` and `wasmop_shard_parents` gauges in `metrics`.
+    /// registers the `wasmop_shard_members`, `wasmop_shard_parents` and
+    /// `wasmop_shard_cached_objects` gauges in `metrics`.
     pub fn new(client: kube::Client, namespace: &str, identity: &str, config: LeaseConfig, metrics: &Metrics) -> Self {
         let members = Gauge::default();
         let parents = Family::<PluginLabels, Gauge>::default();
@@ -95,7 +102,13 @@ impl Membership {
             "Parents of each plugin this replica owns (labelled for its shard)",
             parents.clone(),
         );
-        Self { api: Api::namespaced(client, namespace), identity: identity.to_owned(), config, members, parents }
+        let cached = Family::<KindLabels, Gauge>::default();
+        metrics.register(
+            "wasmop_shard_cached_objects",
+            "Objects of each watched kind this replica's cache holds (with its children and parents sharded: about its share)",
+            cached.clone(),
+        );
+        Self { api: Api::namespaced(client, namespace), identity: identity.to_owned(), config, members, parents, cached }
     }
 
     /// This replica's identity: the value of its parents' shard label.
@@ -134,7 +147,7 @@ impl Membership {
     }
 
     /// Renew every retry period, and count the parents `manager`'s plugins own then (the
-    /// `wasmop_shard_parents` gauge) and the live members; returns when no renewal has
+    /// `wasmop_shard_parents` gauge), the cached objects per kind and the live members; returns when no renewal has
     /// succeeded within the renew deadline (the caller stops reconciling).
     pub async fn hold(&self, manager: &Manager) -> MembershipError {
         let mut renewed = tokio::time::Instant::now();
@@ -145,6 +158,9 @@ impl Membership {
             }
             for (plugin, count) in manager.cached_parents() {
                 self.parents.get_or_create(&PluginLabels { plugin }).set(count as i64);
+            }
+            for (kind, count) in manager.cached_objects() {
+                self.cached.get_or_create(&KindLabels { kind }).set(count as i64);
             }
             if let Err(e) = self.live().await {
                 tracing::debug!(error = %e, "cannot list the shard members");

@@ -7,12 +7,17 @@
 //!   the live replicas ([`Ring`]) and writes the owner into the parent's [`SHARD_LABEL`];
 //! - each replica watches only the parents labelled for it (the parent watch's label
 //!   selector, [`shard_selector`]), so both the work and the parent cache divide;
+//! - children follow their parent: a replica stamps its shard label on every child it applies
+//!   ([`stamp`]) and watches only its own children ([`child_selector`]); the sharder relabels a
+//!   parent's children for its new owner before the parent itself, so the child caches divide
+//!   too;
 //! - handover: a live owner is never bypassed. The sharder marks a parent to move with
 //!   [`DRAIN_LABEL`]; its owner finishes any reconcile running for it, then removes both labels
 //!   (`drain`); only then the sharder labels it for the new owner. A dead replica's parents
 //!   are relabelled at once.
 
 mod drain;
+mod feeds;
 mod membership;
 pub mod ring;
 mod sharder;
@@ -20,7 +25,7 @@ mod sharder;
 pub use drain::Handover;
 pub use membership::{Membership, MembershipError, lease_name};
 pub use ring::Ring;
-pub use sharder::{Move, Sharder, decide};
+pub use sharder::{Family, Move, RESYNC, Sharder, children_owner, decide};
 
 /// The label naming the replica a parent belongs to.
 pub const SHARD_LABEL: &str = "wasmop.dev/shard";
@@ -34,6 +39,20 @@ pub const SHARDER_MANAGER: &str = "wasmop-sharder";
 /// The label selector of the parents of replica `identity`.
 pub fn shard_selector(identity: &str) -> String {
     format!("{SHARD_LABEL}={identity}")
+}
+
+/// The label selector of the children of replica `identity`: the host's children (the
+/// selector of an unsharded host's child watches) labelled for it.
+pub fn child_selector(identity: &str) -> String {
+    format!("{},{}", crate::actions::managed_selector(), shard_selector(identity))
+}
+
+/// Label each of `children` (objects with a `metadata` map, stamped with the host's labels)
+/// for replica `identity`, over whatever the plugin wrote under [`SHARD_LABEL`].
+pub fn stamp(children: &mut [serde_json::Value], identity: &str) {
+    for child in children {
+        child["metadata"]["labels"][SHARD_LABEL] = serde_json::Value::String(identity.to_owned());
+    }
 }
 
 /// `name` if it can name a shard: a label value that also makes a Lease name (lowercase
@@ -73,5 +92,17 @@ mod tests {
     #[test]
     fn a_replica_selects_its_own_label() {
         assert_eq!(shard_selector("host-a"), "wasmop.dev/shard=host-a");
+        assert_eq!(child_selector("host-a"), "app.kubernetes.io/managed-by=wasmop,wasmop.dev/shard=host-a");
+    }
+
+    #[test]
+    fn stamped_children_carry_the_replicas_label_over_the_plugins() {
+        let mut children = vec![
+            serde_json::json!({"metadata": {"name": "a", "labels": {"app": "x", SHARD_LABEL: "forged"}}}),
+            serde_json::json!({"metadata": {"name": "b", "labels": {}}}),
+        ];
+        stamp(&mut children, "host-a");
+        assert_eq!(children[0]["metadata"]["labels"], serde_json::json!({"app": "x", SHARD_LABEL: "host-a"}));
+        assert_eq!(children[1]["metadata"]["labels"][SHARD_LABEL], "host-a");
     }
 }

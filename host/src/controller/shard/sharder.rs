@@ -1,25 +1,55 @@
 //! [`Sharder`]: on the elected leader only, assigns every parent of every loaded plugin to a
-//! live replica and moves parents when the members change.
+//! live replica, moves parents when the members change, and keeps each parent's children
+//! labelled for the parent's replica.
 //!
-//! Each pass (every retry period) reads the live members, lists the parents' metadata of each
-//! plugin's parent kind, and for each parent [`decide`]s: label an unassigned parent (or one
-//! of a dead replica) for its owner on the [`Ring`]; ask the live owner of a parent that
-//! belongs elsewhere now to drain it ([`DRAIN_LABEL`]); or leave it. Writes are JSON merge
-//! patches of the labels alone, with the listed `resourceVersion` as a precondition (a conflict
-//! waits for the next pass) and their own field manager, so they never touch what the plugins
-//! write (status, children, finalizers).
+//! The sharder watches instead of listing: metadata-only watches ([`Feeds`]) of each plugin's
+//! parents and of its children (the host's label) feed stores, and a pass runs on every change
+//! they see (a new parent, a parent drained by its owner), after every retry period (the members
+//! are Leases that expire by time, and a pass reads them), and over freshly relisted watches every
+//! [`RESYNC`] (the safety net). A pass [`decide`]s for each parent: label an unassigned parent (or
+//! one of a dead replica) for its owner on the [`Ring`]; ask the live owner of a parent that
+//! belongs elsewhere now to drain it ([`DRAIN_LABEL`]); or leave it.
+//!
+//! Children follow their parent ([`children_owner`]): before a parent is labelled for its new
+//! owner, its children (by controller ownerReference, or [`PARENT_UID_LABEL`] for a
+//! cluster-scoped child) are labelled for that owner, so the new owner's child watch holds them
+//! before its first reconcile of the parent reads them; the old owner's cache lets them go. A
+//! child whose label differs from its settled parent's owner (written before children were
+//! labelled, adopted from an older host) is relabelled too.
+//!
+//! Writes are JSON merge patches of the labels alone, with the watched `resourceVersion` as a
+//! precondition (a conflict waits for the next pass) and their own field manager, so they never
+//! touch what the plugins write (status, spec, finalizers); the owner's next apply of a child
+//! takes its label back under the plugin's field manager, with the same value.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
+use super::feeds::{Feeds, Meta};
 use super::membership::Membership;
 use super::ring::Ring;
 use super::{DRAIN_LABEL, SHARD_LABEL, SHARDER_MANAGER};
+use crate::actions::{PARENT_UID_LABEL, PLUGIN_LABEL, managed_selector};
+use crate::cluster::Resolved;
+use crate::contract::Scope;
 use crate::controller::manager::Manager;
+
+/// One running plugin's kinds, as the sharder assigns them.
+#[derive(Debug, Clone)]
+pub struct Family {
+    /// The plugin.
+    pub plugin: String,
+    /// Its parent kind.
+    pub parent: Resolved,
+    /// Its child kinds.
+    pub children: Vec<Resolved>,
+}
 
 /// What the sharder does with one parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +74,18 @@ pub fn decide(key: &str, labels: &BTreeMap<String, String>, ring: &Ring) -> Opti
     }
 }
 
+/// The replica the children of a parent carrying `labels` belong to, given the parent's move
+/// `to`: its new owner on an assignment, its live owner when it stays; `None` while its owner
+/// drains it (the children stay with the owner until the parent is assigned) or without one.
+pub fn children_owner<'a>(labels: &'a BTreeMap<String, String>, to: Option<&'a Move>, ring: &Ring) -> Option<&'a str> {
+    match to {
+        Some(Move::Assign(member)) => Some(member),
+        Some(Move::Drain) => None,
+        None if labels.contains_key(DRAIN_LABEL) => None,
+        None => labels.get(SHARD_LABEL).map(String::as_str).filter(|o| ring.members().iter().any(|m| m == o)),
+    }
+}
+
 /// The label patch of a move, with `resource_version` as its precondition.
 fn patch(to: &Move, resource_version: Option<&str>) -> Value {
     let labels = match to {
@@ -53,102 +95,240 @@ fn patch(to: &Move, resource_version: Option<&str>) -> Value {
     json!({"metadata": {"resourceVersion": resource_version, "labels": labels}})
 }
 
+/// The patch labelling a child for `member`, with `resource_version` as its precondition.
+fn follow(member: &str, resource_version: Option<&str>) -> Value {
+    json!({"metadata": {"resourceVersion": resource_version, "labels": { SHARD_LABEL: member }}})
+}
+
+/// The uid of the parent controlling `child`: its controller ownerReference, else the
+/// [`PARENT_UID_LABEL`] of a cluster-scoped child of a namespaced parent.
+fn parent_uid(child: &Meta) -> Option<&str> {
+    let meta = &child.metadata;
+    let by_reference = meta.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.as_str());
+    by_reference.or_else(|| meta.labels.as_ref()?.get(PARENT_UID_LABEL).map(String::as_str))
+}
+
 /// Writes at once per pass.
 const CONCURRENT_WRITES: usize = 16;
+/// How long a pass waits after a change, so a burst of changes makes one pass.
+const DEBOUNCE: Duration = Duration::from_millis(100);
+/// How often the watches are relisted from scratch.
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// One label write.
+struct Write {
+    resource: ApiResource,
+    namespace: Option<String>,
+    name: String,
+    uid: String,
+    version: String,
+    body: Value,
+}
+
+/// The writes of one parent: its children's first, then its own.
+struct Job {
+    children: Vec<Write>,
+    parent: Option<Write>,
+}
+
+fn write(resource: &ApiResource, object: &Meta, body: impl FnOnce(Option<&str>) -> Value) -> Write {
+    let meta = &object.metadata;
+    Write {
+        resource: resource.clone(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        version: meta.resource_version.clone().unwrap_or_default(),
+        body: body(meta.resource_version.as_deref()),
+    }
+}
 
 /// The leader's assigner of parents.
 pub struct Sharder {
     manager: Arc<Manager>,
     membership: Arc<Membership>,
+    feeds: Feeds,
+    /// The `resourceVersion` each object (by uid) had when this sharder last wrote its labels:
+    /// a watch that has not caught up with the write yet does not make it write again.
+    written: Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for Sharder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sharder").field("membership", &self.membership).finish_non_exhaustive()
+        f.debug_struct("Sharder").field("membership", &self.membership).field("feeds", &self.feeds).finish_non_exhaustive()
     }
 }
 
 impl Sharder {
     /// A sharder of the parents of `manager`'s plugins over the members `membership` reads.
     pub fn new(manager: Arc<Manager>, membership: Arc<Membership>) -> Self {
-        Self { manager, membership }
+        let feeds = Feeds::new(manager.client().clone());
+        Self { manager, membership, feeds, written: Mutex::default() }
     }
 
-    /// Pass after pass, every retry period, until dropped (the caller runs it while leading).
+    /// Pass after pass until dropped (the caller runs it while leading): after every change
+    /// the watches see, and at least every retry period.
     pub async fn run(&self) -> std::convert::Infallible {
         tracing::info!("sharder running: assigning parents to the live replicas");
+        let mut resynced = tokio::time::Instant::now();
         loop {
             if let Err(e) = self.pass().await {
                 tracing::warn!(error = %e, "sharder pass failed; retrying");
             }
-            if let Err(e) = self.membership.sweep().await {
-                tracing::debug!(error = %e, "cannot sweep the stale shard leases");
+            if resynced.elapsed() >= RESYNC {
+                self.feeds.clear();
+                resynced = tokio::time::Instant::now();
             }
-            tokio::time::sleep(self.membership.config().retry_period).await;
+            tokio::select! {
+                () = self.feeds.changed().notified() => tokio::time::sleep(DEBOUNCE).await,
+                () = tokio::time::sleep(self.membership.config().retry_period) => {
+                    if let Err(e) = self.membership.sweep().await {
+                        tracing::debug!(error = %e, "cannot sweep the stale shard leases");
+                    }
+                }
+            }
         }
     }
 
-    /// One pass over every parent of every loaded plugin.
+    /// One pass over every parent of every loaded plugin, as the watches have them (a kind
+    /// whose watch has not listed yet waits for a later pass).
     ///
     /// # Errors
-    /// The API server's, reading the members or listing parents (failed writes are logged and
-    /// retried next pass).
+    /// The API server's, reading the members (failed writes are logged and retried next pass).
     pub async fn pass(&self) -> kube::Result<()> {
         let ring = Ring::new(self.membership.live().await?);
+        let families = self.manager.families().await;
         if ring.members().is_empty() {
             return Ok(());
         }
-        let client = self.manager.client().clone();
         let namespaces: Vec<Option<String>> = match self.manager.install().namespaces() {
             Some(names) => names.iter().cloned().map(Some).collect(),
             None => vec![None],
         };
-        for parent in self.manager.parent_kinds() {
-            let places: Vec<Option<String>> =
-                if parent.scope == crate::contract::Scope::Namespaced { namespaces.clone() } else { vec![None] };
+        let mut written = std::mem::take(&mut *self.written.lock().expect("written lock"));
+        let mut kept = HashMap::new();
+        let mut jobs = Vec::new();
+        for family in &families {
+            let places = if family.parent.scope == Scope::Namespaced { namespaces.clone() } else { vec![None] };
             for place in places {
-                let api: Api<DynamicObject> = match &place {
-                    Some(ns) => Api::namespaced_with(client.clone(), ns, &parent.resource),
-                    None => Api::all_with(client.clone(), &parent.resource),
-                };
-                let listed = api.list_metadata(&ListParams::default()).await?;
-                let moves: Vec<(Option<String>, String, Move, Option<String>)> = listed
-                    .items
-                    .into_iter()
-                    .filter_map(|p| {
-                        let name = p.metadata.name?;
-                        let key = match &p.metadata.namespace {
-                            Some(ns) => format!("{ns}/{name}"),
-                            None => name.clone(),
-                        };
-                        let to = decide(&key, &p.metadata.labels.unwrap_or_default(), &ring)?;
-                        Some((p.metadata.namespace, name, to, p.metadata.resource_version))
-                    })
-                    .collect();
-                if moves.is_empty() {
-                    continue;
-                }
-                let assigned = moves.iter().filter(|(_, _, m, _)| matches!(m, Move::Assign(_))).count();
-                tracing::info!(kind = %parent.resource.kind, assigned, draining = moves.len() - assigned, "sharder moves parents");
-                let params = PatchParams { field_manager: Some(SHARDER_MANAGER.to_owned()), ..PatchParams::default() };
-                let writes = moves.into_iter().map(|(ns, name, to, rv)| {
-                    let api: Api<DynamicObject> = match &ns {
-                        Some(ns) => Api::namespaced_with(client.clone(), ns, &parent.resource),
-                        None => Api::all_with(client.clone(), &parent.resource),
-                    };
-                    let params = &params;
-                    async move {
-                        let body = patch(&to, rv.as_deref());
-                        if let Err(e) = api.patch_metadata(&name, params, &Patch::Merge(body)).await {
-                            tracing::debug!(%name, error = %e, "shard label not written; next pass");
-                        }
-                    }
-                });
-                futures::stream::iter(writes).buffer_unordered(CONCURRENT_WRITES).collect::<Vec<()>>().await;
+                jobs.extend(self.jobs(family, place.as_deref(), &ring, &mut written, &mut kept));
             }
         }
+        self.feeds.retain_used();
+        *self.written.lock().expect("written lock") = kept;
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let parents = jobs.iter().filter(|j| j.parent.is_some()).count();
+        let children: usize = jobs.iter().map(|j| j.children.len()).sum();
+        tracing::info!(parents, children, "sharder relabels");
+        let client = self.manager.client().clone();
+        let done: Vec<Vec<(String, String)>> = futures::stream::iter(jobs.into_iter().map(|job| run_job(&client, job)))
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
+        self.written.lock().expect("written lock").extend(done.into_iter().flatten());
         Ok(())
     }
+
+    /// The writes for `family`'s parents in `place`; `written` holds what earlier passes
+    /// wrote, and the entries still current move to `kept`.
+    fn jobs(
+        &self,
+        family: &Family,
+        place: Option<&str>,
+        ring: &Ring,
+        written: &mut HashMap<String, String>,
+        kept: &mut HashMap<String, String>,
+    ) -> Vec<Job> {
+        // Every feed is asked for (and so kept running) even when another has not listed yet.
+        let parents = self.feeds.objects(&family.parent.resource, place, None);
+        let selector = managed_selector();
+        let listed: Vec<(&ApiResource, Option<Vec<Arc<Meta>>>)> = family
+            .children
+            .iter()
+            .map(|child| {
+                let child_place = if child.scope == Scope::Namespaced { place } else { None };
+                (&child.resource, self.feeds.objects(&child.resource, child_place, Some(&selector)))
+            })
+            .collect();
+        let Some(parents) = parents else { return Vec::new() };
+        let Some(listed) = listed.into_iter().map(|(r, objects)| Some((r, objects?))).collect::<Option<Vec<_>>>() else {
+            return Vec::new();
+        };
+        let mut children: HashMap<&str, Vec<(&ApiResource, &Meta)>> = HashMap::new();
+        for (resource, objects) in &listed {
+            let mine = objects
+                .iter()
+                .filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(PLUGIN_LABEL)).is_some_and(|p| *p == family.plugin));
+            for object in mine {
+                if let Some(uid) = parent_uid(object) {
+                    children.entry(uid).or_default().push((*resource, &**object));
+                }
+            }
+        }
+        // Whether `object` is where this sharder's last write left it (the watch lags).
+        let mut pending = |object: &Meta| {
+            let uid = object.metadata.uid.as_deref().unwrap_or_default();
+            match written.remove_entry(uid) {
+                Some((uid, version)) if Some(&version) == object.metadata.resource_version.as_ref() => {
+                    kept.insert(uid, version);
+                    true
+                }
+                _ => false,
+            }
+        };
+        let mut jobs = Vec::new();
+        for parent in &parents {
+            let meta = &parent.metadata;
+            let Some(name) = meta.name.as_deref() else { continue };
+            let key = match &meta.namespace {
+                Some(ns) => format!("{ns}/{name}"),
+                None => name.to_owned(),
+            };
+            let no_labels = BTreeMap::new();
+            let labels = meta.labels.as_ref().unwrap_or(&no_labels);
+            let to = decide(&key, labels, ring);
+            let relabel: Vec<Write> = match children_owner(labels, to.as_ref(), ring) {
+                Some(owner) => children
+                    .get(meta.uid.as_deref().unwrap_or_default())
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, c)| {
+                        c.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL)).map(String::as_str) != Some(owner)
+                    })
+                    .filter(|(_, c)| !pending(c))
+                    .map(|(resource, c)| write(resource, c, |version| follow(owner, version)))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let own = to.filter(|_| !pending(parent)).map(|to| write(&family.parent.resource, parent, |v| patch(&to, v)));
+            if own.is_some() || !relabel.is_empty() {
+                jobs.push(Job { children: relabel, parent: own });
+            }
+        }
+        jobs
+    }
+}
+
+/// Write `job`'s children, then (when they all succeeded) its parent; returns the written
+/// objects' uids with the versions they were written over.
+async fn run_job(client: &kube::Client, job: Job) -> Vec<(String, String)> {
+    let params = PatchParams { field_manager: Some(SHARDER_MANAGER.to_owned()), ..PatchParams::default() };
+    let mut done = Vec::new();
+    for w in job.children.into_iter().chain(job.parent) {
+        let api: Api<DynamicObject> = match &w.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &w.resource),
+            None => Api::all_with(client.clone(), &w.resource),
+        };
+        if let Err(e) = api.patch_metadata(&w.name, &params, &Patch::Merge(&w.body)).await {
+            tracing::debug!(kind = %w.resource.kind, name = %w.name, error = %e, "shard label not written; next pass");
+            // A parent is labelled for its new owner only once its children are.
+            return done;
+        }
+        done.push((w.uid, w.version));
+    }
+    done
 }
 
 #[cfg(test)]
@@ -198,7 +378,43 @@ mod tests {
     }
 
     #[test]
+    fn children_follow_the_new_owner_on_assignment_and_stay_while_draining() {
+        let ring = Ring::new(["a", "b"]);
+        let assign = Move::Assign("a".into());
+        assert_eq!(children_owner(&labels(&[]), Some(&assign), &ring), Some("a"));
+        assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "b")]), Some(&Move::Drain), &ring), None);
+        let draining = labels(&[(SHARD_LABEL, "b"), (DRAIN_LABEL, "true")]);
+        assert_eq!(children_owner(&draining, None, &ring), None);
+    }
+
+    #[test]
+    fn children_of_a_settled_parent_belong_to_its_live_owner_only() {
+        let ring = Ring::new(["a", "b"]);
+        assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "b")]), None, &ring), Some("b"));
+        assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "dead")]), None, &ring), None);
+        assert_eq!(children_owner(&labels(&[]), None, &ring), None);
+    }
+
+    #[test]
+    fn a_child_names_its_parent_by_controller_reference_or_by_the_uid_label() {
+        let owned: Meta = serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "X", "name": "x", "uid": "other"},
+                {"apiVersion": "v1", "kind": "P", "name": "p", "uid": "u1", "controller": true}]}}))
+        .unwrap();
+        assert_eq!(parent_uid(&owned), Some("u1"));
+        let labelled: Meta = serde_json::from_value(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "r", "labels": {PARENT_UID_LABEL: "u2"}}}))
+        .unwrap();
+        assert_eq!(parent_uid(&labelled), Some("u2"));
+        let orphan: Meta =
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})).unwrap();
+        assert_eq!(parent_uid(&orphan), None);
+    }
+
+    #[test]
     fn the_patches_touch_only_the_labels_under_the_listed_version() {
+        assert_eq!(follow("b", Some("9")), json!({"metadata": {"resourceVersion": "9", "labels": {SHARD_LABEL: "b"}}}));
         let assign = patch(&Move::Assign("b".into()), Some("42"));
         assert_eq!(assign, json!({"metadata": {"resourceVersion": "42", "labels": {SHARD_LABEL: "b", DRAIN_LABEL: null}}}));
         assert_eq!(patch(&Move::Drain, Some("7"))["metadata"]["labels"], json!({DRAIN_LABEL: "true"}));

@@ -1,0 +1,423 @@
+//! Sharding across replicas on a real control plane: time to converge N parents and the
+//! resident memory of each replica, with 1, 2 and 3 `wasmop run --sharding` replicas.
+//!
+//! `cargo bench -p wasmop-e2e --bench sharding` (a plain binary, `harness = false`). It runs the
+//! release `wasmop` binary next to it (`target/release/wasmop`; build it first with
+//! `cargo build --profile bench -p wasmop --bin wasmop`, as `scripts/bench.sh` does, or point
+//! `WASMOP_BIN` at one).
+//!
+//! Environment:
+//! - `N` (default 300): Memcached parents per run (`size: 0`; each gets a Deployment child);
+//! - `REPLICAS` (default `1,2,3`): the replica counts, one run each; the first is the baseline;
+//! - `SETTLE` (default 5): seconds between the replicas going quiet and their RSS being read.
+//!
+//! One control plane (etcd + kube-apiserver + kube-controller-manager 1.20.2) for the whole
+//! bench; each run has a namespace of its own and its replicas watch only it (`--namespace`),
+//! so a run never sees the objects of the runs before it. A run:
+//!
+//! 1. starts k replicas (`--sharding`, shard names `r<k>-<i>`, concurrency 16, no resync, Lease
+//!    4 s, retry period 500 ms) and waits until each is Ready and sees k members; reads each
+//!    replica's RSS (its idle RSS, one plugin loaded, no object);
+//! 2. creates N parents (32 at a time) and times until every parent is `Available=True` for its
+//!    generation and has its Deployment: throughput = N / that time;
+//! 3. waits until no replica has reconciled for 3 s, then reads each replica's RSS, its parents
+//!    (`wasmop_shard_parents`) and its cached Deployments (`wasmop_shard_cached_objects`);
+//! 4. stops the replicas with SIGTERM (each deletes its shard Lease on the way out), so the
+//!    next run's members are only its own.
+//!
+//! Printed: a table per run and the figure lines of `scripts/bench.sh`, each against the first
+//! run (1 replica): throughput (on 2 cores the replicas share the same CPUs as the API server,
+//! so more replicas are not expected to be faster here), the largest replica's RSS, and the
+//! object part of a replica's RSS (its RSS after converging minus its idle RSS), which falls
+//! towards 1/k of the 1-replica run's when parents and children divide.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use wasmop_e2e::ControlPlane;
+use wasmop_e2e::cluster::apply_file;
+use wasmop_e2e::plugins::{plugin, workspace};
+
+#[path = "support/figure.rs"]
+mod figure;
+
+use figure::{Goal, figure};
+
+const BENCH: &str = "sharding";
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
+const START_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn memcached_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
+}
+
+fn env_usize(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+fn main() -> Result<()> {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Current-thread: every child process is forked from the main thread, which lives as long as
+    // the bench, so PR_SET_PDEATHSIG kills the children only when the bench ends.
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(bench())
+}
+
+/// The VmRSS of process `pid` in MiB: the median of five readings 200 ms apart.
+async fn rss_mib(pid: u32) -> Result<f64> {
+    let mut readings = Vec::new();
+    for _ in 0..5 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("process {pid} is gone"))?;
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_default();
+        readings.push(kib / 1024.0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    readings.sort_by(f64::total_cmp);
+    Ok(readings[2])
+}
+
+/// `GET path` on 127.0.0.1:`port`: (status, body).
+fn get(port: u16, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let status = text.split_whitespace().nth(1).context("no status line")?.parse()?;
+    Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
+}
+
+/// Sum of the samples of the lines of a Prometheus text page starting with `prefix` (a family
+/// name followed by `{` or a space, or a full series up to its value).
+fn metric_sum(page: &str, prefix: &str) -> f64 {
+    page.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+/// The release `wasmop` binary: `WASMOP_BIN`, else `wasmop` in the directory above this bench's.
+fn host_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("WASMOP_BIN") {
+        return Ok(bin.into());
+    }
+    let exe = std::env::current_exe()?;
+    let bin = exe.parent().and_then(Path::parent).context("bench binary location")?.join("wasmop");
+    ensure!(
+        bin.is_file(),
+        "{} not found: build it first with `cargo build --profile bench -p wasmop --bin wasmop`",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// One `wasmop run --sharding` replica, killed when dropped (and by the kernel if the bench
+/// dies).
+struct Replica {
+    name: String,
+    child: Child,
+    port: u16,
+}
+
+impl Replica {
+    fn spawn(bin: &Path, cp: &ControlPlane, plugins: &Path, namespace: &str, name: &str, group: &str) -> Result<Self> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut command = Command::new(bin);
+        command
+            .args(["run", "--plugins"])
+            .arg(plugins)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--concurrency", "16", "--resync", "0s"])
+            .args(["--namespace", namespace, "--sharding", "--shard-name", name, "--leader-elect-name", group])
+            .args(["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s"])
+            .args(["--leader-elect-retry-period", "500ms"])
+            .env("WASMOP_CACHE_DIR", plugins.join(".cache"))
+            .env("RUST_LOG", std::env::var("HOST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(Self { name: name.to_owned(), child: command.spawn()?, port })
+    }
+
+    fn page(&self) -> Result<String> {
+        get(self.port, "/metrics").map(|(_, page)| page)
+    }
+
+    /// Ready, and counting `members` live shard members.
+    fn ready(&mut self, members: usize) -> Result<bool> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!("replica {} exited: {status}", self.name);
+        }
+        let Ok(page) = self.page() else { return Ok(false) };
+        let ready = matches!(get(self.port, "/readyz"), Ok((200, _)));
+        Ok(ready && metric_sum(&page, "wasmop_shard_members ") == members as f64)
+    }
+
+    /// Stop it with SIGTERM (it leaves the shard: its Lease is deleted), SIGKILL after 30 s.
+    async fn stop(mut self) -> Result<()> {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let started = Instant::now();
+        while self.child.try_wait()?.is_none() {
+            if started.elapsed() > Duration::from_secs(30) {
+                eprintln!("[sharding] {} did not stop within 30 s of SIGTERM; killing it", self.name);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Wait until no replica has reconciled for 3 s and their queues are empty.
+async fn quiet(replicas: &[Replica]) -> Result<()> {
+    let started = Instant::now();
+    let (mut last, mut since) = (-1.0, Instant::now());
+    loop {
+        let (mut count, mut depth) = (0.0, 0.0);
+        for r in replicas {
+            let page = r.page()?;
+            count += metric_sum(&page, "controller_runtime_reconcile_total{");
+            depth += metric_sum(&page, "workqueue_depth{");
+        }
+        if count != last || depth > 0.0 {
+            (last, since) = (count, Instant::now());
+        } else if since.elapsed() >= Duration::from_secs(3) {
+            return Ok(());
+        }
+        ensure!(started.elapsed() < CONVERGE_TIMEOUT, "replicas still reconciling after {CONVERGE_TIMEOUT:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Wait until every one of the `n` parents in `namespace` has `Available=True` for its
+/// generation and a Deployment.
+async fn wait_converged(client: &kube::Client, namespace: &str, n: usize) -> Result<()> {
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &memcached_resource());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let started = Instant::now();
+    loop {
+        let available = crs
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|cr| {
+                cr.data.pointer("/status/conditions").and_then(|c| c.as_array()).is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c["type"] == "Available"
+                            && c["status"] == "True"
+                            && c["observedGeneration"].as_i64() == cr.metadata.generation
+                    })
+                })
+            })
+            .count();
+        let children = deployments.list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=wasmop")).await?;
+        if available == n && children.items.len() == n {
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed() < CONVERGE_TIMEOUT,
+            "after {CONVERGE_TIMEOUT:?}: {available} / {n} Available, {} Deployments",
+            children.items.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// What one run measured.
+struct Run {
+    replicas: usize,
+    seconds: f64,
+    /// Per replica: name, idle RSS, RSS after converging, parents, cached Deployments.
+    each: Vec<(String, f64, f64, f64, f64)>,
+}
+
+impl Run {
+    fn throughput(&self, n: usize) -> f64 {
+        n as f64 / self.seconds
+    }
+
+    fn max_rss(&self) -> f64 {
+        self.each.iter().map(|e| e.2).fold(0.0, f64::max)
+    }
+
+    /// The mean over replicas of RSS after converging minus idle RSS.
+    fn object_part(&self) -> f64 {
+        self.each.iter().map(|e| e.2 - e.1).sum::<f64>() / self.each.len() as f64
+    }
+}
+
+async fn run(
+    bin: &Path,
+    cp: &ControlPlane,
+    client: &kube::Client,
+    plugins: &Path,
+    n: usize,
+    k: usize,
+    settle: Duration,
+) -> Result<Run> {
+    let namespace = format!("shard-bench-{k}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
+    namespaces.create(&PostParams::default(), &ns).await?;
+    let group = format!("shard-bench-{k}");
+    let mut replicas: Vec<Replica> =
+        (0..k).map(|i| Replica::spawn(bin, cp, plugins, &namespace, &format!("r{k}-{i}"), &group)).collect::<Result<_>>()?;
+    let started = Instant::now();
+    loop {
+        let mut all = true;
+        for r in &mut replicas {
+            all &= r.ready(k)?;
+        }
+        if all {
+            break;
+        }
+        ensure!(started.elapsed() < START_TIMEOUT, "{k} replicas not Ready with {k} members after {START_TIMEOUT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(settle).await;
+    let mut idle = Vec::new();
+    for r in &replicas {
+        idle.push(rss_mib(r.child.id()).await?);
+    }
+
+    let ar = memcached_resource();
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &ar);
+    let started = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let crs = crs.clone();
+            let cr = DynamicObject::new(&format!("mem-{i:05}"), &ar).within(&namespace).data(json!({"spec": {"size": 0}}));
+            async move { crs.create(&PostParams::default(), &cr).await.map(drop) }
+        })
+        .buffer_unordered(32)
+        .try_for_each(|()| async { Ok(()) })
+        .await?;
+    wait_converged(client, &namespace, n).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!("[sharding] {k} replicas converged {n} parents in {seconds:.1} s");
+    quiet(&replicas).await?;
+    tokio::time::sleep(settle).await;
+    let mut each = Vec::new();
+    for (r, idle) in replicas.iter().zip(idle) {
+        let page = r.page()?;
+        let parents = metric_sum(&page, "wasmop_shard_parents{");
+        let deployments = metric_sum(&page, "wasmop_shard_cached_objects{kind=\"apps/v1/Deployment\"}");
+        each.push((r.name.clone(), idle, rss_mib(r.child.id()).await?, parents, deployments));
+    }
+    for r in replicas {
+        r.stop().await?;
+    }
+    Ok(Run { replicas: k, seconds, each })
+}
+
+async fn bench() -> Result<()> {
+    let n = env_usize("N", 300)?;
+    let settle = Duration::from_secs(env_usize("SETTLE", 5)? as u64);
+    let counts: Vec<usize> = std::env::var("REPLICAS")
+        .unwrap_or_else(|_| "1,2,3".into())
+        .split(',')
+        .map(|c| c.trim().parse().with_context(|| format!("REPLICAS: {c:?} is not a number")))
+        .collect::<Result<_>>()?;
+    ensure!(!counts.is_empty() && counts.iter().all(|c| (1..=10).contains(c)), "REPLICAS: counts from 1 to 10");
+    let bin = host_binary()?;
+    eprintln!("[sharding] N={n} REPLICAS={counts:?}; host {}; building the memcached plugin…", bin.display());
+    let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
+    let root = tempfile::tempdir()?;
+    std::fs::copy(wasm, root.path().join("memcached.wasm"))?;
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
+    let mut runs = Vec::new();
+    for &k in &counts {
+        runs.push(run(&bin, &cp, &client, root.path(), n, k, settle).await?);
+        // The Leases of the stopped replicas are gone; give the leader Lease's holder time to
+        // let go too before the next run's replicas start.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get);
+    println!("\nSharding: {n} parents per run, {cores} cores");
+    println!("{:<10} {:<8} {:>9} {:>9} {:>8} {:>12}", "replicas", "replica", "idle MiB", "RSS MiB", "parents", "Deployments");
+    for run in &runs {
+        for (name, idle, rss, parents, deployments) in &run.each {
+            println!("{:<10} {name:<8} {idle:>9.1} {rss:>9.1} {parents:>8} {deployments:>12}", run.replicas);
+        }
+        println!("{:<10} converged in {:.1} s: {:.1} parents/s", run.replicas, run.seconds, run.throughput(n));
+    }
+    println!();
+    let base = &runs[0];
+    let vs = base.replicas;
+    figure(
+        BENCH,
+        &format!("throughput to all Available, {vs} replica(s), N = {n}"),
+        base.throughput(n),
+        None,
+        "parents/s",
+        Goal::None,
+    );
+    figure(BENCH, &format!("largest replica RSS, {vs} replica(s), N = {n}"), base.max_rss(), None, "MiB", Goal::None);
+    for run in &runs[1..] {
+        let k = run.replicas;
+        figure(
+            BENCH,
+            &format!("throughput to all Available, {k} vs {vs} replica(s), N = {n} (not expected ≥ 1 on 2 shared cores)"),
+            run.throughput(n),
+            Some(base.throughput(n)),
+            "parents/s",
+            Goal::None,
+        );
+        figure(
+            BENCH,
+            &format!("largest replica RSS, {k} vs {vs} replica(s), N = {n}"),
+            run.max_rss(),
+            Some(base.max_rss()),
+            "MiB",
+            Goal::None,
+        );
+        figure(
+            BENCH,
+            &format!("object part of a replica's RSS (after converging − idle), {k} vs {vs} replica(s), N = {n} (→ 1/{k})"),
+            run.object_part(),
+            Some(base.object_part()),
+            "MiB",
+            Goal::None,
+        );
+    }
+    drop(cp);
+    Ok(())
+}

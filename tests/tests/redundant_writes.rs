@@ -54,13 +54,25 @@ fn reconciles(host: &Host, plugin: &str) -> f64 {
         .sum()
 }
 
+/// A converged parent, and the API server's request counts from before it was created.
+struct Converged {
+    _cp: ControlPlane,
+    client: kube::Client,
+    host: Host,
+    crs: Api<DynamicObject>,
+    before_create: HashMap<String, f64>,
+    /// The counts once `Available=True` was seen (before the test read the Deployment).
+    at_available: HashMap<String, f64>,
+}
+
 /// A host serving the memcached plugin, and one Memcached (size 0) it has converged:
 /// `Available=True`, and kube-controller-manager done with its Deployment.
-async fn converged_memcached(name: &str) -> Result<(ControlPlane, kube::Client, Host, Api<DynamicObject>)> {
+async fn converged_memcached(name: &str) -> Result<Converged> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     let host = Host::start(client.clone(), &[&plugin("memcached", "wasm32-wasip2")], Host::test_config()).await?;
+    let before_create = requests(&client).await?;
     apply(
         &client,
         &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
@@ -74,6 +86,7 @@ async fn converged_memcached(name: &str) -> Result<(ControlPlane, kube::Client, 
         Ok(conditions.iter().any(|c| c["type"] == "Available" && c["status"] == "True").then_some(()))
     })
     .await?;
+    let at_available = requests(&client).await?;
     let deployments = api_for(&client, "apps/v1", "Deployment", Some("default")).await?;
     eventually("kube-controller-manager done with the Deployment", WAIT, || async {
         let d = deployments.get(name).await?;
@@ -82,12 +95,31 @@ async fn converged_memcached(name: &str) -> Result<(ControlPlane, kube::Client, 
     })
     .await?;
     tokio::time::sleep(QUIET).await; // the reconciles kube-controller-manager's writes trigger
-    Ok((cp, client, host, crs))
+    Ok(Converged { _cp: cp, client, host, crs, before_create, at_available })
+}
+
+#[tokio::test]
+async fn a_new_child_is_created_by_one_apply_without_being_read_first() -> Result<()> {
+    let Converged { client, before_create, at_available: after, _cp, .. } = converged_memcached("new").await?;
+    assert_eq!(delta(&before_create, &after, "APPLY deployments"), 1.0);
+    assert_eq!(delta(&before_create, &after, "GET deployments"), 0.0, "the new Deployment is not read before it is created");
+
+    // Created by an apply like any other: its fields are the plugin's field manager's.
+    let d = api_for(&client, "apps/v1", "Deployment", Some("default")).await?.get("new").await?;
+    let managers: Vec<(String, String)> = d
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| (m.manager.clone().unwrap_or_default(), m.operation.clone().unwrap_or_default()))
+        .collect();
+    assert!(managers.contains(&("wasmop/memcached".to_owned(), "Apply".to_owned())), "{managers:?}");
+    Ok(())
 }
 
 #[tokio::test]
 async fn reconciling_a_converged_parent_again_sends_no_apply_and_no_status_write() -> Result<()> {
-    let (_cp, client, host, crs) = converged_memcached("again").await?;
+    let Converged { client, host, crs, _cp, .. } = converged_memcached("again").await?;
     let before = requests(&client).await?;
     let reconciled = reconciles(&host, "memcached");
 
@@ -110,7 +142,7 @@ async fn reconciling_a_converged_parent_again_sends_no_apply_and_no_status_write
 
 #[tokio::test]
 async fn a_change_of_the_parent_status_alone_does_not_reconcile_it() -> Result<()> {
-    let (_cp, client, host, crs) = converged_memcached("status-only").await?;
+    let Converged { client, host, crs, _cp, .. } = converged_memcached("status-only").await?;
     let before = requests(&client).await?;
     let reconciled = reconciles(&host, "memcached");
 

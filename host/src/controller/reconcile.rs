@@ -40,6 +40,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             parent_resource: &controller.parent.resource,
             cache: &*watches,
             applied: &controller.applied,
+            creates: &controller.creates,
         };
         let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();

@@ -250,6 +250,8 @@ struct RunResult {
     requests_settle: BTreeMap<String, f64>,
     requests_lat: BTreeMap<String, f64>,
     cpu_bulk: BTreeMap<String, f64>,
+    /// What the controller itself counted during the bulk phase ([`controller_work`]).
+    work_bulk: BTreeMap<String, f64>,
     native: Option<NativeCounts>,
 }
 
@@ -299,6 +301,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     // ---- bulk ----
     let names: Vec<String> = (0..n).map(|i| format!("bulk-{i:05}")).collect();
     let metrics0 = request_counts(&client).await?;
+    let work0 = controller_work(&running);
     let cpu0 = cpu_snapshot();
     let t0 = Instant::now();
     let creates = futures::stream::iter(names.iter().cloned())
@@ -335,6 +338,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     let converge = last.saturating_duration_since(t0);
     let settled = tracker.last_settled(&names).expect("all settled").saturating_duration_since(t0);
     let cpu1 = cpu_snapshot();
+    let work1 = controller_work(&running);
     let metrics1 = request_counts(&client).await?;
     eprintln!(
         "[converge]   all {n} converged in {:.3} s, Available=True in {:.3} s",
@@ -416,6 +420,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
         requests_settle: diff(&metrics1, &metrics2),
         requests_lat: diff(&metrics2, &metrics3),
         cpu_bulk: diff(&cpu0, &cpu1),
+        work_bulk: diff(&work0, &work1),
         native,
     })
 }
@@ -633,6 +638,17 @@ async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> 
     let text = client.request_text(http::Request::get("/metrics").body(Vec::new())?).await?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{")
+            && let Some((labels, value)) = rest.rsplit_once("} ")
+        {
+            // Watch events the server sent, to every watcher of the kind (the controller's,
+            // the bench's own two watches, kube-controller-manager's).
+            let kind = parse_labels(labels).remove("kind").unwrap_or_default();
+            if ["Memcached", "Deployment", "Pod"].contains(&kind.as_str()) {
+                *out.entry(format!("watch events sent: {kind}")).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+            }
+            continue;
+        }
         let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
             continue;
         };
@@ -653,6 +669,37 @@ async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> 
         *out.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
     }
     Ok(out)
+}
+
+/// What the controller under test counts itself, so far: the host's reconciles, plugin calls
+/// and queue adds (its Prometheus metrics), or the native controller's reconciles, applies and
+/// status patches.
+fn controller_work(running: &Running) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    match running {
+        Running::Host(host) => {
+            let text = host.manager.metrics().render();
+            for line in text.lines() {
+                let name = line.split(['{', ' ']).next().unwrap_or_default();
+                let key = match name {
+                    "controller_runtime_reconcile_total" => "reconciles",
+                    "wasmop_plugin_call_duration_seconds_count" => "plugin calls",
+                    "workqueue_adds_total" => "queue adds",
+                    _ => continue,
+                };
+                let value = line.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok()).unwrap_or(0.0);
+                *out.entry(key.to_owned()).or_insert(0.0) += value;
+            }
+        }
+        Running::Native(_, ctx) => {
+            let c = ctx.counts();
+            out.insert("reconciles".to_owned(), c.reconciles as f64);
+            out.insert("applies".to_owned(), c.applies as f64);
+            out.insert("status patches".to_owned(), c.status_patches as f64);
+            out.insert("errors".to_owned(), c.errors as f64);
+        }
+    }
+    out
 }
 
 fn parse_labels(s: &str) -> HashMap<String, String> {
@@ -763,6 +810,16 @@ impl RunResult {
         (self.cpu_bulk.get(MACHINE).copied().unwrap_or(0.0) - ours).max(0.0)
     }
 
+    /// The controller's writes of the bulk phase per CR: Deployment applies, Memcached patches
+    /// (status and metadata). kube-controller-manager writes neither.
+    fn writes_per_parent(&self) -> f64 {
+        let writes: f64 = ["APPLY deployments", "PATCH memcacheds/status", "PATCH memcacheds"]
+            .iter()
+            .filter_map(|k| self.requests_bulk.get(*k))
+            .sum();
+        writes / self.n as f64
+    }
+
     fn throughput(&self) -> f64 {
         self.n as f64 / self.converge.as_secs_f64()
     }
@@ -789,6 +846,10 @@ impl RunResult {
         for k in keys {
             let g = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(0.0);
             println!("  {k:<28} {:>7} | {:>6} | {:>5}", g(&self.requests_bulk), g(&self.requests_settle), g(&self.requests_lat));
+        }
+        println!("the controller's own counts during the bulk phase (per parent):");
+        for (k, v) in &self.work_bulk {
+            println!("  {k:<28} {v:>7} ({:.2})", v / self.n as f64);
         }
         println!("CPU seconds during the bulk phase ({:.2} s wall, 2 cores):", self.converge.as_secs_f64());
         for (k, v) in &self.cpu_bulk {
@@ -826,6 +887,8 @@ fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
     row("creates returned after", &|r| format!("{:.2} s", r.creates.as_secs_f64()));
     row("server-side applies, bulk", &|r| format!("{}", r.requests_bulk.get("APPLY deployments").copied().unwrap_or(0.0)));
     row("status patches, bulk", &|r| format!("{}", r.requests_bulk.get("PATCH memcacheds/status").copied().unwrap_or(0.0)));
+    row("reconciles per parent, bulk", &|r| format!("{:.2}", r.work_bulk.get("reconciles").copied().unwrap_or(0.0) / r.n as f64));
+    row("controller writes per parent, bulk", &|r| format!("{:.2}", r.writes_per_parent()));
     row("controller CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)));
     row("kube-apiserver CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("kube-apiserver").copied().unwrap_or(0.0)));
     row("etcd CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("etcd").copied().unwrap_or(0.0)));

@@ -3,6 +3,7 @@
 
 mod adoption;
 mod applied;
+mod create;
 mod diff;
 mod events;
 mod finalizer;
@@ -18,6 +19,7 @@ use serde_json::Value;
 
 pub use adoption::{ADOPTION_FIELD_MANAGER, label_unlabelled_children, needs_label};
 pub use applied::AppliedChildren;
+pub use create::{CreateOnly, Created};
 pub use diff::contains;
 
 pub use events::EventSink;
@@ -99,6 +101,8 @@ pub struct Writer<'a> {
     /// What was last applied to each child, so an apply is skipped only when both the
     /// desired content is unchanged and the observed object still contains it.
     pub applied: &'a AppliedChildren,
+    /// The kinds whose new children may be created in one request ([`CreateOnly`]).
+    pub creates: &'a CreateOnly,
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -132,11 +136,14 @@ impl Writer<'_> {
     /// Make the writes of `plan`, in order: apply its children, delete its prunes and
     /// deletes, patch the parent's status. Events and the finalizer are the caller's.
     ///
-    /// Before any write, each child the cache does not hold is read from the API server: the
-    /// cache holds only children the host labelled ([`labels`]), so such a child may still
-    /// exist (a user's object of the same name, a child an older host wrote), and it is
-    /// applied only if this parent may ([`Control::may_apply`], the rule [`plan`] checks
-    /// against the cache).
+    /// Before any other write, each child the cache does not hold is checked against the API
+    /// server: the cache holds only children the host labelled ([`labels`]), so such a child
+    /// may still exist (a user's object of the same name, a child an older host wrote), and it
+    /// is applied only if this parent may ([`Control::may_apply`], the rule [`plan`] checks
+    /// against the cache). When it is the plan's only such child, it is applied on the
+    /// condition that it does not exist ([`CreateOnly`]): a new child costs one request, and
+    /// only an existing one is read and checked. Several are each read first, so that a
+    /// refusal still comes before any write.
     ///
     /// # Errors
     /// [`ActionError::Refused`] when such a child may not be applied (nothing is written then);
@@ -144,8 +151,8 @@ impl Writer<'_> {
     /// idempotent).
     pub async fn execute(&self, plan: &Plan) -> Result<Written, ActionError> {
         let mut written = Written::default();
-        self.check_uncached(&plan.apply).await?;
-        self.apply_children(&plan.apply, &mut written).await?;
+        let created = self.check_uncached(&plan.apply, &mut written).await?;
+        self.apply_children(&plan.apply, created, &mut written).await?;
         self.delete(plan.prune.iter().chain(&plan.delete), &mut written).await?;
         if let Some(patch) = &plan.status_patch {
             written.parent_resource_version = self.patch_status(patch).await?;
@@ -158,9 +165,10 @@ impl Writer<'_> {
     /// those last applied with the same content whose observed state still contains it. The
     /// skip compares only the fields the plugin sends, so a field left to another manager (and
     /// changed by it) never causes a write.
-    async fn apply_children(&self, children: &[Value], written: &mut Written) -> Result<(), ActionError> {
+    /// The child at index `created` was created already ([`Writer::check_uncached`]).
+    async fn apply_children(&self, children: &[Value], created: Option<usize>, written: &mut Written) -> Result<(), ActionError> {
         let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
-        for child in children {
+        for (_, child) in children.iter().enumerate().filter(|(i, _)| Some(*i) != created) {
             let r = ObjectRef::of_object(child).expect("planned children have identity");
             let kind = r.kind();
             if self.applied.unchanged(parent_uid, &r, child)
@@ -182,15 +190,33 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Read each child the cache does not hold from the API server; refuse the first that
-    /// exists and this parent may not apply.
-    async fn check_uncached(&self, children: &[Value]) -> Result<(), ActionError> {
+    /// Check each child the cache does not hold against the API server; refuse the first that
+    /// exists and this parent may not apply. The only such child of a plan is created if it
+    /// does not exist (counted in `written`; its index is returned); otherwise each is read.
+    async fn check_uncached(&self, children: &[Value], written: &mut Written) -> Result<Option<usize>, ActionError> {
         let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
-        for child in children {
-            let r = ObjectRef::of_object(child).expect("planned children have identity");
-            if self.cache.get(&r.kind(), r.namespace.as_deref(), &r.name).is_some() {
-                continue;
+        let uncached: Vec<(usize, &Value, ObjectRef)> = children
+            .iter()
+            .enumerate()
+            .map(|(i, child)| (i, child, ObjectRef::of_object(child).expect("planned children have identity")))
+            .filter(|(_, _, r)| self.cache.get(&r.kind(), r.namespace.as_deref(), &r.name).is_none())
+            .collect();
+        if let [(i, child, r)] = uncached.as_slice()
+            && self.creates.supported(&r.kind())
+        {
+            let kind = r.kind();
+            let api = self.api(&kind, r.namespace.as_deref()).await?;
+            let created = self.creates.apply(&api, &kind, &r.name, child, &self.params()).await;
+            match created.map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })? {
+                Created::Created => {
+                    self.applied.record(parent_uid, r.clone(), child);
+                    written.applied += 1;
+                    return Ok(Some(*i));
+                }
+                Created::Exists | Created::Unsupported => {}
             }
+        }
+        for (_, _, r) in &uncached {
             let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
             let existing = api.get_opt(&r.name).await.map_err(|source| ActionError::Api {
                 action: "read",
@@ -203,7 +229,7 @@ impl Writer<'_> {
                 return Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }));
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Delete objects, each on the condition that its uid is still the one checked. An object

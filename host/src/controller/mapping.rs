@@ -1,6 +1,6 @@
 //! Which parents a change concerns: the event → queue-key mapping of one plugin.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
@@ -31,21 +31,33 @@ impl ObjectKey {
 }
 
 /// Whether an update changed only what a reconcile does not read as input: the status
-/// (usually our own write) and bookkeeping metadata. Such updates do not re-trigger the parent,
-/// which keeps a plugin's status write from looping.
+/// (usually our own write) and bookkeeping metadata (`resourceVersion`, `managedFields`). Such
+/// updates do not re-trigger the parent, which keeps a plugin's status write from looping.
+///
+/// Runs on the watch task for every update of a parent (each status write of the host comes
+/// back as one), so it compares in place: nothing is copied.
 pub fn only_status_changed(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(map) = v.as_object_mut() {
-            map.remove("status");
-            if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("resourceVersion");
-                meta.remove("managedFields");
-            }
-        }
-        v
-    };
-    strip(old) == strip(new)
+    /// Top-level fields and metadata fields an update may change without concerning the plugin.
+    const IGNORED: &[&str] = &["status"];
+    const IGNORED_META: &[&str] = &["resourceVersion", "managedFields"];
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else { return old == new };
+    same_fields_except(old, new, IGNORED, |key, o, n| match (key, o.as_object(), n.as_object()) {
+        ("metadata", Some(o), Some(n)) => same_fields_except(o, n, IGNORED_META, |_, o, n| o == n),
+        _ => o == n,
+    })
+}
+
+/// Whether `old` and `new` hold the same fields apart from `ignored` (present in either or
+/// both, with any value), the values compared by `same(key, old, new)`.
+fn same_fields_except(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    ignored: &[&str],
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let kept = |(k, _): &(&String, &Value)| !ignored.contains(&k.as_str());
+    old.iter().filter(kept).count() == new.iter().filter(kept).count()
+        && old.iter().filter(kept).all(|(k, o)| new.get(k).is_some_and(|n| same(k, o, n)))
 }
 
 /// The parents of `manifest` that a change of an object of `kind` concerns.
@@ -164,6 +176,21 @@ mod tests {
         assert!(parents_of_change(&m, &cache, &m.parent, Some(&old), Some(&status_only)).is_empty());
         assert_eq!(parents_of_change(&m, &cache, &m.parent, Some(&old), Some(&spec)), [key("a")]);
         assert_eq!(parents_of_change(&m, &cache, &m.parent, Some(&old), None), [key("a")]);
+    }
+
+    #[test]
+    fn only_status_and_bookkeeping_metadata_changes_are_status_only() {
+        let old = json!({"metadata": {"name": "a", "resourceVersion": "1", "labels": {"x": "1"}}, "spec": {"size": 1}});
+        let same = |new: Value| only_status_changed(&old, &new);
+        assert!(same(json!({"metadata": {"name": "a", "resourceVersion": "2", "labels": {"x": "1"}, "managedFields": []},
+            "spec": {"size": 1}, "status": {"nodes": []}})));
+        assert!(!same(json!({"metadata": {"name": "a", "resourceVersion": "2", "labels": {"x": "2"}}, "spec": {"size": 1}})));
+        assert!(!same(json!({"metadata": {"name": "a", "resourceVersion": "2", "labels": {"x": "1"}, "generation": 2},
+            "spec": {"size": 1}})));
+        assert!(!same(json!({"metadata": {"name": "a", "resourceVersion": "2", "labels": {"x": "1"}}, "spec": {"size": 1},
+            "extra": true})));
+        assert!(!same(json!({"metadata": {"name": "a", "resourceVersion": "2", "labels": {"x": "1"}}})));
+        assert!(!same(json!({"metadata": "not an object", "spec": {"size": 1}})));
     }
 
     #[test]

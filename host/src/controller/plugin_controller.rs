@@ -19,7 +19,7 @@ use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::shard::{self, Handover};
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
-use crate::actions::{AppliedChildren, EventSink, label_unlabelled_children, managed_selector};
+use crate::actions::{AppliedChildren, CreateOnly, EventSink, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
@@ -150,6 +150,8 @@ pub struct PluginController {
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) events: EventSink,
     pub(super) applied: AppliedChildren,
+    /// The kinds whose new children are created in one request.
+    pub(super) creates: CreateOnly,
     /// The configuration every call is given.
     pub(super) config: PluginConfig,
     breaker: BreakerGate,
@@ -271,6 +273,7 @@ impl PluginController {
             parent,
             queue: WorkQueue::new(config.queue),
             applied: AppliedChildren::default(),
+            creates: CreateOnly::default(),
             config: plugin_config,
             serving: tokio::sync::watch::channel(Serving::All).0,
             changed: tokio::sync::Notify::new(),

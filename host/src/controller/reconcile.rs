@@ -40,6 +40,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             parent_resource: &controller.parent.resource,
             cache: &*watches,
             applied: &controller.applied,
+            creates: &controller.creates,
         };
         let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();
@@ -105,19 +106,19 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         for event in &plan.events {
             controller.events.publish(&parent, event).await;
         }
-        // After the host's own status write, the finalizer's removal names the parent's new
-        // resourceVersion: the cached one would conflict and cost a second finalizing call.
-        let current = written.parent_resource_version.as_ref().map(|version| {
-            let mut current = parent.value().clone();
-            current["metadata"]["resourceVersion"] = version.as_str().into();
-            current
-        });
-        if deleting
-            && plan.finalized
-            && let Err(e) = remove_finalizer(&writer.parent_api(), current.as_ref().unwrap_or(&parent), &finalizer).await
-        {
-            tracing::warn!(error = %e, "cannot remove finalizer; retrying");
-            return Outcome::Retry;
+        if deleting && plan.finalized {
+            // After the host's own status write, the finalizer's removal names the parent's new
+            // resourceVersion: the cached one would conflict and cost a second finalizing call.
+            // (Only then is the parent copied: not on every status write.)
+            let current = written.parent_resource_version.as_ref().map(|version| {
+                let mut current = parent.value().clone();
+                current["metadata"]["resourceVersion"] = version.as_str().into();
+                current
+            });
+            if let Err(e) = remove_finalizer(&writer.parent_api(), current.as_ref().unwrap_or(&parent), &finalizer).await {
+                tracing::warn!(error = %e, "cannot remove finalizer; retrying");
+                return Outcome::Retry;
+            }
         }
         tracing::debug!(elapsed = ?stats.elapsed, applied = written.applied, unchanged = written.unchanged,
             deleted = written.deleted, status = written.status, "reconciled");

@@ -413,11 +413,20 @@ fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Object>>, new: Option
 }
 
 /// The cached form of an object (already [`strip`]ped): JSON with `apiVersion` and `kind` set.
+///
+/// Runs for every watch event: the object's fields other than `metadata` are moved into the
+/// value, not copied; only the typed `metadata` is serialized.
 fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Object>)> {
-    let mut value = serde_json::to_value(obj).ok()?;
-    let map = value.as_object_mut()?;
+    let DynamicObject { types: _, metadata, data } = obj;
+    let mut map = match data {
+        Value::Object(map) => map,
+        Value::Null => serde_json::Map::new(),
+        _ => return None,
+    };
+    map.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
     map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
     map.insert("kind".into(), Value::String(resource.kind.clone()));
+    let value = Value::Object(map);
     let key = (namespace_of(&value).unwrap_or_default().to_owned(), name_of(&value)?.to_owned());
     Some((key, Arc::new(Object::new(value))))
 }
@@ -499,6 +508,20 @@ mod tests {
         assert_eq!(old.len(), 2);
         assert_eq!(names(&watch), ["c/1"]);
         assert!(!watch.owned.read().unwrap().contains_key("q"));
+    }
+
+    #[test]
+    fn a_watched_object_is_cached_as_its_json_with_api_version_and_kind() {
+        let json = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "a", "labels": {"app": "web"}, "resourceVersion": "7"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Running"}});
+        let object: DynamicObject = serde_json::from_value(json.clone()).unwrap();
+        let (key, cached) = to_value(object, &kind_watch().resource).unwrap();
+        assert_eq!(key, ("a".to_owned(), "p".to_owned()));
+        assert_eq!(cached.value(), &json);
+
+        let nameless: DynamicObject = serde_json::from_value(json!({"metadata": {"namespace": "a"}})).unwrap();
+        assert!(to_value(nameless, &kind_watch().resource).is_none(), "an object without a name is not cached");
     }
 
     #[test]

@@ -132,7 +132,10 @@ async fn a_failed_apply_is_retried_with_backoff_until_it_succeeds() {
     let key = ObjectKey { namespace: Some("ns".into()), name: "tb".into() };
 
     let mut next = Some(first);
-    for (failures, (code, reason)) in [(409, "Conflict"), (403, "Forbidden"), (500, "InternalError")].into_iter().enumerate() {
+    // (A 409 would not be a failure here: the first apply of a new child creates it only if
+    // absent, and its conflict means the child exists, to be read and applied in the same
+    // reconcile.)
+    for (failures, (code, reason)) in [(422, "Invalid"), (403, "Forbidden"), (500, "InternalError")].into_iter().enumerate() {
         let apply = match next.take() {
             Some(call) => call,
             None => server.next().await,

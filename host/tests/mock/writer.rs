@@ -5,7 +5,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    ActionError, AppliedChildren, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, owner_reference, plan,
+    ActionError, AppliedChildren, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, owner_reference, plan,
 };
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
@@ -96,7 +96,7 @@ async fn execute_for(
     let (parent, cache) = (parent(), cache(observed));
     let planned = plan(&manifest, grants, &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("an accepted response");
     let discovery = Discovery::new(client.clone());
-    let applied = AppliedChildren::default();
+    let (applied, creates) = (AppliedChildren::default(), CreateOnly::default());
     let resource = parent_resource();
     let writer = Writer {
         client: &client,
@@ -106,6 +106,7 @@ async fn execute_for(
         parent_resource: &resource,
         cache: &cache,
         applied: &applied,
+        creates: &creates,
     };
     let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
     (planned, written, server)
@@ -170,7 +171,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     observed["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("wasmop");
     observed["metadata"]["labels"]["wasmop.dev/plugin"] = json!("testbed");
     let cache = cache(&[observed]);
-    let (discovery, applied) = (Discovery::new(client.clone()), AppliedChildren::default());
+    let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
     let writer = Writer {
         client: &client,
         discovery: &discovery,
@@ -179,6 +180,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
         parent_resource: &resource,
         cache: &cache,
         applied: &applied,
+        creates: &creates,
     };
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
@@ -314,7 +316,21 @@ async fn api_errors_of_an_apply_keep_their_code_and_stop_the_writes() {
     for (code, reason) in [(409, "Conflict"), (403, "Forbidden"), (500, "InternalError")] {
         let response =
             Response { children: vec![child("tb-out")], status: Some(json!({"phase": "Ready"})), ..Default::default() };
-        let (_, written, mut server) = execute(response, &[], async |server| server.next().await.fail(code, reason)).await;
+        let (_, written, mut server) = execute(response, &[], async |server| {
+            let call = server.next().await;
+            assert_eq!(call.body["metadata"]["resourceVersion"], "1", "the new child is applied only if absent");
+            if code == 409 {
+                // The create-only apply's conflict says the child exists: it is read (gone again
+                // by then: 404) and applied as any other, and that apply's error is the answer.
+                call.fail(409, "Conflict");
+                let call = server.next().await;
+                assert!(call.body["metadata"].get("resourceVersion").is_none(), "{}", call.body);
+                call.fail(code, reason);
+            } else {
+                call.fail(code, reason);
+            }
+        })
+        .await;
         let err = written.expect_err("the apply failed");
         assert!(matches!(err, ActionError::Api { action: "apply", .. }), "{err}");
         assert_eq!(api_code(&err), code);
@@ -329,4 +345,96 @@ async fn a_refused_status_patch_is_an_error() {
     let err = written.expect_err("the status patch failed");
     assert!(matches!(err, ActionError::Api { action: "patch status of", .. }), "{err}");
     assert_eq!(api_code(&err), 403);
+}
+
+#[tokio::test]
+async fn a_new_child_is_created_by_one_apply_naming_a_version_no_object_has() {
+    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let (_, written, server) = execute(response, &[], async |server| {
+        let call = server.next().await;
+        assert_eq!((&call.method, call.path.as_str()), (&hyper::Method::PATCH, "/api/v1/namespaces/ns/configmaps/tb-out"));
+        assert_eq!(call.content_type, "application/apply-patch+yaml");
+        assert_eq!(call.body["metadata"]["resourceVersion"], "1");
+        call.echo("2");
+        answer_status(server.next().await);
+    })
+    .await;
+    assert_eq!(written.expect("written").applied, 1);
+    assert!(!server.requests().iter().any(|r| r.starts_with("GET /api/v1/namespaces/ns/configmaps")), "{:?}", server.requests());
+}
+
+#[tokio::test]
+async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_and_refused() {
+    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let (client, mut server) = mock_client();
+    // A user's ConfigMap of that name, which nobody controls (not in the host's cache).
+    server.add(config_map("tb-out", None));
+    let (manifest, parent, resource, cache) = (manifest(), parent(), parent_resource(), cache(&[]));
+    let planned = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+    let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
+    let writer = Writer {
+        client: &client,
+        discovery: &discovery,
+        manifest: &manifest,
+        parent: &parent,
+        parent_resource: &resource,
+        cache: &cache,
+        applied: &applied,
+        creates: &creates,
+    };
+    let (written, ()) = tokio::join!(writer.execute(&planned), async {
+        let call = server.next().await;
+        assert_eq!(call.body["metadata"]["resourceVersion"], "1");
+        call.fail(409, "Conflict");
+        // The mock answers the read meanwhile; nothing else is written.
+        assert!(server.next_within(std::time::Duration::from_millis(300)).await.is_none(), "nothing else is written");
+    });
+    let err = written.expect_err("the user's ConfigMap is not taken");
+    assert!(matches!(err, ActionError::Refused(_)), "{err}");
+    assert!(server.requests().iter().any(|r| r == "GET /api/v1/namespaces/ns/configmaps/tb-out"), "{:?}", server.requests());
+}
+
+#[tokio::test]
+async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() {
+    let (client, mut server) = mock_client();
+    let (manifest, parent, resource, cache) = (manifest(), parent(), parent_resource(), cache(&[]));
+    let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
+    let writer = Writer {
+        client: &client,
+        discovery: &discovery,
+        manifest: &manifest,
+        parent: &parent,
+        parent_resource: &resource,
+        cache: &cache,
+        applied: &applied,
+        creates: &creates,
+    };
+    let planned = |name: &str| {
+        let response = Response { children: vec![child(name)], ..Default::default() };
+        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+        p.status_patch = None;
+        p
+    };
+    // The first new ConfigMap: the server refuses the version on a create; the child is read
+    // (absent) and applied as before.
+    let one = planned("one");
+    let (written, ()) = tokio::join!(writer.execute(&one), async {
+        let call = server.next().await;
+        assert_eq!(call.body["metadata"]["resourceVersion"], "1");
+        call.fail(500, "resourceVersion should not be set on objects to be created");
+        let call = server.next().await;
+        assert!(call.body["metadata"].get("resourceVersion").is_none(), "{}", call.body);
+        call.echo("2");
+    });
+    assert_eq!(written.expect("written").applied, 1);
+    assert!(server.requests().iter().any(|r| r == "GET /api/v1/namespaces/ns/configmaps/one"), "{:?}", server.requests());
+    // The next one of the kind is read first, without trying again.
+    let two = planned("two");
+    let (written, ()) = tokio::join!(writer.execute(&two), async {
+        let call = server.next().await;
+        assert!(call.body["metadata"].get("resourceVersion").is_none(), "{}", call.body);
+        call.echo("3");
+    });
+    assert_eq!(written.expect("written").applied, 1);
+    assert!(server.requests().iter().any(|r| r == "GET /api/v1/namespaces/ns/configmaps/two"), "{:?}", server.requests());
 }

@@ -48,7 +48,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use wasmop::controller::ControllerConfig;
@@ -60,9 +60,12 @@ use wasmop_e2e::plugins::{plugin, workspace};
 mod figure;
 #[path = "support/native.rs"]
 mod native;
+#[path = "support/process.rs"]
+mod process;
 
 use figure::{Goal, figure};
 use native::{NativeCounts, NativeCtx, start_native};
+use process::{env_usize, memcached_resource};
 
 const NAMESPACE: &str = "default";
 /// `spec.size` of every CR: no Pods, so kube-controller-manager only adds a ReplicaSet.
@@ -73,17 +76,6 @@ const ONE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after each latency sample converges, so the trailing work (the controller's
 /// second reconcile, kube-controller-manager's ReplicaSet) is done before the next create.
 const LAT_GAP: Duration = Duration::from_millis(300);
-
-fn memcached_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
-}
-
-fn env_usize(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
-        Err(_) => Ok(default),
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Which {

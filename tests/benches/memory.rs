@@ -40,8 +40,8 @@
 //! the wasmtime pool, other anonymous memory; and the thread count), and the figure lines of
 //! `scripts/bench.sh`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -51,8 +51,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail, ensure};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::apply_file;
@@ -62,25 +61,17 @@ use wasmop_e2e::plugins::{plugin, workspace};
 mod figure;
 #[path = "support/native.rs"]
 mod native;
+#[path = "support/process.rs"]
+mod process;
 
 use figure::{Goal, figure};
+use process::{env_usize, get, host_binary, memcached_resource, wait_converged};
 
 const NAMESPACE: &str = "default";
 /// Set in the environment of the re-executed bench binary: run only the native controller.
 const NATIVE_CHILD: &str = "MEMORY_NATIVE_KUBECONFIG";
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
 const START_TIMEOUT: Duration = Duration::from_secs(600);
-
-fn memcached_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
-}
-
-fn env_usize(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
-        Err(_) => Ok(default),
-    }
-}
 
 fn main() -> Result<()> {
     let filter =
@@ -240,38 +231,12 @@ impl Drop for Proc {
     }
 }
 
-/// `GET path` on 127.0.0.1:`port`: (status, body).
-fn get(port: u16, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let status = text.split_whitespace().nth(1).context("no status line")?.parse()?;
-    Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
-}
-
 /// Sum of the samples of a metric family in a Prometheus text page.
 fn metric_sum(page: &str, family: &str) -> f64 {
     page.lines()
         .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-/// The release `wasmop` binary: `WASMOP_BIN`, else `wasmop` in the directory above this bench's.
-fn host_binary() -> Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("WASMOP_BIN") {
-        return Ok(bin.into());
-    }
-    let exe = std::env::current_exe()?;
-    let bin = exe.parent().and_then(Path::parent).context("bench binary location")?.join("wasmop");
-    ensure!(
-        bin.is_file(),
-        "{} not found: build it first with `cargo build --profile bench -p wasmop --bin wasmop`",
-        bin.display()
-    );
-    Ok(bin)
 }
 
 /// The host under test: `wasmop run` on `plugins`, and the port of its `/metrics`.
@@ -481,7 +446,7 @@ async fn bench() -> Result<()> {
     let one = plugins_dir(root.path(), &wasm, 1)?;
     let host = HostProc::start(&bin, &cp, &one, &artifacts, 1).await?;
     let started = Instant::now();
-    wait_converged(&client, &ar, n).await?;
+    wait_converged(&client, NAMESPACE, n, Duration::from_secs(1), CONVERGE_TIMEOUT).await?;
     host.quiet().await?;
     eprintln!("[memory] host converged {n} parents in {:.1} s", started.elapsed().as_secs_f64());
     tokio::time::sleep(settle).await;
@@ -616,41 +581,6 @@ fn foreign_deployment(i: usize) -> serde_json::Value {
         "spec": {"replicas": 0, "paused": true, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": "registry.invalid/foreign:1"}]}}}})
-}
-
-/// Wait until every one of the `n` parents has `Available=True` for its generation and a
-/// Deployment.
-async fn wait_converged(client: &kube::Client, ar: &ApiResource, n: usize) -> Result<()> {
-    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, ar);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let started = Instant::now();
-    loop {
-        let available = crs
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|cr| {
-                cr.data.pointer("/status/conditions").and_then(|c| c.as_array()).is_some_and(|c| {
-                    c.iter().any(|c| {
-                        c["type"] == "Available"
-                            && c["status"] == "True"
-                            && c["observedGeneration"].as_i64() == cr.metadata.generation
-                    })
-                })
-            })
-            .count();
-        let children = deployments.list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=wasmop")).await?;
-        if available == n && children.items.len() == n {
-            return Ok(());
-        }
-        ensure!(
-            started.elapsed() < CONVERGE_TIMEOUT,
-            "after {CONVERGE_TIMEOUT:?}: {available} / {n} Available, {} Deployments",
-            children.items.len()
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
 
 fn num_cpus() -> usize {

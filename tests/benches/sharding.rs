@@ -31,19 +31,16 @@
 //! object part of a replica's RSS (its RSS after converging minus its idle RSS), which falls
 //! towards 1/k of the 1-replica run's when parents and children divide.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::apply_file;
@@ -51,23 +48,15 @@ use wasmop_e2e::plugins::{plugin, workspace};
 
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/process.rs"]
+mod process;
 
 use figure::{Goal, figure};
+use process::{env_usize, get, host_binary, memcached_resource, wait_converged};
 
 const BENCH: &str = "sharding";
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
 const START_TIMEOUT: Duration = Duration::from_secs(600);
-
-fn memcached_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"), "memcacheds")
-}
-
-fn env_usize(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{name}={v:?} is not a number")),
-        Err(_) => Ok(default),
-    }
-}
 
 fn main() -> Result<()> {
     let filter =
@@ -95,36 +84,10 @@ async fn rss_mib(pid: u32) -> Result<f64> {
     Ok(readings[2])
 }
 
-/// `GET path` on 127.0.0.1:`port`: (status, body).
-fn get(port: u16, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let status = text.split_whitespace().nth(1).context("no status line")?.parse()?;
-    Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
-}
-
 /// Sum of the samples of the lines of a Prometheus text page starting with `prefix` (a family
 /// name followed by `{` or a space, or a full series up to its value).
 fn metric_sum(page: &str, prefix: &str) -> f64 {
     page.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
-}
-
-/// The release `wasmop` binary: `WASMOP_BIN`, else `wasmop` in the directory above this bench's.
-fn host_binary() -> Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("WASMOP_BIN") {
-        return Ok(bin.into());
-    }
-    let exe = std::env::current_exe()?;
-    let bin = exe.parent().and_then(Path::parent).context("bench binary location")?.join("wasmop");
-    ensure!(
-        bin.is_file(),
-        "{} not found: build it first with `cargo build --profile bench -p wasmop --bin wasmop`",
-        bin.display()
-    );
-    Ok(bin)
 }
 
 /// One `wasmop run --sharding` replica, killed when dropped (and by the kernel if the bench
@@ -223,41 +186,6 @@ async fn quiet(replicas: &[Replica]) -> Result<()> {
     }
 }
 
-/// Wait until every one of the `n` parents in `namespace` has `Available=True` for its
-/// generation and a Deployment.
-async fn wait_converged(client: &kube::Client, namespace: &str, n: usize) -> Result<()> {
-    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &memcached_resource());
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let started = Instant::now();
-    loop {
-        let available = crs
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|cr| {
-                cr.data.pointer("/status/conditions").and_then(|c| c.as_array()).is_some_and(|c| {
-                    c.iter().any(|c| {
-                        c["type"] == "Available"
-                            && c["status"] == "True"
-                            && c["observedGeneration"].as_i64() == cr.metadata.generation
-                    })
-                })
-            })
-            .count();
-        let children = deployments.list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=wasmop")).await?;
-        if available == n && children.items.len() == n {
-            return Ok(());
-        }
-        ensure!(
-            started.elapsed() < CONVERGE_TIMEOUT,
-            "after {CONVERGE_TIMEOUT:?}: {available} / {n} Available, {} Deployments",
-            children.items.len()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// What one run measured.
 struct Run {
     replicas: usize,
@@ -327,7 +255,7 @@ async fn run(
         .buffer_unordered(32)
         .try_for_each(|()| async { Ok(()) })
         .await?;
-    wait_converged(client, &namespace, n).await?;
+    wait_converged(client, &namespace, n, Duration::from_millis(500), CONVERGE_TIMEOUT).await?;
     let seconds = started.elapsed().as_secs_f64();
     eprintln!("[sharding] {k} replicas converged {n} parents in {seconds:.1} s");
     quiet(&replicas).await?;

@@ -2,7 +2,7 @@
 //! applied again. Entries live exactly as long as their child and parent do.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -25,22 +25,35 @@ use crate::objects::controller_uid;
 pub struct AppliedChildren(Mutex<HashMap<String, HashMap<ObjectRef, u64>>>);
 
 impl AppliedChildren {
+    /// A hash of `object`'s JSON text, streamed into the hasher without building the text.
     fn fingerprint(object: &Value) -> u64 {
-        let mut hasher = std::hash::DefaultHasher::new();
-        object.to_string().hash(&mut hasher);
-        hasher.finish()
+        struct HashWriter(std::hash::DefaultHasher);
+        impl std::io::Write for HashWriter {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.write(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut writer = HashWriter(std::hash::DefaultHasher::new());
+        serde_json::to_writer(&mut writer, object).expect("a Value always serializes and the writer never fails");
+        writer.0.finish()
     }
 
     /// Whether `desired` is what was last applied to `r` for the parent with uid `parent`.
     pub(super) fn unchanged(&self, parent: &str, r: &ObjectRef, desired: &Value) -> bool {
+        let fingerprint = Self::fingerprint(desired);
         let map = self.0.lock().expect("applied lock");
-        map.get(parent).and_then(|children| children.get(r)) == Some(&Self::fingerprint(desired))
+        map.get(parent).and_then(|children| children.get(r)) == Some(&fingerprint)
     }
 
     /// Remember that `desired` was applied to `r` for the parent with uid `parent`.
     pub(super) fn record(&self, parent: &str, r: ObjectRef, desired: &Value) {
+        let fingerprint = Self::fingerprint(desired);
         let mut map = self.0.lock().expect("applied lock");
-        map.entry(parent.to_owned()).or_default().insert(r, Self::fingerprint(desired));
+        map.entry(parent.to_owned()).or_default().insert(r, fingerprint);
     }
 
     /// Forget the child `r` of the parent with uid `parent`.

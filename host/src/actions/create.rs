@@ -69,7 +69,7 @@ impl CreateOnly {
     ) -> Result<Created, kube::Error> {
         let mut absent_only = child.clone();
         absent_only["metadata"]["resourceVersion"] = ABSENT_ONLY_VERSION.into();
-        match api.patch(name, params, &Patch::Apply(&absent_only)).await {
+        match super::patch(api, super::Target::Object, name, params, &Patch::Apply(&absent_only)).await {
             Ok(_) => Ok(Created::Created),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Created::Exists),
             Err(kube::Error::Api(s)) if refuses_versions_on_create(&s.message) => {

@@ -22,7 +22,7 @@ async fn set(api: &Api<DynamicObject>, parent: &Value, list: Vec<String>) -> kub
     // resourceVersion makes this an optimistic write: a concurrent change yields a conflict
     // and a retry instead of a lost finalizer.
     let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.pointer("/metadata/resourceVersion")}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+    super::patch(api, super::Target::Object, name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
 }
 
 /// Add `finalizer` to `parent`.

@@ -9,6 +9,7 @@ mod events;
 mod finalizer;
 mod labels;
 mod ownership;
+mod patch;
 mod plan;
 mod scope;
 mod status;
@@ -26,6 +27,7 @@ pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
 pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, is_stamped, managed_selector, stamp};
 pub use ownership::Control;
+pub use patch::{Target, patch};
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
 pub use status::{RECONCILED, merge_conditions, status_patch, timestamp_now};
@@ -179,11 +181,9 @@ impl Writer<'_> {
                 continue;
             }
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            api.patch(&r.name, &self.params(), &Patch::Apply(child)).await.map_err(|source| ActionError::Api {
-                action: "apply",
-                object: r.to_string(),
-                source,
-            })?;
+            patch::patch(&api, Target::Object, &r.name, &self.params(), &Patch::Apply(child))
+                .await
+                .map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
             self.applied.record(parent_uid, r, child);
             written.applied += 1;
         }
@@ -263,10 +263,9 @@ impl Writer<'_> {
     pub async fn patch_status(&self, patch: &Value) -> Result<Option<String>, ActionError> {
         let api = self.parent_api();
         let name = name_of(self.parent).unwrap_or_default();
-        let patched = api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(|source| {
+        patch::patch(&api, Target::Status, name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(|source| {
             ActionError::Api { action: "patch status of", object: format!("{} {}", self.manifest.parent, name), source }
-        })?;
-        Ok(patched.metadata.resource_version)
+        })
     }
 
     /// The API of the parent's kind, in its namespace.

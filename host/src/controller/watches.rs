@@ -10,14 +10,14 @@
 //! (`app.kubernetes.io/managed-by=wasmop`), a related kind the fixed part of its selector. A
 //! subscriber whose selector shares nothing with the others' widens the watch to the whole
 //! kind; the watch is restarted (a relist) whenever the common selector changes. Cached objects
-//! are stripped of what no plugin reads ([`strip`]).
+//! are stripped of what no plugin reads ([`WatchedObject`], like [`strip`](crate::objects::strip)).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::discovery::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
-use crate::objects::{ObjectCache, controller_uid, name_of, namespace_of, strip};
+use crate::objects::{ObjectCache, WatchedObject, controller_uid, name_of, namespace_of};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
 
@@ -229,7 +229,7 @@ impl Watches {
 
     /// The APIs a kind is watched through: one per namespace of a namespaced install for a
     /// namespaced kind, else one for the whole cluster. Each is tagged with its namespace.
-    fn apis(&self, resource: &ApiResource, scope: Scope) -> Vec<(Option<String>, Api<DynamicObject>)> {
+    fn apis(&self, resource: &ApiResource, scope: Scope) -> Vec<(Option<String>, Api<WatchedObject>)> {
         match (self.install.namespaces(), scope) {
             (Some(names), Scope::Namespaced) => {
                 names.iter().map(|ns| (Some(ns.clone()), Api::namespaced_with(self.client.clone(), ns, resource))).collect()
@@ -327,21 +327,17 @@ impl KindWatch {
 /// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
 /// the objects `selector` matches (`None`: all); on errors retry with backoff (the API server
 /// going away is survived here) and relist. The kind is synced once every one of them has
-/// listed. Objects are [`strip`]ped before they are cached.
-async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<DynamicObject>)>, selector: Option<String>, watch: Arc<KindWatch>) {
+/// listed. Objects arrive stripped ([`WatchedObject`]).
+async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<WatchedObject>)>, selector: Option<String>, watch: Arc<KindWatch>) {
     let resource = &watch.resource;
     let config = match &selector {
         Some(selector) => watcher::Config::default().labels(selector),
         None => watcher::Config::default(),
     };
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
-    let streams = apis.into_iter().map(|(ns, api)| {
-        watcher(api, config.clone())
-            .default_backoff()
-            .modify(|o: &mut DynamicObject| strip(&mut o.metadata))
-            .map(move |event| (ns.clone(), event))
-            .boxed()
-    });
+    let streams = apis
+        .into_iter()
+        .map(|(ns, api)| watcher(api, config.clone()).default_backoff().map(move |event| (ns.clone(), event)).boxed());
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
     let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Object>>> = HashMap::new();
@@ -412,18 +408,10 @@ fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Object>>, new: Option
     }
 }
 
-/// The cached form of an object (already [`strip`]ped): JSON with `apiVersion` and `kind` set.
-///
-/// Runs for every watch event: the object's fields other than `metadata` are moved into the
-/// value, not copied; only the typed `metadata` is serialized.
-fn to_value(obj: DynamicObject, resource: &ApiResource) -> Option<(Key, Arc<Object>)> {
-    let DynamicObject { types: _, metadata, data } = obj;
-    let mut map = match data {
-        Value::Object(map) => map,
-        Value::Null => serde_json::Map::new(),
-        _ => return None,
-    };
-    map.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
+/// The cached form of an object (already stripped): JSON with `apiVersion` and `kind` set.
+/// Runs for every watch event; the object's fields are moved, not copied.
+fn to_value(obj: WatchedObject, resource: &ApiResource) -> Option<(Key, Arc<Object>)> {
+    let mut map = obj.into_fields();
     map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));
     map.insert("kind".into(), Value::String(resource.kind.clone()));
     let value = Value::Object(map);
@@ -515,12 +503,12 @@ mod tests {
         let json = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "namespace": "a", "labels": {"app": "web"}, "resourceVersion": "7"},
             "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Running"}});
-        let object: DynamicObject = serde_json::from_value(json.clone()).unwrap();
+        let object: WatchedObject = serde_json::from_value(json.clone()).unwrap();
         let (key, cached) = to_value(object, &kind_watch().resource).unwrap();
         assert_eq!(key, ("a".to_owned(), "p".to_owned()));
         assert_eq!(cached.value(), &json);
 
-        let nameless: DynamicObject = serde_json::from_value(json!({"metadata": {"namespace": "a"}})).unwrap();
+        let nameless: WatchedObject = serde_json::from_value(json!({"metadata": {"namespace": "a"}})).unwrap();
         assert!(to_value(nameless, &kind_watch().resource).is_none(), "an object without a name is not cached");
     }
 

@@ -8,6 +8,7 @@ mod gather;
 mod memory;
 pub mod selector;
 mod strip;
+mod watched;
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use serde_json::Value;
 pub use memory::MemoryCache;
 pub use selector::{LabelSelector, SelectorError};
 pub use strip::{LAST_APPLIED_ANNOTATION, strip};
+pub use watched::WatchedObject;
 
 use crate::contract::{Kind, Object};
 

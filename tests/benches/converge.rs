@@ -9,7 +9,8 @@
 //!   phase and no waiting for kube-controller-manager to settle — a quick throughput run);
 //! - `RUNS` (default `AB`): which runs, in order — `A` the wasmop host, `B` the native
 //!   kube-rs controller, `C` the native controller with `predicates::generation` on its
-//!   Memcached stream (like the host, it then ignores status-only changes); e.g. `RUNS=BA`;
+//!   Memcached stream (like the host, it then ignores status-only changes), `D` run C writing
+//!   the same status as the host (its `Reconciled` condition too); e.g. `RUNS=BA`;
 //! - `INFLIGHT` (default 32): concurrent create calls in the bulk phase;
 //! - `QUIET` (default 10): seconds to wait after the controller starts, so
 //!   kube-controller-manager's own start-up (garbage collector and quota discovery of the
@@ -64,7 +65,7 @@ mod native;
 mod process;
 
 use figure::{Goal, figure};
-use native::{NativeCounts, NativeCtx, start_native};
+use native::{NativeCounts, NativeCtx, NativeOptions, start_native};
 use process::{env_usize, memcached_resource};
 
 const NAMESPACE: &str = "default";
@@ -84,6 +85,9 @@ enum Which {
     /// Run B plus `predicates::generation` on the Memcached stream (status-only changes, e.g.
     /// its own status patches, do not trigger a reconcile — as the host filters them).
     NativeGeneration,
+    /// Run C writing the status the host writes: the plugin's `Available` condition plus the
+    /// host's own `Reconciled` condition (every parent the host reconciles carries it).
+    NativeSameStatus,
 }
 
 impl Which {
@@ -92,6 +96,7 @@ impl Which {
             Self::Host => "A wasmop host",
             Self::Native => "B native kube-rs",
             Self::NativeGeneration => "C native + generation predicate",
+            Self::NativeSameStatus => "D native, C + the host's Reconciled condition",
         }
     }
 }
@@ -195,11 +200,12 @@ async fn bench() -> Result<()> {
             'A' => Some(Which::Host),
             'B' => Some(Which::Native),
             'C' => Some(Which::NativeGeneration),
+            'D' => Some(Which::NativeSameStatus),
             _ => None,
         })
         .collect();
     if runs.is_empty() {
-        bail!("RUNS must name A, B and/or C");
+        bail!("RUNS must name A, B, C and/or D");
     }
     eprintln!("[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?}; building the memcached plugin…");
     let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
@@ -274,8 +280,12 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
                         let config = ControllerConfig { concurrency: 16, resync: None, ..ControllerConfig::default() };
                         Ok::<_, anyhow::Error>(Running::Host(Host::start(ctrl_client, &[&wasm], config).await?))
                     }
-                    Which::Native | Which::NativeGeneration => {
-                        let (task, ctx) = start_native(ctrl_client, ar, which == Which::NativeGeneration).await?;
+                    Which::Native | Which::NativeGeneration | Which::NativeSameStatus => {
+                        let options = NativeOptions {
+                            generation_predicate: which != Which::Native,
+                            reconciled_condition: which == Which::NativeSameStatus,
+                        };
+                        let (task, ctx) = start_native(ctrl_client, ar, options).await?;
                         Ok(Running::Native(task, ctx))
                     }
                 }
@@ -338,6 +348,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
         settled.as_secs_f64()
     );
     verify_by_listing(&client, &ar, &names).await?;
+    print_sample_objects(&client, &ar, &names[0]).await;
 
     // ---- settle: kube-controller-manager catches up (ReplicaSets, Deployment status) ----
     // (Skipped without a latency phase: a bulk-only run needs no idle system afterwards.)
@@ -625,7 +636,27 @@ impl Tracker {
 // Measurements: API requests (apiserver metrics) and CPU time (/proc)
 // ---------------------------------------------------------------------------------------------
 
-/// `apiserver_request_total` summed by `VERB resource[/subresource]`, for the kinds involved.
+/// The size of one converged parent and of its Deployment as the server stores them (JSON bytes,
+/// `managedFields` apart): what every write and every watch event of them costs the server.
+async fn print_sample_objects(client: &kube::Client, ar: &ApiResource, name: &str) {
+    let crs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, ar);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let sizes = |mut value: serde_json::Value| {
+        let managed = value.pointer_mut("/metadata").and_then(|m| m.as_object_mut()).and_then(|m| m.remove("managedFields"));
+        let size = |v: &serde_json::Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+        (size(&value), managed.as_ref().map_or(0, size))
+    };
+    if let (Ok(cr), Ok(list)) = (crs.get(name).await, deployments.list(&ListParams::default().limit(1)).await) {
+        let (cr_bytes, cr_managed) = sizes(serde_json::to_value(&cr).unwrap_or_default());
+        let d = list.items.into_iter().next().map(|d| sizes(serde_json::to_value(&d).unwrap_or_default()));
+        let (d_bytes, d_managed) = d.unwrap_or_default();
+        eprintln!(
+            "[converge]   a parent is {cr_bytes} bytes (+ {cr_managed} of managedFields), a Deployment {d_bytes} (+ {d_managed})"
+        );
+    }
+}
+
+/// `apiserver_request_total` summed by `VERB resource[/subresource]`, every kind but Leases.
 async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> {
     let text = client.request_text(http::Request::get("/metrics").body(Vec::new())?).await?;
     let mut out = BTreeMap::new();
@@ -641,24 +672,36 @@ async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> 
             }
             continue;
         }
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+        // The server's time per kind of request (summed latency, milliseconds): where a
+        // difference in kube-apiserver CPU between two controllers doing the same requests comes from.
+        let (rest, prefix) = if let Some(rest) = line.strip_prefix("apiserver_request_total{") {
+            (rest, "")
+        } else if let Some(rest) = line.strip_prefix("apiserver_request_duration_seconds_sum{") {
+            (rest, "server ms: ")
+        } else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
             continue;
         };
+        let value = value.trim().parse::<f64>().unwrap_or(0.0);
+        let value = if prefix.is_empty() { value } else { (value * 1000.0).round() };
         let labels = parse_labels(labels);
         let resource = labels.get("resource").map(String::as_str).unwrap_or_default();
-        if !["memcacheds", "deployments", "replicasets", "pods", "events"].contains(&resource) {
-            continue;
+        if resource.is_empty() || resource == "leases" {
+            continue; // discovery and health; kube-controller-manager's lease renewals
         }
         let sub = labels.get("subresource").map(String::as_str).unwrap_or_default();
         let verb = labels.get("verb").map(String::as_str).unwrap_or_default();
-        let mut key = if sub.is_empty() { format!("{verb} {resource}") } else { format!("{verb} {resource}/{sub}") };
+        if !prefix.is_empty() && verb == "WATCH" {
+            continue; // a watch's duration is how long it stayed open
+        }
+        let mut key =
+            if sub.is_empty() { format!("{prefix}{verb} {resource}") } else { format!("{prefix}{verb} {resource}/{sub}") };
         if verb == "LIST" || verb == "WATCH" {
             key.push_str(&format!(" ({})", labels.get("scope").map(String::as_str).unwrap_or_default()));
         }
-        *out.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+        *out.entry(key).or_insert(0.0) += value;
     }
     Ok(out)
 }
@@ -947,5 +990,17 @@ fn print_figures(results: &[RunResult], n: usize) {
     }
     if let (Some(a), Some(b)) = both(&|r| r.foreign_cpu()) {
         figure("converge", "other processes' CPU during the bulk (noise; A vs baseline)", a, Some(b), "CPU-s", Goal::None);
+    }
+    // Against a native controller writing the same status as the host: what is left of the
+    // difference when both make the API server do the same work (information, no target).
+    let same = Which::NativeSameStatus;
+    let d_runs = runs(same);
+    let against_d = |f: &dyn Fn(&RunResult) -> f64| (median_of(results, Which::Host, f), median_of(results, same, f));
+    let what = format!("N = {n}, median of {a_runs} A / {d_runs} D runs, baseline D = C writing the host's status");
+    if let (Some(a), Some(b)) = against_d(&|r| r.n as f64 / r.settled.as_secs_f64()) {
+        figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", Goal::None);
+    }
+    if let (Some(a), Some(b)) = against_d(&|r| r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)) {
+        figure("converge", &format!("controller CPU, bulk ({what})"), a, Some(b), "CPU-s", Goal::None);
     }
 }

@@ -322,7 +322,12 @@ async fn start_native_process(cp: &ControlPlane) -> Result<Proc> {
 async fn native_child(kubeconfig: PathBuf) -> Result<()> {
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
-    let (_task, ctx) = native::start_native(kube::Client::try_from(config)?, memcached_resource(), true).await?;
+    let (_task, ctx) = native::start_native(
+        kube::Client::try_from(config)?,
+        memcached_resource(),
+        native::NativeOptions { generation_predicate: true, reconciled_condition: false },
+    )
+    .await?;
     loop {
         let c = ctx.counts();
         println!(

@@ -48,6 +48,17 @@ pub struct NativeCtx {
     applies: AtomicU64,
     status_patches: AtomicU64,
     errors: AtomicU64,
+    reconciled_condition: bool,
+}
+
+/// How the native controller is configured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NativeOptions {
+    /// `predicates::generation` on the Memcached stream (status-only changes do not trigger).
+    pub generation_predicate: bool,
+    /// Write the host's `Reconciled` condition next to `Available`, so the parents' status is
+    /// the same as the host's (same size of every write and watch event).
+    pub reconciled_condition: bool,
 }
 
 impl NativeCtx {
@@ -85,8 +96,9 @@ impl From<kube::Error> for NativeError {
 pub async fn start_native(
     client: kube::Client,
     ar: ApiResource,
-    generation_predicate: bool,
+    options: NativeOptions,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<NativeCtx>)> {
+    let NativeOptions { generation_predicate, reconciled_condition } = options;
     let (deployments, d_writer) = reflector::store::<Deployment>();
     let d_stream = watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())
         .default_backoff()
@@ -108,6 +120,7 @@ pub async fn start_native(
         applies: AtomicU64::new(0),
         status_patches: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        reconciled_condition,
     });
     let pod_owner_ar = ar.clone();
     let parent_api = Api::<DynamicObject>::all_with(client, &ar);
@@ -256,6 +269,21 @@ async fn native_reconcile(cr: Arc<DynamicObject>, ctx: Arc<NativeCtx>) -> Result
     }
     let mut conditions: Vec<Value> = old_conditions.into_iter().filter(|c| c["type"] != available.type_.as_str()).collect();
     conditions.push(condition);
+    if ctx.reconciled_condition {
+        // The host's own condition, as `actions::status` writes it (first, as the plugin's
+        // conditions are merged after it on the first reconcile).
+        let old = conditions.iter().position(|c| c["type"] == "Reconciled");
+        let transition = old.and_then(|i| conditions[i]["lastTransitionTime"].as_str().map(str::to_owned)).unwrap_or_else(now);
+        let mut reconciled = json!({"type": "Reconciled", "status": "True", "reason": "ReconcileSucceeded",
+            "message": "reconciled by memcached 0.1.0", "lastTransitionTime": transition});
+        if let Some(g) = cr.metadata.generation {
+            reconciled["observedGeneration"] = json!(g);
+        }
+        match old {
+            Some(i) => conditions[i] = reconciled,
+            None => conditions.insert(0, reconciled),
+        }
+    }
     let status = json!({"nodes": nodes, "conditions": conditions});
     if !contains(&existing, &status) {
         Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ns, &ctx.memcached)

@@ -34,6 +34,8 @@ const PAGE: u32 = 500;
 /// One page of a metadata-only list, as far as adoption reads it.
 #[derive(Deserialize)]
 struct Page {
+    /// The API server answers an empty metadata list with `"items": null`.
+    #[serde(default, deserialize_with = "null_as_empty")]
     items: Vec<Listed>,
     #[serde(default)]
     metadata: PageMeta,
@@ -64,6 +66,11 @@ struct ListedMeta {
     labels: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner_references: Option<Value>,
+}
+
+/// `null` (or an absent field) as an empty list.
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Whether `object` is a child of one of the parents whose uids are `parents` (by its
@@ -181,6 +188,14 @@ mod tests {
         assert!(!needs_label(&objects[1], &parents()));
         assert_eq!((name_of(&objects[0]), namespace_of(&objects[0])), (Some("web"), Some("ns")));
         assert_eq!(objects[0]["metadata"].get("managedFields"), None, "managedFields are not kept");
+    }
+
+    #[test]
+    fn an_empty_list_answered_with_null_items_is_an_empty_page() {
+        // What kube-apiserver sends for a metadata-only list that matches nothing.
+        let text = r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":null}"#;
+        let page: Page = serde_json::from_str(text).unwrap();
+        assert!(page.items.is_empty() && page.metadata.next.is_none());
     }
 
     #[test]

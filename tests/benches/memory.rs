@@ -16,9 +16,10 @@
 //!
 //! Every figure is the VmRSS of one process, read from `/proc/PID/status` (median of five
 //! readings 200 ms apart): the host runs as `wasmop run` (concurrency 16, no resync, artifacts
-//! cached in a directory of the bench, primed before measuring), the native controller (run C of
+//! cached in a directory of the bench, primed before measuring), the native controller (run D of
 //! the convergence bench: the same logic with `predicates::generation`, one reflector per kind,
-//! `managedFields` dropped) as this binary re-executed with `MEMORY_NATIVE_KUBECONFIG` set. One
+//! `managedFields` dropped, writing the host's `Reconciled` condition too, so both cache parents
+//! of the same size) as this binary re-executed with `MEMORY_NATIVE_KUBECONFIG` set. One
 //! control plane (etcd + kube-apiserver + kube-controller-manager 1.20.2) for the whole bench:
 //!
 //! 1. no objects: the host with 0 plugins, then with each count of `PLUGINS`; the native idle.
@@ -325,7 +326,7 @@ async fn native_child(kubeconfig: PathBuf) -> Result<()> {
     let (_task, ctx) = native::start_native(
         kube::Client::try_from(config)?,
         memcached_resource(),
-        native::NativeOptions { generation_predicate: true, reconciled_condition: false },
+        native::NativeOptions { generation_predicate: true, reconciled_condition: true },
     )
     .await?;
     loop {

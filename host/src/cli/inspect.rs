@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{Output, RuntimeArgs};
 use crate::contract::{KnownKinds, Manifest};
-use crate::controller::config::{check, offline};
+use crate::controller::config::{check, compile_schema, offline};
 use crate::policy::{ConfigSource, grants_json, limits_json};
 
 /// Arguments of `wasmop inspect`.
@@ -63,7 +63,9 @@ struct ConfigInUse {
 impl ConfigInUse {
     fn of(source: &ConfigSource, manifest: &Manifest) -> Self {
         let config = offline(source);
-        let error = config.as_ref().and_then(|c| check(manifest, c).err()).map(|e| e.to_string());
+        // A broken schema is reported even when the configuration in use does not need it yet.
+        let error = compile_schema(manifest).err().or_else(|| config.as_ref().and_then(|c| check(manifest, c).err()));
+        let error = error.map(|e| e.to_string());
         Self { source: source.to_string(), valid: config.as_ref().map(|_| error.is_none()), in_use: config, error }
     }
 }

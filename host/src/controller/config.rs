@@ -102,6 +102,18 @@ pub fn check(manifest: &Manifest, config: &Value) -> Result<(), ConfigError> {
     }
 }
 
+/// Compile the configuration schema `manifest` declares (if any), to report a broken one before
+/// a configuration needs it: [`check`] compiles it only then. `wasmop inspect` calls this.
+///
+/// # Errors
+/// [`ConfigError::BadSchema`] when the schema does not compile.
+pub fn compile_schema(manifest: &Manifest) -> Result<(), ConfigError> {
+    let Some(schema) = &manifest.config_schema else { return Ok(()) };
+    jsonschema::validator_for(schema)
+        .map(drop)
+        .map_err(|e| ConfigError::BadSchema { plugin: manifest.name.clone(), message: e.to_string() })
+}
+
 /// Top-level keywords of a schema that cannot make `{}` invalid: they constrain properties an
 /// empty object does not have, or only annotate.
 const EMPTY_OBJECT_KEYWORDS: &[&str] =
@@ -234,6 +246,8 @@ mod tests {
         assert_eq!(check(&nested_error, &json!({})), Ok(()));
         assert!(matches!(check(&nested_error, &json!({"port": 1})), Err(ConfigError::BadSchema { .. })));
         assert_eq!(check(&image_and_port(), &json!({})), Ok(()));
+        assert!(matches!(compile_schema(&nested_error), Err(ConfigError::BadSchema { .. })), "inspect still reports it");
+        assert_eq!(compile_schema(&image_and_port()), Ok(()));
     }
 
     #[test]

@@ -646,10 +646,10 @@ async fn print_sample_objects(client: &kube::Client, ar: &ApiResource, name: &st
         let size = |v: &serde_json::Value| serde_json::to_vec(v).map_or(0, |b| b.len());
         (size(&value), managed.as_ref().map_or(0, size))
     };
-    if let (Ok(cr), Ok(list)) = (crs.get(name).await, deployments.list(&ListParams::default().limit(1)).await) {
+    // Both controllers name the Deployment like its parent.
+    if let (Ok(cr), Ok(d)) = (crs.get(name).await, deployments.get(name).await) {
         let (cr_bytes, cr_managed) = sizes(serde_json::to_value(&cr).unwrap_or_default());
-        let d = list.items.into_iter().next().map(|d| sizes(serde_json::to_value(&d).unwrap_or_default()));
-        let (d_bytes, d_managed) = d.unwrap_or_default();
+        let (d_bytes, d_managed) = sizes(serde_json::to_value(&d).unwrap_or_default());
         eprintln!(
             "[converge]   a parent is {cr_bytes} bytes (+ {cr_managed} of managedFields), a Deployment {d_bytes} (+ {d_managed})"
         );
@@ -976,31 +976,33 @@ fn print_figures(results: &[RunResult], n: usize) {
     };
     let letter = &baseline.label()[..1];
     let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
-    let (a_runs, b_runs) = (runs(Which::Host), runs(baseline));
-    let both = |f: &dyn Fn(&RunResult) -> f64| (median_of(results, Which::Host, f), median_of(results, baseline, f));
-    let what = format!("N = {n}, median of {a_runs} A / {b_runs} {letter} runs, baseline {letter}");
-    if let (Some(a), Some(b)) = both(&|r| r.n as f64 / r.settled.as_secs_f64()) {
+    let a_runs = runs(Which::Host);
+    // (A's median, `against`'s median) of a figure of each run.
+    let pair =
+        |against: Which, f: &dyn Fn(&RunResult) -> f64| (median_of(results, Which::Host, f), median_of(results, against, f));
+    let settled_throughput = |r: &RunResult| r.n as f64 / r.settled.as_secs_f64();
+    let controller_cpu = |r: &RunResult| r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0);
+    let what = format!("N = {n}, median of {a_runs} A / {} {letter} runs, baseline {letter}", runs(baseline));
+    if let (Some(a), Some(b)) = pair(baseline, &settled_throughput) {
         figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", Goal::RatioAtLeast(1.0));
     }
-    if let (Some(a), Some(b)) = both(&|r| r.throughput()) {
+    if let (Some(a), Some(b)) = pair(baseline, &|r| r.throughput()) {
         figure("converge", &format!("throughput to first convergence ({what})"), a, Some(b), "CR/s", Goal::None);
     }
-    if let (Some(a), Some(b)) = both(&|r| r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)) {
+    if let (Some(a), Some(b)) = pair(baseline, &controller_cpu) {
         figure("converge", &format!("controller CPU, bulk ({what})"), a, Some(b), "CPU-s", Goal::RatioAtMost(1.2));
     }
-    if let (Some(a), Some(b)) = both(&|r| r.foreign_cpu()) {
+    if let (Some(a), Some(b)) = pair(baseline, &|r| r.foreign_cpu()) {
         figure("converge", "other processes' CPU during the bulk (noise; A vs baseline)", a, Some(b), "CPU-s", Goal::None);
     }
     // Against a native controller writing the same status as the host: what is left of the
     // difference when both make the API server do the same work (information, no target).
     let same = Which::NativeSameStatus;
-    let d_runs = runs(same);
-    let against_d = |f: &dyn Fn(&RunResult) -> f64| (median_of(results, Which::Host, f), median_of(results, same, f));
-    let what = format!("N = {n}, median of {a_runs} A / {d_runs} D runs, baseline D = C writing the host's status");
-    if let (Some(a), Some(b)) = against_d(&|r| r.n as f64 / r.settled.as_secs_f64()) {
+    let what = format!("N = {n}, median of {a_runs} A / {} D runs, baseline D = C writing the host's status", runs(same));
+    if let (Some(a), Some(b)) = pair(same, &settled_throughput) {
         figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", Goal::None);
     }
-    if let (Some(a), Some(b)) = against_d(&|r| r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)) {
+    if let (Some(a), Some(b)) = pair(same, &controller_cpu) {
         figure("converge", &format!("controller CPU, bulk ({what})"), a, Some(b), "CPU-s", Goal::None);
     }
 }

@@ -48,10 +48,10 @@ knobs() {
     case "$mode:$1" in
     quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;
     full:memory) echo "N=1000 PLUGINS=1,10,50 FOREIGN=5000" ;;
-    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACD" ;;
-    full:converge) echo "N=1000 LAT=0 RUNS=ACDDCA" ;;
+    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDE" ;;
+    full:converge) echo "N=1000 LAT=0 RUNS=ACDEEDCA" ;;
     quick:converge-10k) echo "" ;;
-    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACD" ;;
+    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDE" ;;
     quick:admission) echo "N=50" ;;
     full:admission) echo "N=400" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;

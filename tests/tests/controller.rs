@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use wasmop::controller::ObjectKey;
+use wasmop::controller::{ControllerConfig, ObjectKey};
+use wasmop::policy::HostPolicy;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
@@ -156,6 +157,47 @@ async fn plugin_errors_become_warning_events_and_conditions_with_backoff() -> Re
     eventually("Reconciled=True after the fix", WAIT, || async {
         let cr = crs.get("failing").await?;
         Ok(condition(&cr, "Reconciled").filter(|c| c["status"] == "True").map(|_| ()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// `reconciledCondition: onFailure`: a healthy parent carries only its plugin's conditions, a
+/// failing one `Reconciled=False` with the reason, removed again by the next good reconcile.
+#[tokio::test]
+async fn on_failure_policy_shows_reconciled_only_while_a_parent_fails() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
+    let memcached_wasm = plugin("memcached", "wasm32-wasip2");
+    let testbed_wasm = plugin("testbed", "wasm32-wasip2");
+    let policy = HostPolicy::from_yaml("defaults: {reconciledCondition: onFailure}")?;
+    let config = ControllerConfig { policy, ..Host::test_config() };
+    let _host = Host::start(client.clone(), &[&memcached_wasm, &testbed_wasm], config).await?;
+
+    let memcacheds = api_for(&client, "cache.example.com/v1alpha1", "Memcached", Some("default")).await?;
+    apply(&client, &memcached("healthy", 1)).await?;
+    let cr = eventually("Available with the Deployment seen", WAIT, || async {
+        let cr = memcacheds.get("healthy").await?;
+        Ok(condition(&cr, "Available").filter(|c| c["reason"] != "DeploymentMissing").is_some().then_some(cr))
+    })
+    .await?;
+    assert!(condition(&cr, "Reconciled").is_none(), "a healthy parent has no Reconciled condition: {:?}", cr.data["status"]);
+
+    let testbeds = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    apply(&client, &testbed("failing", "retryable")).await?;
+    let cr = eventually("Reconciled=False while it fails", WAIT, || async {
+        let cr = testbeds.get("failing").await?;
+        Ok(condition(&cr, "Reconciled").filter(|c| c["status"] == "False").is_some().then_some(cr))
+    })
+    .await?;
+    assert_eq!(condition(&cr, "Reconciled").unwrap()["reason"], "ReconcileError");
+    apply(&client, &testbed("failing", "ok")).await?;
+    eventually("Reconciled gone after the fix", WAIT, || async {
+        let cr = testbeds.get("failing").await?;
+        let ready = condition(&cr, "Ready").is_some_and(|c| c["status"] == "True" && c["observedGeneration"] == 2);
+        Ok((ready && condition(&cr, "Reconciled").is_none()).then_some(()))
     })
     .await?;
     Ok(())

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use super::labels;
 use super::ownership::Control;
 use super::scope::{self, ScopeError};
-use super::status::{RECONCILED, status_patch};
+use super::status::{RECONCILED, Stamp, status_patch};
 use crate::contract::{Condition, ConditionStatus, Event, KindScopes, Manifest, ObjectRef, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
-use crate::policy::Grants;
+use crate::policy::{Grants, ReconciledCondition};
 
 /// Why a response was refused. Nothing of a refused response is written; the controller
 /// records the reason on the parent (a Warning event and `Reconciled=False`).
@@ -93,8 +93,9 @@ pub struct Plan {
     pub prune: Vec<Deletion>,
     /// The response's explicit deletes of existing children (those already gone are dropped).
     pub delete: Vec<Deletion>,
-    /// The merge patch of the parent's status (plugin fields, conditions and `Reconciled=True`),
-    /// or `None` when the parent already has it all.
+    /// The merge patch of the parent's status (plugin fields, conditions and `Reconciled=True`,
+    /// or `Reconciled` removed under [`ReconciledCondition::OnFailure`]), or `None` when the
+    /// parent already has it all.
     pub status_patch: Option<Value>,
     /// Events to record about the parent.
     pub events: Vec<Event>,
@@ -118,7 +119,8 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 }
 
 /// Plan the writes of `response` for `parent`, checking it against `manifest`, `grants` and
-/// the observed objects in `cache`; `now` stamps changed conditions.
+/// the observed objects in `cache`; `stamp` dates changed conditions and says whether the host's
+/// `Reconciled=True` is added (or a failure's `Reconciled` removed).
 ///
 /// `scopes` tells namespaced from cluster-scoped kinds (discovery online, the built-in table
 /// and CRD files offline).
@@ -138,7 +140,7 @@ pub fn plan(
     parent: &Value,
     mut response: Response,
     cache: &dyn ObjectCache,
-    now: &str,
+    stamp: Stamp<'_>,
 ) -> Result<Plan, PlanError> {
     scope::check(manifest, grants, scopes, parent, &mut response)?;
     let uid = parent
@@ -172,14 +174,20 @@ pub fn plan(
     }
     let prune = if manifest.prune { absent_children(manifest, parent, uid, &apply, &delete, cache) } else { Vec::new() };
     let mut conditions = response.conditions;
-    conditions.push(Condition {
-        type_: RECONCILED.into(),
-        status: ConditionStatus::True,
-        reason: "ReconcileSucceeded".into(),
-        message: format!("reconciled by {} {}", manifest.name, manifest.version),
-    });
+    let removed = match stamp.reconciled {
+        ReconciledCondition::Always => {
+            conditions.push(Condition {
+                type_: RECONCILED.into(),
+                status: ConditionStatus::True,
+                reason: "ReconcileSucceeded".into(),
+                message: format!("reconciled by {} {}", manifest.name, manifest.version),
+            });
+            None
+        }
+        ReconciledCondition::OnFailure => Some(RECONCILED),
+    };
     Ok(Plan {
-        status_patch: status_patch(parent, response.status.as_ref(), &conditions, now),
+        status_patch: status_patch(parent, response.status.as_ref(), &conditions, removed, stamp.now),
         apply,
         prune,
         delete,
@@ -268,7 +276,7 @@ mod tests {
     }
 
     fn run(response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
-        plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &parent(), response, &cache(objects), NOW)
+        plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &parent(), response, &cache(objects), Stamp::always(NOW))
     }
 
     #[test]
@@ -329,12 +337,28 @@ mod tests {
         let err = run(response(), &objects).unwrap_err();
         assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "{err}");
         let adopting = Manifest { adopt_unowned: true, ..manifest() };
-        let p =
-            plan(&adopting, &Grants::default(), &KnownKinds::builtin(), &parent(), response(), &cache(&objects), NOW).unwrap();
+        let p = plan(
+            &adopting,
+            &Grants::default(),
+            &KnownKinds::builtin(),
+            &parent(),
+            response(),
+            &cache(&objects),
+            Stamp::always(NOW),
+        )
+        .unwrap();
         assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "u-p");
         let theirs = [config_map("users", Some("u-q"))];
-        let err =
-            plan(&adopting, &Grants::default(), &KnownKinds::builtin(), &parent(), response(), &cache(&theirs), NOW).unwrap_err();
+        let err = plan(
+            &adopting,
+            &Grants::default(),
+            &KnownKinds::builtin(),
+            &parent(),
+            response(),
+            &cache(&theirs),
+            Stamp::always(NOW),
+        )
+        .unwrap_err();
         assert_eq!(err.reason(), "AlreadyOwned", "adoption never takes another owner's object");
     }
 
@@ -364,9 +388,16 @@ mod tests {
         let pruned: Vec<_> = p.prune.iter().map(|d| (d.object.name.as_str(), d.uid.as_deref())).collect();
         assert_eq!(pruned, [("stale", Some("uid-stale"))]);
         let no_prune = Manifest { prune: false, ..manifest() };
-        let p =
-            plan(&no_prune, &Grants::default(), &KnownKinds::builtin(), &parent(), Response::default(), &cache(&objects), NOW)
-                .unwrap();
+        let p = plan(
+            &no_prune,
+            &Grants::default(),
+            &KnownKinds::builtin(),
+            &parent(),
+            Response::default(),
+            &cache(&objects),
+            Stamp::always(NOW),
+        )
+        .unwrap();
         assert!(p.prune.is_empty());
     }
 
@@ -383,8 +414,16 @@ mod tests {
     fn a_parent_without_uid_is_refused() {
         let mut p = parent();
         p["metadata"].as_object_mut().unwrap().remove("uid");
-        let err =
-            plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &p, Response::default(), &cache(&[]), NOW).unwrap_err();
+        let err = plan(
+            &manifest(),
+            &Grants::default(),
+            &KnownKinds::builtin(),
+            &p,
+            Response::default(),
+            &cache(&[]),
+            Stamp::always(NOW),
+        )
+        .unwrap_err();
         assert_eq!(err, PlanError::ParentWithoutUid { parent: "p".into() });
     }
 
@@ -407,5 +446,27 @@ mod tests {
         assert_eq!((p.events, p.requeue_after, p.finalized), (vec![event], Some(Duration::from_millis(1500)), true));
         let out = serde_json::to_value(run(Response::default(), &[]).unwrap()).unwrap();
         assert_eq!(out["requeueAfterMs"], Value::Null);
+    }
+
+    #[test]
+    fn on_failure_policy_writes_no_reconciled_condition_and_clears_a_failed_one() {
+        let on_failure = Stamp { now: NOW, reconciled: ReconciledCondition::OnFailure };
+        let available =
+            Condition { type_: "Available".into(), status: ConditionStatus::True, reason: "Up".into(), message: String::new() };
+        let response = || Response { conditions: vec![available.clone()], ..Default::default() };
+        let healthy =
+            plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &parent(), response(), &cache(&[]), on_failure)
+                .unwrap();
+        let conditions = &healthy.status_patch.as_ref().unwrap()["status"]["conditions"];
+        assert_eq!(conditions.as_array().unwrap().len(), 1, "{conditions}");
+        assert_eq!(conditions[0]["type"], "Available");
+
+        let mut failed = parent();
+        failed["status"] = json!({"conditions": [{"type": RECONCILED, "status": "False", "reason": "GuestTrap",
+            "message": "boom", "lastTransitionTime": "t0", "observedGeneration": 2}]});
+        let recovered =
+            plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &failed, Response::default(), &cache(&[]), on_failure)
+                .unwrap();
+        assert_eq!(recovered.status_patch, Some(json!({"status": {"conditions": []}})));
     }
 }

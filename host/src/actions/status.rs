@@ -5,9 +5,28 @@ use serde_json::{Map, Value, json};
 
 use super::diff::contains;
 use crate::contract::{Condition, ConditionStatus};
+use crate::policy::ReconciledCondition;
 
 /// The condition type the host itself maintains: whether the last reconcile succeeded.
 pub const RECONCILED: &str = "Reconciled";
+
+/// What the host adds to the conditions of a successful reconcile: the time a changed condition
+/// transitioned, and whether its own `Reconciled` condition is set or removed.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp<'a> {
+    /// The current time as a Kubernetes timestamp ([`timestamp_now`]).
+    pub now: &'a str,
+    /// The plugin's policy: [`ReconciledCondition::Always`] sets `Reconciled=True`,
+    /// [`ReconciledCondition::OnFailure`] removes a `Reconciled` condition a failure left.
+    pub reconciled: ReconciledCondition,
+}
+
+impl<'a> Stamp<'a> {
+    /// A stamp at `now` that sets `Reconciled=True` (the default policy).
+    pub fn always(now: &'a str) -> Self {
+        Self { now, reconciled: ReconciledCondition::Always }
+    }
+}
 
 /// `status.conditions` after setting `updates`: a condition whose status did not change keeps
 /// its `lastTransitionTime`; every updated condition gets `observedGeneration`; conditions not
@@ -46,12 +65,23 @@ pub fn merge_conditions(existing: &[Value], updates: &[Condition], generation: O
 }
 
 /// The merge patch of the parent's status (`{"status": {...}}`) that sets the plugin's fields
-/// and conditions, or `None` when the parent already has them all.
-pub fn status_patch(parent: &Value, fields: Option<&Value>, conditions: &[Condition], now: &str) -> Option<Value> {
+/// and conditions and removes the condition of type `removed` (unless `conditions` sets it), or
+/// `None` when the parent already has them all.
+pub fn status_patch(
+    parent: &Value,
+    fields: Option<&Value>,
+    conditions: &[Condition],
+    removed: Option<&str>,
+    now: &str,
+) -> Option<Value> {
     let observed = parent.get("status").cloned().unwrap_or_else(|| Value::Object(Map::new()));
     let mut status = fields.cloned().unwrap_or_else(|| Value::Object(Map::new()));
-    if !conditions.is_empty() {
-        let existing = observed.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut existing = observed.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let before = existing.len();
+    if let Some(gone) = removed {
+        existing.retain(|c| c["type"] != gone);
+    }
+    if !conditions.is_empty() || existing.len() != before {
         let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64);
         status["conditions"] = Value::Array(merge_conditions(&existing, conditions, generation, now));
     }
@@ -98,9 +128,26 @@ mod tests {
     fn patch_is_skipped_when_nothing_changes() {
         let parent = json!({"metadata": {"generation": 1}, "status": {"nodes": ["a"], "conditions": [
             {"type": "Available", "status": "True", "reason": "A", "message": "", "lastTransitionTime": "t0", "observedGeneration": 1}]}});
-        assert_eq!(status_patch(&parent, Some(&json!({"nodes": ["a"]})), &[cond(ConditionStatus::True, "A")], "t1"), None);
-        let patch = status_patch(&parent, Some(&json!({"nodes": ["a", "b"]})), &[], "t1").unwrap();
+        assert_eq!(status_patch(&parent, Some(&json!({"nodes": ["a"]})), &[cond(ConditionStatus::True, "A")], None, "t1"), None);
+        let patch = status_patch(&parent, Some(&json!({"nodes": ["a", "b"]})), &[], None, "t1").unwrap();
         assert_eq!(patch, json!({"status": {"nodes": ["a", "b"]}}));
+    }
+
+    #[test]
+    fn a_removed_condition_is_left_out_of_the_patch_and_absent_is_no_change() {
+        let failed = json!({"type": RECONCILED, "status": "False", "reason": "Trap", "message": "", "lastTransitionTime": "t0"});
+        let available = json!({"type": "Available", "status": "True", "reason": "A", "message": "",
+            "lastTransitionTime": "t0", "observedGeneration": 1});
+        let parent = json!({"metadata": {"generation": 1}, "status": {"conditions": [failed, available.clone()]}});
+        let patch = status_patch(&parent, None, &[cond(ConditionStatus::True, "A")], Some(RECONCILED), "t1").unwrap();
+        assert_eq!(patch, json!({"status": {"conditions": [available.clone()]}}));
+        // Removal alone, the plugin setting no condition: still a patch.
+        let patch = status_patch(&parent, None, &[], Some(RECONCILED), "t1").unwrap();
+        assert_eq!(patch, json!({"status": {"conditions": [available.clone()]}}));
+        // Nothing to remove: nothing to write.
+        let healthy = json!({"metadata": {"generation": 1}, "status": {"conditions": [available]}});
+        assert_eq!(status_patch(&healthy, None, &[cond(ConditionStatus::True, "A")], Some(RECONCILED), "t1"), None);
+        assert_eq!(status_patch(&healthy, None, &[], Some(RECONCILED), "t1"), None);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
-use crate::actions::{plan, timestamp_now};
+use crate::actions::{Stamp, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
 use crate::controller::config::{check, offline, parse_text};
 use crate::objects::ObjectCache;
@@ -87,7 +87,9 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     for path in &args.crds {
         kinds.add_crds(path)?;
     }
-    let plan = plan(&manifest, plugin.grants(), &kinds, &parent, response, &*cache, &now)
+    // As `run` would write it: the policy says whether `Reconciled=True` is added.
+    let stamp = Stamp { now: &now, reconciled: runtime.host_policy()?.for_plugin(&manifest.name).reconciled_condition };
+    let plan = plan(&manifest, plugin.grants(), &kinds, &parent, response, &*cache, stamp)
         .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;
     print!("{}", args.output.render(&plan)?);
     Ok(())

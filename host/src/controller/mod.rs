@@ -57,8 +57,9 @@ pub struct ControllerConfig {
     /// When a plugin's circuit breaker opens and for how long.
     pub breaker: BreakerConfig,
     /// The host's policy: each plugin's breaker settings over [`ControllerConfig::breaker`],
-    /// and what removing its file does ([`OnRemove`](crate::policy::OnRemove)). Its limits
-    /// and grants are the runtime's ([`HostPolicy::allowances`]).
+    /// what removing its file does ([`OnRemove`](crate::policy::OnRemove)) and when its parents
+    /// get the `Reconciled` condition ([`ReconciledCondition`](crate::policy::ReconciledCondition)).
+    /// Its limits and grants are the runtime's ([`HostPolicy::allowances`]).
     pub policy: HostPolicy,
     /// Where the host watches and writes: the whole cluster (default), or some namespaces
     /// (plugins declaring a cluster-scoped kind are then not started).

@@ -23,6 +23,7 @@ use crate::actions::{AppliedChildren, CreateOnly, EventSink, label_unlabelled_ch
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
+use crate::policy::ReconciledCondition;
 use crate::runtime::Plugin;
 
 /// Why a plugin could not be started.
@@ -154,6 +155,8 @@ pub struct PluginController {
     pub(super) creates: CreateOnly,
     /// The configuration every call is given.
     pub(super) config: PluginConfig,
+    /// When its parents get the host's `Reconciled` condition (the host policy's).
+    pub(super) reconciled_condition: ReconciledCondition,
     breaker: BreakerGate,
     /// Whether every parent is reconciled, or only those being deleted (a removed plugin kept
     /// for its finalizer), or none (stopped).
@@ -219,7 +222,8 @@ impl PluginController {
     /// plugin needs it).
     pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
         let manifest = Arc::clone(plugin.manifest());
-        let source = config.policy.for_plugin(plugin.name()).config;
+        let policy = config.policy.for_plugin(plugin.name());
+        let source = policy.config;
         let plugin_config = PluginConfig::load(source.clone(), &manifest, &shared.client)
             .await
             .map_err(|error| StartError::Config { plugin: manifest.name.clone(), from: source.to_string(), error })?;
@@ -264,17 +268,14 @@ impl PluginController {
         }
         let controller = Arc::new(Self {
             events: EventSink::new(shared.client.clone(), plugin.name(), config.shard.as_deref()),
-            breaker: BreakerGate::new(
-                plugin.name(),
-                config.policy.for_plugin(plugin.name()).breaker.apply(config.breaker.clone()),
-                Arc::clone(&shared.metrics),
-            ),
+            breaker: BreakerGate::new(plugin.name(), policy.breaker.apply(config.breaker.clone()), Arc::clone(&shared.metrics)),
             plugin: ArcSwap::from_pointee(plugin),
             parent,
             queue: WorkQueue::new(config.queue),
             applied: AppliedChildren::default(),
             creates: CreateOnly::default(),
             config: plugin_config,
+            reconciled_condition: policy.reconciled_condition,
             serving: tokio::sync::watch::channel(Serving::All).0,
             changed: tokio::sync::Notify::new(),
             shard: config.shard.clone(),

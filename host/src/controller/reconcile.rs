@@ -8,7 +8,7 @@ use tracing::Instrument;
 use super::mapping::ObjectKey;
 use super::plugin_controller::{Outcome, PluginController};
 use crate::actions::{
-    ActionError, RECONCILED, Writer, add_finalizer, has_finalizer, plan, remove_finalizer, status_patch, timestamp_now,
+    ActionError, RECONCILED, Stamp, Writer, add_finalizer, has_finalizer, plan, remove_finalizer, status_patch, timestamp_now,
 };
 use crate::contract::{Condition, ConditionStatus, Event, EventType, Request};
 use crate::objects::ObjectCache;
@@ -78,15 +78,16 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-        let mut plan =
-            match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, &timestamp_now())
-            {
-                Ok(plan) => plan,
-                Err(e) => {
-                    metrics.refused(&manifest.name);
-                    return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
-                }
-            };
+        let now = timestamp_now();
+        let stamp = Stamp { now: &now, reconciled: controller.reconciled_condition };
+        let mut plan = match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, stamp)
+        {
+            Ok(plan) => plan,
+            Err(e) => {
+                metrics.refused(&manifest.name);
+                return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
+            }
+        };
         if let Some(me) = &controller.shard {
             // Children follow their parent: cached by its replica only.
             super::shard::stamp(&mut plan.apply, me);
@@ -136,7 +137,7 @@ async fn fail(controller: &PluginController, writer: &Writer<'_>, reason: &str, 
     controller.events.publish(writer.parent, &event).await;
     let condition =
         Condition { type_: RECONCILED.into(), status: ConditionStatus::False, reason: reason.into(), message: message.into() };
-    if let Some(patch) = status_patch(writer.parent, None, &[condition], &timestamp_now())
+    if let Some(patch) = status_patch(writer.parent, None, &[condition], None, &timestamp_now())
         && let Err(e) = writer.patch_status(&patch).await
     {
         tracing::warn!(error = %e, "cannot record the failure in the parent's status");

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::grants::SecretAccess;
+use super::reconciled::ReconciledCondition;
 use super::removal::OnRemove;
 
 /// The whole file.
@@ -42,6 +43,7 @@ pub(super) struct PluginEntry {
     #[serde(default)]
     pub breaker: BreakerEntry,
     pub on_remove: Option<OnRemove>,
+    pub reconciled_condition: Option<ReconciledCondition>,
     /// The plugin's configuration, inline (a mapping); see [`super::ConfigSource`].
     pub config: Option<serde_yaml::Value>,
     /// `NAMESPACE/NAME` of the ConfigMap holding the plugin's configuration.

@@ -33,6 +33,8 @@
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see BreakerConfig
 //!   db-operator:
 //!     onRemove: releaseFinalizers  # keepFinalizing (default) | releaseFinalizers, see OnRemove
+//!   busy:
+//!     reconciledCondition: onFailure  # always (default) | onFailure, see ReconciledCondition
 //!   web:
 //!     config: {image: "nginx:1.27"}  # the plugin's configuration; or configMap: NAMESPACE/NAME
 //! ```
@@ -56,6 +58,7 @@ mod config;
 mod file;
 mod grants;
 mod limits;
+mod reconciled;
 mod removal;
 mod view;
 mod webhook_reach;
@@ -69,6 +72,7 @@ pub use breaker::{BreakerConfig, BreakerOverrides};
 pub use config::{CONFIG_MAP_KEYS, ConfigMapRef, ConfigSource};
 pub use grants::{Grants, NamespaceGrant, SecretAccess, parse_kind};
 pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
+pub use reconciled::ReconciledCondition;
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
 pub use webhook_reach::WebhookResources;
@@ -111,6 +115,8 @@ pub struct PluginPolicy {
     pub breaker: BreakerOverrides,
     /// What happens to the plugin's finalizers when its file is removed.
     pub on_remove: OnRemove,
+    /// When the host writes its `Reconciled` condition on the plugin's parents.
+    pub reconciled_condition: ReconciledCondition,
     /// Where its configuration comes from.
     pub config: ConfigSource,
 }
@@ -267,6 +273,7 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     o.cooldown = duration("cooldown", &b.cooldown)?.or(o.cooldown);
     o.max_cooldown = duration("maxCooldown", &b.max_cooldown)?.or(o.max_cooldown);
     policy.on_remove = entry.on_remove.unwrap_or(policy.on_remove);
+    policy.reconciled_condition = entry.reconciled_condition.unwrap_or(policy.reconciled_condition);
     policy.config =
         ConfigSource::from_entry(entry.config.as_ref(), entry.config_map.as_deref()).map_err(|(field, e)| bad(field, e))?;
     Ok(policy)

@@ -5,7 +5,8 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    ActionError, AppliedChildren, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Writer, Written, owner_reference, plan,
+    ActionError, AppliedChildren, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Stamp, Writer, Written, owner_reference,
+    plan,
 };
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
@@ -94,7 +95,8 @@ async fn execute_for(
 ) -> (Plan, Result<Written, ActionError>, ApiServer) {
     let (client, mut server) = mock_client();
     let (parent, cache) = (parent(), cache(observed));
-    let planned = plan(&manifest, grants, &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("an accepted response");
+    let planned = plan(&manifest, grants, &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
+        .expect("an accepted response");
     let discovery = Discovery::new(client.clone());
     let (applied, creates) = (AppliedChildren::default(), CreateOnly::default());
     let resource = parent_resource();
@@ -184,7 +186,8 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     };
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
-        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
+            .expect("a plan");
         p.status_patch = None;
         p
     };
@@ -370,7 +373,8 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
     // A user's ConfigMap of that name, which nobody controls (not in the host's cache).
     server.add(config_map("tb-out", None));
     let (manifest, parent, resource, cache) = (manifest(), parent(), parent_resource(), cache(&[]));
-    let planned = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+    let planned = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
+        .expect("a plan");
     let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
     let writer = Writer {
         client: &client,
@@ -411,7 +415,8 @@ async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() 
     };
     let planned = |name: &str| {
         let response = Response { children: vec![child(name)], ..Default::default() };
-        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, NOW).expect("a plan");
+        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
+            .expect("a plan");
         p.status_patch = None;
         p
     };

@@ -454,7 +454,11 @@ async fn bench() -> Result<()> {
     let started = Instant::now();
     wait_converged(&client, NAMESPACE, n, Duration::from_secs(1), CONVERGE_TIMEOUT).await?;
     host.quiet().await?;
-    eprintln!("[memory] host converged {n} parents in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[memory] host converged {n} parents in {:.1} s, {:.2} CPU-s since its start (user + system)",
+        started.elapsed().as_secs_f64(),
+        cpu_seconds(host.proc.pid())?
+    );
     tokio::time::sleep(settle).await;
     let host_converged =
         measure(format!("host, {n} parents + children, after converging them"), Rss::settled(host.proc.pid()).await?);
@@ -587,6 +591,16 @@ fn foreign_deployment(i: usize) -> serde_json::Value {
         "spec": {"replicas": 0, "paused": true, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": "registry.invalid/foreign:1"}]}}}})
+}
+
+/// User plus system CPU time of a process so far, in seconds (`/proc/PID/stat`, fields 14 and
+/// 15, in clock ticks of 1/100 s on Linux).
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("process {pid} is gone"))?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: Vec<f64> = after.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+    Ok(ticks.iter().sum::<f64>() / 100.0)
 }
 
 fn num_cpus() -> usize {

@@ -72,6 +72,14 @@ load_before=$(loadavg)
 # features and rebuild half the graph).
 log "building every bench and the wasmop binary in release (once)"
 cargo bench --locked -p wasmop -p wasmop-e2e --bench '*' --no-run
+# How much of the link order list (host/build.rs) the binary still has: symbol names change with
+# dependency versions and build settings, and a stale list gives back resident pages.
+bin="${CARGO_TARGET_DIR:-target}/release/wasmop"
+if [ -f host/link/symbol-order.txt.gz ] && [ -x "$bin" ]; then
+    listed=$(zcat host/link/symbol-order.txt.gz | sort -u | wc -l)
+    present=$(comm -12 <(zcat host/link/symbol-order.txt.gz | sort -u) <(nm --defined-only "$bin" | awk '{print $3}' | sort -u) | wc -l)
+    log "link order: $present of $listed listed symbols are in $bin (regenerate with scripts/symbol_order.sh when far below)"
+fi
 
 run() {
     local name=$1 bench=$2

@@ -7,19 +7,23 @@
 # scripts/setup.sh):  scripts/symbol_order.sh
 #
 # What it runs: a control plane (scripts/control-plane.sh), the memcached CRD and 50 Memcacheds,
-# then `wasmop run` twice on the memcached plugin (the first start compiles it into the artifact
-# cache; the second, profiled, loads it from there), each time converging the parents,
+# then `wasmop run` twice per binary on the memcached plugin (the first start compiles it into
+# the artifact cache; the second, profiled, loads it from there), each time converging the parents,
 # reconciling 10 changed ones and serving /metrics and /readyz. Before each start the binary's
 # pages are dropped from the page cache and the disk's read-ahead is set to 0 (restored on
 # exit), so the pages resident in the host afterwards are the pages it touched
 # (scripts/symbol_order.py lists their symbols).
 #
+# Symbol names change with dependency versions and build settings (a build script added to the
+# host changed half of them), rarely with source edits: regenerate after such changes
+# (scripts/bench.sh says how much of the list the binary still has).
+#
 # Environment: WASMOP_BIN (default $CARGO_TARGET_DIR/release/wasmop, else target/release/wasmop),
 # KUBECTL (default kubectl on PATH or in $WASMOP_TOOLS), ALIGNED_BIN: a build of the same code
 # with every function on a page of its own, profiled too. A page of WASMOP_BIN holds about ten
-# functions, so its touched pages over-count what ran (31,665 symbols, 9.1 MiB, stop 20); a
+# functions, so its touched pages over-count what ran (27,626 symbols, 8.3 MiB, stop 20); a
 # function that ran is on a touched page of both builds, so the list keeps what both profiles
-# name (11,949 symbols, 2.4 MiB). Build it with
+# name (19,377 symbols, 6.0 MiB). Build it with
 #   CARGO_TARGET_DIR=DIR WASMOP_NO_SYMBOL_ORDER=1 RUSTFLAGS="-C llvm-args=-align-all-functions=12" \
 #     cargo build --release -p wasmop --bin wasmop      # ~10 min on 2 cores, a 270 MB binary
 # SYMBOL_ORDER_OUT: where the list goes (default host/link/symbol-order.txt.gz).

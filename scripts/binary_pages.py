@@ -18,31 +18,16 @@ import bisect, collections, os, re, struct, subprocess, sys
 PAGE = 4096
 
 
-def main():
-    pid = int(sys.argv[1])
-    top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
-    exe = os.readlink(f"/proc/{pid}/exe")
+def resident_pages(pid, exe):
+    """The ELF virtual address of every page of `exe` that process `pid` has resident (present,
+    or swapped out), from /proc/PID/maps and /proc/PID/pagemap mapped back through the LOAD
+    segments of `readelf -lW`."""
     segs = []  # (file offset, vaddr, filesz)
     for line in subprocess.run(["readelf", "-lW", exe], capture_output=True, text=True, check=True).stdout.splitlines():
         f = line.split()
         if f and f[0] == "LOAD":
             segs.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))
-    secs = []  # (vaddr, size, name)
-    for line in subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True, check=True).stdout.splitlines():
-        m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
-        if m and int(m.group(2), 16):
-            secs.append((int(m.group(2), 16), int(m.group(3), 16), m.group(1)))
-    secs.sort()
-    syms = []  # (addr, size, name)
-    out = subprocess.run(["nm", "-n", "-S", "--demangle", exe], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        m = re.match(r"([0-9a-f]+) (?:([0-9a-f]+) )?([tTdDrRbBvVwW]) (.*)", line)
-        if m:
-            syms.append((int(m.group(1), 16), int(m.group(2) or "0", 16), m.group(4)))
-    syms.sort()
-    starts = [s[0] for s in syms]
-
-    present = []  # ELF vaddr of each present page
+    present = []
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
         for line in maps:
             f = line.split()
@@ -60,6 +45,29 @@ def main():
                         if so <= fo < so + sz + PAGE:
                             present.append(sv - so + fo)
                             break
+    return present
+
+
+def main():
+    pid = int(sys.argv[1])
+    top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    exe = os.readlink(f"/proc/{pid}/exe")
+    secs = []  # (vaddr, size, name)
+    for line in subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True, check=True).stdout.splitlines():
+        m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
+        if m and int(m.group(2), 16):
+            secs.append((int(m.group(2), 16), int(m.group(3), 16), m.group(1)))
+    secs.sort()
+    syms = []  # (addr, size, name)
+    out = subprocess.run(["nm", "-n", "-S", "--demangle", exe], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        m = re.match(r"([0-9a-f]+) (?:([0-9a-f]+) )?([tTdDrRbBvVwW]) (.*)", line)
+        if m:
+            syms.append((int(m.group(1), 16), int(m.group(2) or "0", 16), m.group(4)))
+    syms.sort()
+    starts = [s[0] for s in syms]
+
+    present = resident_pages(pid, exe)
 
     by_sec = collections.Counter()
     by_crate = collections.defaultdict(collections.Counter)

@@ -18,19 +18,14 @@ touched page names one function instead of the ten or so that share a page norma
 are mapped onto NAMES_OF's by their base (see `base`), every NAMES_OF symbol of a touched base
 printed.
 """
-import bisect, collections, os, re, struct, subprocess, sys
+import bisect, collections, os, re, subprocess, sys
 
-PAGE = 4096
+from binary_pages import PAGE, resident_pages
 
 
 def main():
     pid = int(sys.argv[1])
     exe = os.readlink(f"/proc/{pid}/exe")
-    segs = []  # (file offset, vaddr, filesz)
-    for line in subprocess.run(["readelf", "-lW", exe], capture_output=True, text=True, check=True).stdout.splitlines():
-        f = line.split()
-        if f and f[0] == "LOAD":
-            segs.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))
     syms = []  # (addr, size, mangled name)
     out = subprocess.run(["nm", "-n", "-S", "--defined-only", exe], capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
@@ -41,31 +36,14 @@ def main():
     starts = [s[0] for s in syms]
 
     touched = set()
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
-        for line in maps:
-            f = line.split()
-            if len(f) < 6 or f[5] != exe:
-                continue
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            off = int(f[2], 16)
-            pm.seek(lo // PAGE * 8)
-            data = pm.read((hi - lo) // PAGE * 8)
-            for i in range((hi - lo) // PAGE):
-                (e,) = struct.unpack_from("<Q", data, i * 8)
-                if not (e >> 63 & 1):
-                    continue
-                fo = off + i * PAGE
-                for so, sv, sz in segs:
-                    if so <= fo < so + sz:
-                        page = sv + (fo - so)
-                        # every symbol overlapping [page, page + PAGE)
-                        j = max(bisect.bisect_right(starts, page) - 1, 0)
-                        while j < len(syms) and syms[j][0] < page + PAGE:
-                            a, size, name = syms[j]
-                            if a + size > page:
-                                touched.add(j)
-                            j += 1
-                        break
+    for page in resident_pages(pid, exe):
+        # every symbol overlapping [page, page + PAGE)
+        j = max(bisect.bisect_right(starts, page) - 1, 0)
+        while j < len(syms) and syms[j][0] < page + PAGE:
+            a, size, name = syms[j]
+            if a + size > page:
+                touched.add(j)
+            j += 1
     names = [syms[j][2] for j in sorted(touched)]
     total = sum(syms[j][1] for j in touched)
     print(f"{len(set(names))} symbols, {total / 2**20:.1f} MiB, touched in {exe}", file=sys.stderr)

@@ -15,13 +15,18 @@ use wasmop_e2e::plugins::{plugin, workspace};
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn setup() -> Result<(ControlPlane, kube::Client, Host)> {
+    setup_with(Host::test_config()).await
+}
+
+/// A control plane with the memcached and testbed CRDs, and a host running both plugins.
+async fn setup_with(config: ControllerConfig) -> Result<(ControlPlane, kube::Client, Host)> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
     let memcached = plugin("memcached", "wasm32-wasip2");
     let testbed = plugin("testbed", "wasm32-wasip2");
-    let host = Host::start(client.clone(), &[&memcached, &testbed], Host::test_config()).await?;
+    let host = Host::start(client.clone(), &[&memcached, &testbed], config).await?;
     Ok((cp, client, host))
 }
 
@@ -166,15 +171,8 @@ async fn plugin_errors_become_warning_events_and_conditions_with_backoff() -> Re
 /// failing one `Reconciled=False` with the reason, removed again by the next good reconcile.
 #[tokio::test]
 async fn on_failure_policy_shows_reconciled_only_while_a_parent_fails() -> Result<()> {
-    let cp = ControlPlane::start().await?;
-    let client = cp.client().await?;
-    apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
-    apply_file(&client, &workspace().join("crds/testbed.yaml")).await?;
-    let memcached_wasm = plugin("memcached", "wasm32-wasip2");
-    let testbed_wasm = plugin("testbed", "wasm32-wasip2");
     let policy = HostPolicy::from_yaml("defaults: {reconciledCondition: onFailure}")?;
-    let config = ControllerConfig { policy, ..Host::test_config() };
-    let _host = Host::start(client.clone(), &[&memcached_wasm, &testbed_wasm], config).await?;
+    let (_cp, client, _host) = setup_with(ControllerConfig { policy, ..Host::test_config() }).await?;
 
     let memcacheds = api_for(&client, "cache.example.com/v1alpha1", "Memcached", Some("default")).await?;
     apply(&client, &memcached("healthy", 1)).await?;

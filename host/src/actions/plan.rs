@@ -275,8 +275,19 @@ mod tests {
         ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: name.into() }
     }
 
+    /// `plan` with no grants and the built-in kinds.
+    fn plan_of(
+        manifest: &Manifest,
+        parent: &Value,
+        response: Response,
+        objects: &[Value],
+        stamp: Stamp<'_>,
+    ) -> Result<Plan, PlanError> {
+        plan(manifest, &Grants::default(), &KnownKinds::builtin(), parent, response, &cache(objects), stamp)
+    }
+
     fn run(response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
-        plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &parent(), response, &cache(objects), Stamp::always(NOW))
+        plan_of(&manifest(), &parent(), response, objects, Stamp::always(NOW))
     }
 
     #[test]
@@ -337,28 +348,10 @@ mod tests {
         let err = run(response(), &objects).unwrap_err();
         assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "{err}");
         let adopting = Manifest { adopt_unowned: true, ..manifest() };
-        let p = plan(
-            &adopting,
-            &Grants::default(),
-            &KnownKinds::builtin(),
-            &parent(),
-            response(),
-            &cache(&objects),
-            Stamp::always(NOW),
-        )
-        .unwrap();
+        let p = plan_of(&adopting, &parent(), response(), &objects, Stamp::always(NOW)).unwrap();
         assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "u-p");
         let theirs = [config_map("users", Some("u-q"))];
-        let err = plan(
-            &adopting,
-            &Grants::default(),
-            &KnownKinds::builtin(),
-            &parent(),
-            response(),
-            &cache(&theirs),
-            Stamp::always(NOW),
-        )
-        .unwrap_err();
+        let err = plan_of(&adopting, &parent(), response(), &theirs, Stamp::always(NOW)).unwrap_err();
         assert_eq!(err.reason(), "AlreadyOwned", "adoption never takes another owner's object");
     }
 
@@ -388,16 +381,7 @@ mod tests {
         let pruned: Vec<_> = p.prune.iter().map(|d| (d.object.name.as_str(), d.uid.as_deref())).collect();
         assert_eq!(pruned, [("stale", Some("uid-stale"))]);
         let no_prune = Manifest { prune: false, ..manifest() };
-        let p = plan(
-            &no_prune,
-            &Grants::default(),
-            &KnownKinds::builtin(),
-            &parent(),
-            Response::default(),
-            &cache(&objects),
-            Stamp::always(NOW),
-        )
-        .unwrap();
+        let p = plan_of(&no_prune, &parent(), Response::default(), &objects, Stamp::always(NOW)).unwrap();
         assert!(p.prune.is_empty());
     }
 
@@ -414,16 +398,7 @@ mod tests {
     fn a_parent_without_uid_is_refused() {
         let mut p = parent();
         p["metadata"].as_object_mut().unwrap().remove("uid");
-        let err = plan(
-            &manifest(),
-            &Grants::default(),
-            &KnownKinds::builtin(),
-            &p,
-            Response::default(),
-            &cache(&[]),
-            Stamp::always(NOW),
-        )
-        .unwrap_err();
+        let err = plan_of(&manifest(), &p, Response::default(), &[], Stamp::always(NOW)).unwrap_err();
         assert_eq!(err, PlanError::ParentWithoutUid { parent: "p".into() });
     }
 
@@ -454,9 +429,7 @@ mod tests {
         let available =
             Condition { type_: "Available".into(), status: ConditionStatus::True, reason: "Up".into(), message: String::new() };
         let response = || Response { conditions: vec![available.clone()], ..Default::default() };
-        let healthy =
-            plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &parent(), response(), &cache(&[]), on_failure)
-                .unwrap();
+        let healthy = plan_of(&manifest(), &parent(), response(), &[], on_failure).unwrap();
         let conditions = &healthy.status_patch.as_ref().unwrap()["status"]["conditions"];
         assert_eq!(conditions.as_array().unwrap().len(), 1, "{conditions}");
         assert_eq!(conditions[0]["type"], "Available");
@@ -464,9 +437,7 @@ mod tests {
         let mut failed = parent();
         failed["status"] = json!({"conditions": [{"type": RECONCILED, "status": "False", "reason": "GuestTrap",
             "message": "boom", "lastTransitionTime": "t0", "observedGeneration": 2}]});
-        let recovered =
-            plan(&manifest(), &Grants::default(), &KnownKinds::builtin(), &failed, Response::default(), &cache(&[]), on_failure)
-                .unwrap();
+        let recovered = plan_of(&manifest(), &failed, Response::default(), &[], on_failure).unwrap();
         assert_eq!(recovered.status_patch, Some(json!({"status": {"conditions": []}})));
     }
 }

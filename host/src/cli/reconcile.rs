@@ -13,6 +13,7 @@ use crate::actions::{Stamp, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
 use crate::controller::config::{check, offline, parse_text};
 use crate::objects::ObjectCache;
+use crate::policy::ConfigSource;
 
 /// The uid given to a parent fixture that has none, so that the plan's owner references and
 /// ownership checks have one to name.
@@ -79,7 +80,9 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     let parent = Arc::new(Object::new(parent));
     let mut request = Request::gather(Arc::clone(&parent), &manifest, &*cache, true)?;
     request.finalizing = args.finalizing;
-    request.config = config(&args, runtime, &manifest)?;
+    // What `run` would use for this plugin: its configuration source and its `Reconciled` policy.
+    let policy = runtime.host_policy()?.for_plugin(&manifest.name);
+    request.config = config(&args, &policy.config, &manifest)?;
     let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
     let now = args.now.unwrap_or_else(timestamp_now);
@@ -87,8 +90,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     for path in &args.crds {
         kinds.add_crds(path)?;
     }
-    // As `run` would write it: the policy says whether `Reconciled=True` is added.
-    let stamp = Stamp { now: &now, reconciled: runtime.host_policy()?.for_plugin(&manifest.name).reconciled_condition };
+    let stamp = Stamp { now: &now, reconciled: policy.reconciled_condition };
     let plan = plan(&manifest, plugin.grants(), &kinds, &parent, response, &*cache, stamp)
         .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;
     print!("{}", args.output.render(&plan)?);
@@ -103,15 +105,14 @@ fn parse_time(text: &str) -> Result<String, String> {
 
 /// The configuration `run` would give the plugin: `--config`, else the policy's; checked
 /// against the plugin's schema as `run` checks it.
-fn config(args: &ReconcileArgs, runtime: &RuntimeArgs, manifest: &Manifest) -> anyhow::Result<Value> {
+fn config(args: &ReconcileArgs, source: &ConfigSource, manifest: &Manifest) -> anyhow::Result<Value> {
     let (config, from) = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
             (parse_text(&text, &path.display().to_string())?, path.display().to_string())
         }
         None => {
-            let source = runtime.host_policy()?.for_plugin(&manifest.name).config;
-            let Some(config) = offline(&source) else {
+            let Some(config) = offline(source) else {
                 bail!(
                     "plugin {} is configured by {source} (host policy): pass its configuration with --config FILE",
                     manifest.name

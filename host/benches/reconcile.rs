@@ -62,7 +62,8 @@
 //! (issue 12) p50(w)/p50(a) ≤ 1.5 with a fixed cost per call, p50(w1) − p50(a1), ≤ 10 µs.
 //! Each is printed as PASS or MISS; a MISS is information, the bench never fails on it.
 //!
-//! `RECONCILE_PROFILE=w|w1|a|a1` runs one way alone, for a profiler (see [`profile`]).
+//! `RECONCILE_PROFILE=w|w1|a|a1` runs one way alone, for a profiler (see [`profile`]);
+//! `RECONCILE_PROFILE=floor` measures the floor alone.
 //! `RECONCILE_WASM=path` measures that memcached component instead of building one (to compare
 //! builds of the plugin, e.g. guest allocators or stack sizes, with the same host binary).
 
@@ -713,6 +714,11 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
     let started = Instant::now();
     let plugin = runtime.load(bytes).await?;
     let load_time = started.elapsed();
+    if std::env::var("RECONCILE_PROFILE").is_ok_and(|only| only == "floor") {
+        let floor = empty_guest_floor(&runtime).await?;
+        println!("floor: p50 {floor:.1} µs over {N} iterations");
+        return Ok(());
+    }
 
     let hook_addr = start_hook_thread()?;
     let hook_same_addr = start_hook_task().await?;

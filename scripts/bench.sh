@@ -51,7 +51,7 @@ knobs() {
     quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDE" ;;
     full:converge) echo "N=1000 LAT=0 RUNS=ACDEEDCA" ;;
     quick:converge-10k) echo "" ;;
-    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDE" ;;
+    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEEDCA" ;;
     quick:admission) echo "N=50" ;;
     full:admission) echo "N=400" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;

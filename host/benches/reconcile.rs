@@ -780,7 +780,7 @@ async fn profile(b: &mut Bench<'_>, only: &str) -> anyhow::Result<()> {
         "w1" => Way::WasmParentOnly,
         "a" => Way::Native,
         "a1" => Way::NativeParentOnly,
-        other => bail!("RECONCILE_PROFILE={other}: expected w, w1, a or a1"),
+        other => bail!("RECONCILE_PROFILE={other}: expected w, w1, a, a1 or floor"),
     };
     let _quiet = StderrToDevNull::new()?;
     b.run(way, WARMUP, false).await?;

@@ -6,12 +6,14 @@ use tracing_subscriber::EnvFilter;
 /// Arenas glibc's `malloc` may create at least; else one per core, as many as tokio has workers
 /// (glibc's default is eight per core: one more for each thread that allocates while the
 /// others hold theirs, each keeping its own freed memory).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MIN_ARENAS: usize = 2;
 
 /// Allocations from this size on are mapped on their own and unmapped when freed (glibc's
 /// default, 128 KiB, but fixed: glibc otherwise raises it to the largest block freed so far, up
 /// to 32 MiB, after which a decoded LIST page or a plugin's large answer is carved from an arena
 /// that keeps it resident after it is freed).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: usize = 128 << 10;
 
 /// Set glibc's `malloc` up for a long-running host: one arena per core (at least

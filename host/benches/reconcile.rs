@@ -711,14 +711,14 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
     let bytes = std::fs::read(wasm_path).with_context(|| format!("reading {}", wasm_path.display()))?;
     let component_size = bytes.len();
     let runtime = Runtime::builder().limits(Limits::default()).artifact_dir(None).pooling(true).build()?;
-    let started = Instant::now();
-    let plugin = runtime.load(bytes).await?;
-    let load_time = started.elapsed();
     if std::env::var("RECONCILE_PROFILE").is_ok_and(|only| only == "floor") {
         let floor = empty_guest_floor(&runtime).await?;
         println!("floor: p50 {floor:.1} µs over {N} iterations");
         return Ok(());
     }
+    let started = Instant::now();
+    let plugin = runtime.load(bytes).await?;
+    let load_time = started.elapsed();
 
     let hook_addr = start_hook_thread()?;
     let hook_same_addr = start_hook_task().await?;

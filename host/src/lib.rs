@@ -5,6 +5,7 @@
 //! (`tests/layers.rs` checks it). Kinds, scopes, object references, conditions, events and
 //! label selectors come from the `wasmop-types` crate below them all.
 //!
+//! - [`allocator`]: the C allocator's settings for a long-running host, and what it holds.
 //! - [`units`]: durations and byte sizes as written in flags and files.
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
 //! - [`objects`]: the object cache plugins read from, label selectors, and requests gathered
@@ -27,6 +28,7 @@
 
 pub mod actions;
 pub mod admission;
+pub mod allocator;
 pub mod cli;
 pub mod cluster;
 pub mod contract;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 /// Lowest first.
 const LAYERS: &[&str] = &[
+    "allocator",
     "units",
     "contract",
     "objects",

@@ -8,13 +8,21 @@
 //! - `ROUNDS` (default 3): create N, wait until every child is applied and cached, delete them
 //!   all, wait until the host's cache is empty again (the garbage collector deletes the
 //!   children, at its own pace) and up to 10 s more for the apply fingerprints to go;
-//! - `INFLIGHT` (default 32): concurrent create calls.
+//! - `INFLIGHT` (default 32): concurrent create calls;
+//! - `CHURN_EXIT_NOW` (set to anything): exit right after the last row, without shutting the
+//!   host down, so that a heap profiler's "leaked at exit" is what the host held then (run
+//!   it under `heaptrack` with `ROUNDS=0` and again with `ROUNDS=1`, and compare the two with
+//!   `heaptrack_print --diff`).
 //!
 //! A fresh `ControlPlane` (etcd + kube-apiserver + kube-controller-manager 1.20.2, whose garbage
 //! collector deletes the children of deleted parents) runs the testbed plugin in a host inside
-//! this process. It prints the process's resident set (VmRSS) when idle, when loaded and after
-//! each round's deletes, both as is and after `malloc_trim(0)` (glibc keeps freed memory
-//! mapped; the trimmed figure is what the process still uses), and the apply fingerprints held.
+//! this process, with the `wasmop` binary's allocator settings ([`wasmop::allocator::tune`]). It
+//! prints the process's resident set (VmRSS) when idle, when loaded and after each round's
+//! deletes, both as is and after `malloc_trim(0)` (glibc keeps freed memory mapped; the trimmed
+//! figure is what the process still uses); what `malloc` holds (its live blocks, and what it
+//! took from the kernel); what wasmtime's instance pool keeps resident (the rest is code,
+//! thread stacks and the allocator's free pages it cannot return); and the apply fingerprints
+//! held.
 
 use std::time::{Duration, Instant};
 
@@ -49,12 +57,51 @@ fn rss() -> (f64, f64) {
         kib / 1024.0
     };
     let raw = read();
-    // SAFETY: malloc_trim only returns free heap memory to the kernel.
-    unsafe { libc::malloc_trim(0) };
+    wasmop::allocator::trim();
     (raw, read())
 }
 
+/// The resident part of wasmtime's instance pool, in MiB: the resident set of the contiguous
+/// run of mappings that spans at least 64 GiB (the pool reserves 4 GiB and a guard for each of
+/// its memory slots, next to its tables and fiber stacks; the copy-on-write images of the
+/// plugins' memories split it into hundreds of mappings). What stays there after a call is a
+/// reused slot's pages kept resident (`linear_memory_keep_resident`) and touched stack pages.
+fn pool() -> f64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    // (start, end, resident KiB) of every mapping, in address order.
+    let mut maps: Vec<(u64, u64, u64)> = Vec::new();
+    for line in smaps.lines() {
+        let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
+        if let Some((Ok(start), Ok(end))) = range.map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
+            maps.push((start, end, 0));
+        } else if let (Some(kib), Some(last)) = (line.strip_prefix("Rss:"), maps.last_mut()) {
+            last.2 = kib.trim().trim_end_matches("kB").trim().parse().unwrap_or_default();
+        }
+    }
+    let (mut kib, mut run) = (0, None::<(u64, u64, u64)>);
+    for (start, end, rss) in maps.into_iter().chain([(u64::MAX, u64::MAX, 0)]) {
+        match run.as_mut() {
+            Some(r) if r.1 == start => (r.1, r.2) = (end, r.2 + rss),
+            _ => {
+                if let Some((first, last, rss)) = run.replace((start, end, rss))
+                    && last - first >= 64 << 30
+                {
+                    kib += rss;
+                }
+            }
+        }
+    }
+    kib as f64 / 1024.0
+}
+
+/// What `malloc` holds, in MiB: its live blocks, and all it took from the kernel.
+fn heap() -> (f64, f64) {
+    let mib = |bytes: usize| bytes as f64 / f64::from(1 << 20);
+    wasmop::allocator::heap().map_or((f64::NAN, f64::NAN), |h| (mib(h.in_use), mib(h.held)))
+}
+
 fn main() -> Result<()> {
+    wasmop::allocator::tune();
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client::client::builder=off".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
@@ -97,12 +144,20 @@ async fn churn() -> Result<()> {
 
     let row = |phase: &str, controller: &PluginController| {
         let (raw, trimmed) = rss();
+        let (live, held) = heap();
+        let pool = pool();
         let (parents, children) = cached(controller);
-        println!("{phase:<22} {raw:>9.1} {trimmed:>12.1} {parents:>8} {children:>9} {:>13}", controller.applied_children());
+        println!(
+            "{phase:<22} {raw:>9.1} {trimmed:>12.1} {live:>10.1} {held:>10.1} {pool:>10.1} {parents:>8} {children:>9} {:>13}",
+            controller.applied_children()
+        );
         trimmed
     };
     println!("N = {n} parents per round, {rounds} rounds, testbed plugin (one ConfigMap child each)");
-    println!("{:<22} {:>9} {:>12} {:>8} {:>9} {:>13}", "phase", "RSS MiB", "trimmed MiB", "parents", "children", "fingerprints");
+    println!(
+        "{:<22} {:>9} {:>12} {:>10} {:>10} {:>10} {:>8} {:>9} {:>13}",
+        "phase", "RSS MiB", "trimmed MiB", "live MiB", "held MiB", "pool MiB", "parents", "children", "fingerprints"
+    );
     let idle = row("idle", &controller);
     let (mut loaded, mut deleted) = (idle, idle);
     for round in 1..=rounds {
@@ -132,6 +187,9 @@ async fn churn() -> Result<()> {
         let _ = wait("no fingerprint left", Duration::from_secs(10), || controller.applied_children() == 0).await;
         deleted = row(&format!("round {round} deleted"), &controller);
         eprintln!("round {round}: {:.1} s", started.elapsed().as_secs_f64());
+    }
+    if std::env::var_os("CHURN_EXIT_NOW").is_some() {
+        std::process::exit(0);
     }
     host.manager.shutdown().await;
     let fingerprints = controller.applied_children();

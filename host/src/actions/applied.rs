@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::scope::PARENT_UID_LABEL;
+use crate::allocator::ShrinkWhenSparse;
 use crate::contract::ObjectRef;
 use crate::objects::controller_uid;
 
@@ -63,6 +64,7 @@ impl AppliedChildren {
             children.remove(r);
             if children.is_empty() {
                 map.remove(parent);
+                map.shrink_when_sparse();
             }
         }
     }
@@ -79,7 +81,9 @@ impl AppliedChildren {
 
     /// Forget every child of a parent that is gone (by its uid).
     pub fn forget_parent(&self, parent: &str) {
-        self.0.lock().expect("applied lock").remove(parent);
+        let mut map = self.0.lock().expect("applied lock");
+        map.remove(parent);
+        map.shrink_when_sparse();
     }
 
     /// How many children have a fingerprint.

@@ -32,6 +32,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::allocator::ShrinkWhenSparse;
+
 pub use crate::policy::BreakerConfig;
 
 /// How a finished reconcile went, as far as the breaker counts it.
@@ -350,6 +352,7 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
             Finished { failed: true, .. } => None,
             Finished { wrote: false, .. } => {
                 self.writes.remove(key);
+                self.writes.shrink_when_sparse();
                 None
             }
             Finished { wrote: true, .. } => {
@@ -376,6 +379,7 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
         }
         self.last_sweep = Some(now);
         self.writes.retain(|_, run| run.back().is_some_and(|t| now.saturating_duration_since(*t) <= window));
+        self.writes.shrink_when_sparse();
     }
 }
 

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 pub use super::rate_limit::QueueConfig;
 use super::rate_limit::RateLimiter;
+use crate::allocator::ShrinkWhenSparse;
 
 /// Longer delays are clamped to this (a `Instant` far in the future without overflow).
 const MAX_DELAY: Duration = Duration::from_secs(30 * 365 * 86_400);
@@ -79,6 +80,7 @@ impl<K: QueueKey> State<K> {
     /// wake a waiter.
     fn release(&mut self, key: &K) -> bool {
         self.leased.remove(key);
+        self.leased.shrink_when_sparse();
         let Some(ready_at) = self.entries.get(key).map(|entry| entry.ready_at) else { return false };
         let seq = self.schedule(key.clone(), ready_at);
         self.entries.get_mut(key).expect("entry just read").seq = Some(seq);
@@ -91,6 +93,7 @@ impl<K: QueueKey> State<K> {
             Some((&(ready_at, _), _)) if ready_at <= now => {
                 let (_, key) = self.schedule.pop_first().expect("first entry exists");
                 self.entries.remove(&key);
+                self.entries.shrink_when_sparse();
                 self.leased.insert(key.clone());
                 Ok((key, ready_at))
             }

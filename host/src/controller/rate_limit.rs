@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::allocator::ShrinkWhenSparse;
+
 /// Rate-limiting settings of a [`WorkQueue`](super::queue::WorkQueue). `Default` is controller-runtime's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueueConfig {
@@ -107,6 +109,7 @@ impl<K: Clone + Eq + Hash + Debug> RateLimiter<K> {
     /// Forgets `key`'s failures (its next backoff is `base_delay` again).
     pub fn forget(&mut self, key: &K) {
         self.failures.remove(key);
+        self.failures.shrink_when_sparse();
     }
 
     /// Failures of `key` counted by [`RateLimiter::when`] since it was last forgotten.

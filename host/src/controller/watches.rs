@@ -23,6 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
 use crate::objects::{ObjectCache, WatchedObject, controller_uid, name_of, namespace_of};
@@ -284,6 +285,7 @@ impl KindWatch {
             keys.remove(key);
             if keys.is_empty() {
                 owned.remove(uid);
+                owned.shrink_when_sparse();
             }
         }
         if let Some(uid) = new {

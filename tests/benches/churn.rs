@@ -38,6 +38,8 @@ use wasmop_e2e::plugins::{plugin_with_features, workspace};
 
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/smaps.rs"]
+mod smaps;
 
 use figure::{Goal, figure};
 
@@ -59,39 +61,6 @@ fn rss() -> (f64, f64) {
     let raw = read();
     wasmop::allocator::trim();
     (raw, read())
-}
-
-/// The resident part of wasmtime's instance pool, in MiB: the resident set of the contiguous
-/// run of mappings that spans at least 64 GiB (the pool reserves 4 GiB and a guard for each of
-/// its memory slots, next to its tables and fiber stacks; the copy-on-write images of the
-/// plugins' memories split it into hundreds of mappings). What stays there after a call is a
-/// reused slot's pages kept resident (`linear_memory_keep_resident`) and touched stack pages.
-fn pool() -> f64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    // (start, end, resident KiB) of every mapping, in address order.
-    let mut maps: Vec<(u64, u64, u64)> = Vec::new();
-    for line in smaps.lines() {
-        let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
-        if let Some((Ok(start), Ok(end))) = range.map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
-            maps.push((start, end, 0));
-        } else if let (Some(kib), Some(last)) = (line.strip_prefix("Rss:"), maps.last_mut()) {
-            last.2 = kib.trim().trim_end_matches("kB").trim().parse().unwrap_or_default();
-        }
-    }
-    let (mut kib, mut run) = (0, None::<(u64, u64, u64)>);
-    for (start, end, rss) in maps.into_iter().chain([(u64::MAX, u64::MAX, 0)]) {
-        match run.as_mut() {
-            Some(r) if r.1 == start => (r.1, r.2) = (end, r.2 + rss),
-            _ => {
-                if let Some((first, last, rss)) = run.replace((start, end, rss))
-                    && last - first >= 64 << 30
-                {
-                    kib += rss;
-                }
-            }
-        }
-    }
-    kib as f64 / 1024.0
 }
 
 /// What `malloc` holds, in MiB: its live blocks, and all it took from the kernel.
@@ -144,7 +113,7 @@ async fn churn() -> Result<()> {
     let row = |phase: &str, controller: &PluginController| {
         let (raw, trimmed) = rss();
         let (live, held) = heap();
-        let pool = pool();
+        let pool = smaps::own_pool();
         let (parents, children) = cached(controller);
         println!(
             "{phase:<22} {raw:>9.1} {trimmed:>12.1} {live:>10.1} {held:>10.1} {pool:>10.1} {parents:>8} {children:>9} {:>13}",

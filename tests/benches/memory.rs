@@ -64,6 +64,8 @@ mod figure;
 mod native;
 #[path = "support/process.rs"]
 mod process;
+#[path = "support/smaps.rs"]
+mod smaps;
 
 use figure::{Goal, figure};
 use process::{env_usize, get, host_binary, memcached_resource, wait_converged};
@@ -112,8 +114,8 @@ struct Breakdown {
     other_files: f64,
     /// The main `malloc` arena (`[heap]`).
     heap: f64,
-    /// Anonymous mappings of 1 GiB or more: the wasmtime pooling allocator's reservation (its
-    /// slots' resident pages).
+    /// wasmtime's pooling allocator: its slots' resident pages, the copy-on-write images of the
+    /// plugins' memories mapped in them, its tables and fiber stacks ([`smaps::Mapping::pool`]).
     pool: f64,
     /// Every other anonymous mapping: glibc's per-thread arenas, large `malloc`s, thread stacks.
     other_anon: f64,
@@ -126,27 +128,17 @@ impl Breakdown {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).with_context(|| format!("process {pid} is gone"))?;
         let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).with_context(|| format!("process {pid} is gone"))?;
         let mut map = Self { threads, ..Self::default() };
-        let mut current: Option<(String, u64)> = None;
-        for line in smaps.lines() {
-            let mut fields = line.split_whitespace();
-            let first = fields.next().unwrap_or_default();
-            if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
-                let size = u64::from_str_radix(end, 16).unwrap_or(0).saturating_sub(u64::from_str_radix(start, 16).unwrap_or(0));
-                current = Some((fields.nth(4).unwrap_or_default().to_owned(), size));
-            } else if first == "Rss:" {
-                let mib = fields.next().and_then(|v| v.parse::<f64>().ok()).unwrap_or_default() / 1024.0;
-                let Some((name, size)) = &current else { continue };
-                let slot = match name.as_str() {
-                    "" if *size >= 1 << 30 => &mut map.pool,
-                    "" => &mut map.other_anon,
-                    "[heap]" => &mut map.heap,
-                    n if Path::new(n) == exe => &mut map.binary,
-                    n if n.contains(".so") => &mut map.libraries,
-                    n if n.starts_with('[') => &mut map.other_anon,
-                    _ => &mut map.other_files,
-                };
-                *slot += mib;
-            }
+        for mapping in smaps::mappings(&smaps) {
+            let slot = match mapping.name.as_str() {
+                _ if mapping.pool => &mut map.pool,
+                "" => &mut map.other_anon,
+                "[heap]" => &mut map.heap,
+                n if Path::new(n) == exe => &mut map.binary,
+                n if n.contains(".so") => &mut map.libraries,
+                n if n.starts_with('[') => &mut map.other_anon,
+                _ => &mut map.other_files,
+            };
+            *slot += mapping.rss;
         }
         Ok(map)
     }

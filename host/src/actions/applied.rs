@@ -117,6 +117,23 @@ mod tests {
     }
 
     #[test]
+    fn forgetting_every_parent_gives_the_table_back() {
+        let names: Vec<(String, String)> = (0..2_000).map(|i| (format!("c{i}"), format!("u{i}"))).collect();
+        let pairs: Vec<(&str, &str)> = names.iter().map(|(c, u)| (c.as_str(), u.as_str())).collect();
+        let applied = applied(&pairs);
+        let grown = applied.0.lock().unwrap().capacity();
+        for (c, u) in &pairs[..1_000] {
+            applied.forget_child(&child(c, u));
+        }
+        for (_, u) in &pairs[1_000..] {
+            applied.forget_parent(u);
+        }
+        assert!(applied.is_empty());
+        let left = applied.0.lock().unwrap().capacity();
+        assert!(left < grown / 8, "{left} of {grown} kept");
+    }
+
+    #[test]
     fn an_applied_child_is_unchanged_until_its_content_changes() {
         let applied = applied(&[("a", "u1")]);
         let c = child("a", "u1");

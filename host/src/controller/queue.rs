@@ -374,6 +374,22 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_drained_queue_gives_its_tables_back() {
+        let queue = WorkQueue::default();
+        (0..5_000).for_each(|i| queue.add(i));
+        let waiting = queue.shared.lock().entries.capacity();
+        let mut leases = Vec::new();
+        for _ in 0..5_000 {
+            leases.push(queue.next().await.expect("queued"));
+        }
+        let leased = queue.shared.lock().leased.capacity();
+        drop(leases);
+        let state = queue.shared.lock();
+        assert!(state.entries.capacity() < waiting / 8, "entries keep {} of {waiting}", state.entries.capacity());
+        assert!(state.leased.capacity() < leased / 8, "leases keep {} of {leased}", state.leased.capacity());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn repeated_adds_of_a_waiting_key_queue_it_once() {
         let queue = WorkQueue::default();
         for key in ["a", "a", "b", "a"] {

@@ -5,7 +5,8 @@
 //! (`tests/layers.rs` checks it). Kinds, scopes, object references, conditions, events and
 //! label selectors come from the `wasmop-types` crate below them all.
 //!
-//! - [`allocator`]: the C allocator's settings for a long-running host, and what it holds.
+//! - [`allocator`]: the C allocator's settings for a long-running host and what it holds, and
+//!   hash tables that shrink as they empty.
 //! - [`units`]: durations and byte sizes as written in flags and files.
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
 //! - [`objects`]: the object cache plugins read from, label selectors, and requests gathered

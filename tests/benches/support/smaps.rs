@@ -9,7 +9,7 @@
 const POOL_SPAN: u64 = 64 << 30;
 
 /// One mapping of `/proc/PID/smaps`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Mapping {
     /// First address.
     pub start: u64,
@@ -43,16 +43,9 @@ pub fn mappings(smaps: &str) -> Vec<Mapping> {
         }
     }
     maps.sort_by_key(|m| m.start);
-    if maps.is_empty() {
-        return maps;
-    }
-    let mut run_start = 0;
-    for i in 1..=maps.len() {
-        if i == maps.len() || maps[i].start != maps[i - 1].end {
-            if maps[i - 1].end - maps[run_start].start >= POOL_SPAN {
-                maps[run_start..i].iter_mut().for_each(|m| m.pool = true);
-            }
-            run_start = i;
+    for run in maps.chunk_by_mut(|a, b| a.end == b.start) {
+        if run[run.len() - 1].end - run[0].start >= POOL_SPAN {
+            run.iter_mut().for_each(|m| m.pool = true);
         }
     }
     maps

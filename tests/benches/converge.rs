@@ -22,8 +22,8 @@
 //! - `RUST_LOG` (default `warn`): e.g. `wasmop=debug` for the host's reconcile lines;
 //!   `SPAN_TIMES=1` adds the busy/idle time of each closed span (the host's `reconcile`).
 //!
-//! Every run gets a fresh `ControlPlane` (etcd + kube-apiserver + kube-controller-manager
-//! 1.20.2 on loopback), installs `crds/memcached.yaml`, starts its controller on a dedicated
+//! Every run gets a fresh `ControlPlane` (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says
+//! otherwise, with simulated Nodes, on loopback), installs `crds/memcached.yaml`, starts its controller on a dedicated
 //! 2-worker tokio runtime (threads named `ctrl`, with its own client), then measures:
 //!
 //! 1. bulk: `N` CRs with `size: 0` (so kube-controller-manager starts no Pods: the comparison is

@@ -20,7 +20,7 @@
 //! the convergence bench: the same logic with `predicates::generation`, one reflector per kind,
 //! `managedFields` dropped, writing the host's `Reconciled` condition too, so both cache parents
 //! of the same size) as this binary re-executed with `MEMORY_NATIVE_KUBECONFIG` set. One
-//! control plane (etcd + kube-apiserver + kube-controller-manager 1.20.2) for the whole bench:
+//! control plane (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise) for the whole bench:
 //!
 //! 1. no objects: the host with 0 plugins, then with each count of `PLUGINS`; the native idle.
 //!    Copy `i` of the memcached component has every `memcached` in its bytes replaced by

@@ -8,7 +8,7 @@
 //! - `RUN_RELOADS` (default 10): reloads in the final phase driven by `Reloader::run()`;
 //! - `RUST_LOG` (default `warn`): the host's log on stderr.
 //!
-//! Setup: one `ControlPlane` (etcd + kube-apiserver + kube-controller-manager 1.20.2 on
+//! Setup: one `ControlPlane` (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise, on
 //! loopback), `crds/memcached.yaml` and `crds/wasmplugin.yaml` installed (as a host normally
 //! has them: `sync()` then also writes the `WasmPlugin` object), a `Manager` (no resync) whose
 //! runtime keeps precompiled artifacts in a directory of the bench, a `Reloader` (default

@@ -11,7 +11,7 @@
 //! - `REPLICAS` (default `1,2,3`): the replica counts, one run each; the first is the baseline;
 //! - `SETTLE` (default 5): seconds between the replicas going quiet and their RSS being read.
 //!
-//! One control plane (etcd + kube-apiserver + kube-controller-manager 1.20.2) for the whole
+//! One control plane (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise) for the whole
 //! bench; each run has a namespace of its own and its replicas watch only it (`--namespace`),
 //! so a run never sees the objects of the runs before it. A run:
 //!

@@ -1,10 +1,13 @@
 //! Test harness: a real Kubernetes control plane on loopback, for end-to-end tests.
 //!
-//! [`ControlPlane::start`] provisions (once per process, via `scripts/control-plane.sh install`)
-//! and starts etcd, kube-apiserver and kube-controller-manager 1.20.2 as child processes of
-//! the test, on free loopback ports, with all state in a temporary directory. The children
-//! are killed when the [`ControlPlane`] is dropped, and the kernel kills them if the test
-//! process dies (`PR_SET_PDEATHSIG`).
+//! [`ControlPlane::start`] provisions (once per process, via `scripts/control-plane.sh install`,
+//! which builds them from Go modules the first time) and starts etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler and kwok as child processes of the test, on free
+//! loopback ports, with all state in a temporary directory. kwok plays the kubelet of
+//! [`NODES`] simulated Nodes, so Pods are scheduled and become Running and Ready (no container
+//! runs). The Kubernetes version is `WASMOP_K8S_VERSION` (`1.37`, the default, or `1.33`).
+//! The children are killed when the [`ControlPlane`] is dropped, and the kernel kills them if
+//! the test process dies (`PR_SET_PDEATHSIG`).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -43,6 +46,12 @@ pub const ADMIN_TOKEN: &str = "admin-token";
 /// How long to wait for `/readyz` after (re)starting the API server.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many simulated Nodes every control plane registers (named `node-0`, `node-1`, ...).
+pub const NODES: usize = 2;
+
+/// How long to wait for the simulated Nodes to become Ready.
+const NODES_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// An extra static bearer token known to the API server (a line of its `--token-auth-file`),
 /// e.g. for a non-admin user whose permissions a test grants through RBAC.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +71,7 @@ impl StaticToken {
     }
 }
 
-/// A running etcd + kube-apiserver + kube-controller-manager on loopback.
+/// A running etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on loopback.
 ///
 /// Everything is stopped (killed) on drop; the state directory is removed unless
 /// `WASMOP_E2E_KEEP=1` is set.
@@ -75,11 +84,19 @@ pub struct ControlPlane {
     etcd: Mutex<Option<Child>>,
     apiserver: Mutex<Option<Child>>,
     controller_manager: Mutex<Option<Child>>,
+    scheduler: Mutex<Option<Child>>,
+    kwok: Mutex<Option<Child>>,
 }
 
 impl ControlPlane {
     /// Provision the binaries if needed and start the control plane with only the admin
-    /// token; returns once `/readyz` says `ok` and kube-controller-manager is running.
+    /// token; returns once `/readyz` says `ok`, kube-controller-manager is running and the
+    /// [`NODES`] simulated Nodes are Ready.
+    ///
+    /// # Errors
+    /// When a binary cannot be built or a component does not start; the message carries the
+    /// last lines of its log. A bin dir without kube-scheduler and kwok (a `KUBEBUILDER_ASSETS`
+    /// of envtest's) is an error too: the tests count Ready Pods.
     pub async fn start() -> Result<ControlPlane> {
         Self::start_with_tokens(&[]).await
     }
@@ -148,6 +165,8 @@ impl ControlPlane {
             etcd: Mutex::new(None),
             apiserver: Mutex::new(None),
             controller_manager: Mutex::new(None),
+            scheduler: Mutex::new(None),
+            kwok: Mutex::new(None),
             dir,
         };
         // From here on, `cp`'s Drop cleans up whatever was started.
@@ -172,7 +191,7 @@ impl ControlPlane {
             Command::new(cp.bin.join("kube-controller-manager"))
                 .arg("--kubeconfig")
                 .arg(cp.kubeconfig_path())
-                .args(["--leader-elect=false", "--port", "0", "--secure-port", "0"])
+                .args(["--leader-elect=false", "--secure-port", "0"])
                 .arg("--service-account-private-key-file")
                 .arg(d.join("sa.key"))
                 .arg("--root-ca-file")
@@ -180,16 +199,72 @@ impl ControlPlane {
             &d.join("logs/kube-controller-manager.log"),
         )?;
         *lock(&cp.controller_manager) = Some(kcm);
-        // Catch an immediate crash (bad flag etc.) here rather than in a confusing test failure.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        if let Some(status) = lock(&cp.controller_manager).as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-            return Err(EarlyExit(format!(
-                "kube-controller-manager exited ({status}):\n{}",
-                tail(&d.join("logs/kube-controller-manager.log"), 30)
-            ))
-            .into());
-        }
+        cp.start_nodes().await?;
         Ok(cp)
+    }
+
+    /// Start kube-scheduler and kwok, register [`NODES`] Nodes for kwok, and wait until they
+    /// are Ready.
+    async fn start_nodes(&self) -> Result<()> {
+        let d = self.dir.path();
+        for needed in ["kube-scheduler", "kwok", "kwok-stages.yaml"] {
+            if !self.bin.join(needed).exists() {
+                bail!(
+                    "{} has no {needed}: the tests need Nodes that run Pods (run scripts/control-plane.sh install, \
+                     or point KUBEBUILDER_ASSETS at a directory it built)",
+                    self.bin.display()
+                );
+            }
+        }
+        let scheduler = spawn(
+            Command::new(self.bin.join("kube-scheduler")).arg("--kubeconfig").arg(self.kubeconfig_path()).args([
+                "--leader-elect=false",
+                "--secure-port",
+                "0",
+            ]),
+            &d.join("logs/kube-scheduler.log"),
+        )?;
+        *lock(&self.scheduler) = Some(scheduler);
+        let kwok = spawn(
+            Command::new(self.bin.join("kwok"))
+                .arg("--kubeconfig")
+                .arg(self.kubeconfig_path())
+                .arg("--config")
+                .arg(self.bin.join("kwok-stages.yaml"))
+                .args(["--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake"])
+                .args(["--cidr", "10.244.0.0/16", "--node-ip", "127.0.0.1"]),
+            &d.join("logs/kwok.log"),
+        )?;
+        *lock(&self.kwok) = Some(kwok);
+
+        let client = self.client().await?;
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+        for i in 0..NODES {
+            let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(node_json(&format!("node-{i}")))?;
+            nodes.create(&kube::api::PostParams::default(), &node).await.context("registering a simulated Node")?;
+        }
+        let deadline = Instant::now() + NODES_TIMEOUT;
+        loop {
+            for (name, slot) in
+                [("kube-controller-manager", &self.controller_manager), ("kube-scheduler", &self.scheduler), ("kwok", &self.kwok)]
+            {
+                if let Some(status) = lock(slot).as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                    return Err(EarlyExit(format!("{name} exited ({status}):\n{}", self.log_tail(name, 30))).into());
+                }
+            }
+            let list = nodes.list(&Default::default()).await?;
+            let ready = list.items.iter().filter(|n| node_ready(n)).count();
+            if ready == NODES {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{ready} of {NODES} simulated Nodes Ready after {NODES_TIMEOUT:?}; kwok's log:\n{}",
+                    self.log_tail("kwok", 30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Start kube-apiserver (again) on the same port against the same etcd, and wait until
@@ -207,6 +282,9 @@ impl ControlPlane {
                 Command::new(self.bin.join("kube-apiserver"))
                     .args(["--etcd-servers", &format!("http://127.0.0.1:{}", self.etcd_port)])
                     .args(["--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1"])
+                    // A loopback advertise address cannot back the `kubernetes` Service's
+                    // endpoints; nothing here runs in a Pod that would use them.
+                    .args(["--endpoint-reconciler-type", "none"])
                     .args(["--secure-port", &self.api_port.to_string()])
                     .arg("--cert-dir")
                     .arg(d.join("certs"))
@@ -232,8 +310,8 @@ impl ControlPlane {
     /// on the same port.
     ///
     /// Sends SIGTERM (the listener closes at once, in-flight requests get a moment to
-    /// finish), then SIGKILL after 2 s: a 1.20 apiserver otherwise waits its full 60 s
-    /// shutdown timeout for the watches kube-controller-manager keeps open.
+    /// finish), then SIGKILL after 2 s: an apiserver otherwise waits out its shutdown timeout
+    /// for the watches the other components keep open.
     pub fn stop_apiserver(&self) -> Result<()> {
         let child = lock(&self.apiserver).take();
         match child {
@@ -310,13 +388,14 @@ impl ControlPlane {
         self.dir.path()
     }
 
-    /// The directory holding `etcd`, `kube-apiserver` and `kube-controller-manager`.
+    /// The directory holding `etcd`, `kube-apiserver`, `kube-controller-manager`,
+    /// `kube-scheduler`, `kwok` and the `kubectl` of the same version.
     pub fn bin_dir(&self) -> &Path {
         &self.bin
     }
 
     /// The last `lines` lines of a component's log (`etcd`, `kube-apiserver`,
-    /// `kube-controller-manager`), for failure messages.
+    /// `kube-controller-manager`, `kube-scheduler`, `kwok`), for failure messages.
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
         tail(&self.dir.path().join(format!("logs/{component}.log")), lines)
     }
@@ -384,7 +463,7 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // Reverse start order. SIGKILL is fine: the state directory is thrown away.
-        for slot in [&self.controller_manager, &self.apiserver, &self.etcd] {
+        for slot in [&self.kwok, &self.scheduler, &self.controller_manager, &self.apiserver, &self.etcd] {
             if let Some(mut child) = lock(slot).take() {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -406,6 +485,26 @@ impl std::fmt::Display for EarlyExit {
 
 impl std::error::Error for EarlyExit {}
 
+/// A Node that kwok manages (its annotation), with room for many Pods.
+fn node_json(name: &str) -> serde_json::Value {
+    let room = serde_json::json!({"cpu": "64", "memory": "256Gi", "pods": "1000"});
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"},
+        },
+        "status": {"allocatable": room, "capacity": room},
+    })
+}
+
+fn node_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -416,6 +515,15 @@ fn csv_groups(groups: &[String]) -> String {
         1 => groups[0].clone(),
         _ => format!("\"{}\"", groups.join(",")),
     }
+}
+
+/// The directory of the control plane's binaries (and the kubectl of the same version),
+/// provisioned by `scripts/control-plane.sh install` (once per process).
+///
+/// # Errors
+/// When the script fails (its output is on stderr).
+pub fn control_plane_bin_dir() -> Result<PathBuf> {
+    bin_dir()
 }
 
 /// Runs `scripts/control-plane.sh install` once per process and returns the bin dir

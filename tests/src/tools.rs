@@ -1,5 +1,7 @@
-//! The command-line tools the deploy tests drive: `kubectl` (Debian's 1.20 on `PATH`, and a
-//! current 1.35) and `helm` 4, both from `scripts/tools.sh` through `WASMOP_TOOLS`.
+//! The command-line tools the deploy tests drive: `kubectl` of the control plane's own version
+//! (built beside it by `scripts/control-plane.sh`), and `helm` 4 from `scripts/tools.sh` through
+//! `WASMOP_TOOLS` (whose kubectl 1.35 is used too where it is within kubectl's ±1 minor
+//! version skew of the server).
 //!
 //! A test whose tool is missing says `SKIPPED: ...` on the real stderr and returns; the
 //! README's test command (`scripts/test.sh`) installs every tool, so nothing skips there.
@@ -41,18 +43,21 @@ pub fn helm_or_skip(what: &str) -> Option<PathBuf> {
     found
 }
 
-/// Every kubectl to test with: the one on `PATH` (Debian's 1.20 on a fresh machine) and the
-/// current one in `$WASMOP_TOOLS`; empty (and a skip line) when there is none.
+/// Every kubectl to test with: the one built with the control plane (same version as the
+/// server), and the current one in `$WASMOP_TOOLS` or on `PATH` when its minor version is within
+/// kubectl's supported skew (±1) of the server's; empty (and a skip line) when there is none.
 pub fn kubectls_or_skip(what: &str) -> Vec<Kubectl> {
-    let mut found: Vec<Kubectl> = Vec::new();
-    for bin in [which("kubectl"), from_tools_dir("kubectl")].into_iter().flatten() {
+    let own = crate::control_plane_bin_dir().ok().map(|dir| dir.join("kubectl")).filter(|p| p.is_file());
+    let Some(own) = own.map(Kubectl::new) else {
+        skipped(&format!("{what}: no kubectl beside the control plane's binaries (scripts/control-plane.sh install builds it)"));
+        return Vec::new();
+    };
+    let mut found = vec![own.clone()];
+    for bin in [from_tools_dir("kubectl"), which("kubectl")].into_iter().flatten() {
         let k = Kubectl::new(bin);
-        if !found.iter().any(|f| f.minor == k.minor) {
+        if own.minor.abs_diff(k.minor) <= 1 && !found.iter().any(|f| f.minor == k.minor) {
             found.push(k);
         }
-    }
-    if found.is_empty() {
-        skipped(&format!("{what}: no kubectl on PATH or in $WASMOP_TOOLS"));
     }
     found
 }
@@ -84,11 +89,10 @@ impl Kubectl {
         Self { bin, minor }
     }
 
-    /// The strictest `--validate` this kubectl knows: `strict` (1.25+: unknown and duplicate
-    /// fields are errors, checked by the server), else `true` (Debian's 1.20: client-side
-    /// schema validation; the 1.20 server's apply still rejects fields outside the schema).
+    /// The strictest `--validate` kubectl knows: `strict` (unknown and duplicate fields are
+    /// errors, checked by the server).
     pub fn validate_flag(&self) -> &'static str {
-        if self.minor >= 25 { "--validate=strict" } else { "--validate=true" }
+        "--validate=strict"
     }
 
     /// Run `kubectl args...` against `cp` as admin, with `stdin` piped in; stdout on success.
@@ -109,7 +113,7 @@ impl Kubectl {
         }
         let out = child.wait_with_output()?;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        // A current kubectl against a 1.20 apiserver warns about the version skew: not an error.
+        // A kubectl one minor version off the server's may warn about the skew: not an error.
         let stderr: Vec<&str> = stderr.lines().filter(|l| !l.contains("version difference")).collect();
         if !out.status.success() {
             bail!("kubectl 1.{} {} failed ({}):\n{}", self.minor, args.join(" "), out.status, stderr.join("\n"));

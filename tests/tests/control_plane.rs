@@ -1,4 +1,5 @@
-//! Smoke test of the e2e harness: a real etcd + kube-apiserver + kube-controller-manager.
+//! Smoke test of the e2e harness: a real etcd + kube-apiserver + kube-controller-manager +
+//! kube-scheduler, with kwok's simulated Nodes running the Pods.
 
 use std::time::Duration;
 
@@ -39,6 +40,16 @@ async fn control_plane_smoke() -> Result<()> {
     eprintln!("control plane ready in {:?} at {}", t0.elapsed(), cp.server_url());
     assert!(cp.kubeconfig_path().is_file());
     let client = cp.client().await?;
+
+    // The version asked for (WASMOP_K8S_VERSION, default the newest) is the one that runs.
+    let version = client.apiserver_version().await?;
+    let asked = std::env::var("WASMOP_K8S_VERSION").unwrap_or_default();
+    let wanted = match asked.as_str() {
+        "" | "newest" => "1.37",
+        "floor" => "1.33",
+        exact => exact.get(..4).unwrap_or(exact),
+    };
+    assert_eq!(format!("{}.{}", version.major, version.minor), wanted, "{version:?}");
 
     // Namespace.
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -81,7 +92,6 @@ async fn control_plane_smoke() -> Result<()> {
     .context("CRD not Established within 30 s")??;
 
     // A custom resource: server-side apply of the object, then of its status subresource.
-    // (The first CRD write is what crashed an apiserver built with the old vendored reflect2.)
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("e2e.wasmop.dev", "v1", "Widget"), "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
     let ssa = PatchParams::apply(MANAGER);
@@ -128,6 +138,20 @@ async fn control_plane_smoke() -> Result<()> {
         Ok((n == 2).then_some(()))
     })
     .await?;
+    // The scheduler binds them to the simulated Nodes, kwok marks them Ready, and the Deployment
+    // becomes Available.
+    eventually("the Deployment Available with 2 Ready Pods", Duration::from_secs(60), || async {
+        let d = deployments.get("web").await?;
+        let status = d.status.unwrap_or_default();
+        Ok((status.available_replicas == Some(2) && status.ready_replicas == Some(2)).then_some(()))
+    })
+    .await
+    .with_context(|| format!("kwok's log:\n{}", cp.log_tail("kwok", 20)))?;
+    for pod in pods.list(&ListParams::default().labels("app=web")).await?.items {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        assert!(node.starts_with("node-"), "{:?} runs on {node:?}", pod.metadata.name);
+        assert_eq!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running"));
+    }
 
     // Stop the API server: requests fail; restart it on the same port and same etcd.
     let t1 = std::time::Instant::now();

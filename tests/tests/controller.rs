@@ -102,6 +102,16 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     let available = condition(&cr, "Available").expect("Available condition");
     assert_eq!(available["observedGeneration"], json!(cr.metadata.generation.unwrap()));
     assert!(available["lastTransitionTime"].is_string());
+    // The Pods run on the simulated Nodes: the Deployment becomes available, and so does the CR.
+    let available = eventually("Available=True with 3/3 replicas", WAIT, || async {
+        let cr = crs.get("sample").await?;
+        Ok(condition(&cr, "Available").filter(|c| c["status"] == "True").cloned())
+    })
+    .await?;
+    assert_eq!(
+        (&available["reason"], &available["message"]),
+        (&json!("MinimumReplicasAvailable"), &json!("3/3 replicas available"))
+    );
 
     // size 5 → the Deployment follows, and the plugin sees its observed child (the request's
     // children come from the watch cache's owner index).
@@ -110,9 +120,7 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     eventually("Available reports the observed Deployment", WAIT, || async {
         let cr = crs.get("sample").await?;
         let c = condition(&cr, "Available").cloned();
-        Ok(c.filter(|c| {
-            c["reason"] != "DeploymentMissing" && c["message"].as_str().is_some_and(|m| m.ends_with("/5 replicas available"))
-        }))
+        Ok(c.filter(|c| c["status"] == "True" && c["message"] == "5/5 replicas available"))
     })
     .await?;
 

@@ -1,8 +1,8 @@
-//! The Database example plugin on a real etcd + kube-apiserver + kube-controller-manager: a
-//! `Database` becomes a headless Service, a StatefulSet and a credentials Secret (granted by the
-//! host policy), its status follows the StatefulSet, the generated password survives later
+//! The Database example plugin on a real control plane: a `Database` becomes a headless
+//! Service, a StatefulSet and a credentials Secret (granted by the host policy), its status
+//! follows the StatefulSet — `Provisioning` while its Pod waits for a volume, `Ready` once the
+//! claim is bound and the Pod runs on a simulated Node — the generated password survives later
 //! reconciles, and invalid specs end in a terminal `Reconciled` condition that names the field.
-//! (No scheduler or kubelet runs: the pods stay pending, so the database is `Provisioning`.)
 
 use std::time::Duration;
 
@@ -20,6 +20,13 @@ const WAIT: Duration = Duration::from_secs(60);
 fn database(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "db.example.com/v1alpha1", "kind": "Database",
         "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+/// A 1Gi volume with no storage class, which a claim of the StatefulSet's binds to.
+fn volume(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": format!("/tmp/{name}")}}})
 }
 
 /// The `Reconciled` condition of a Database once it describes its current generation.
@@ -67,7 +74,7 @@ async fn a_database_gets_its_service_stateful_set_and_a_kept_password_and_bad_sp
     assert!(password.as_str().is_some_and(|p| !p.is_empty()), "{secret:?}");
     assert_eq!(secret.metadata.owner_references.as_ref().map(|o| o[0].name.as_str()), Some("orders"));
 
-    // No kubelet: the pod stays pending and the Database says so.
+    // No volume for the StatefulSet's claim yet: its Pod cannot be scheduled, the Database says so.
     let db = eventually("the Database status", WAIT, || async {
         let db = dbs.get("orders").await?;
         Ok((db.data.pointer("/status/phase") == Some(&json!("Provisioning"))).then_some(db))
@@ -77,10 +84,29 @@ async fn a_database_gets_its_service_stateful_set_and_a_kept_password_and_bad_sp
     let ready = db.data["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").cloned();
     assert_eq!(ready.as_ref().map(|c| (&c["status"], &c["message"])), Some((&json!("False"), &json!("0/1 replicas ready"))));
 
+    // Two volumes, as a cluster's administrator provides static storage: the claim binds, the
+    // Pod runs on a simulated Node, and the Database is Ready.
+    for i in 0..2 {
+        apply(&client, &volume(&format!("orders-volume-{i}"))).await?;
+    }
+    let db = eventually("the Database Ready", WAIT, || async {
+        let db = dbs.get("orders").await?;
+        Ok((db.data.pointer("/status/phase") == Some(&json!("Ready"))).then_some(db))
+    })
+    .await
+    .with_context(|| format!("kube-scheduler's log:\n{}", cp.log_tail("kube-scheduler", 10)))?;
+    assert_eq!(db.data["status"]["readyReplicas"], 1);
+    assert_eq!(sets.get("orders").await?.data["status"]["readyReplicas"], 1);
+
     // A spec change is reconciled again: the StatefulSet follows, the password stays.
     apply(&client, &database("orders", json!({"version": "17", "storageSize": "1Gi", "replicas": 2}))).await?;
     eventually("the StatefulSet scaled to 2", WAIT, || async {
         Ok((sets.get("orders").await?.data["spec"]["replicas"] == 2).then_some(()))
+    })
+    .await?;
+    eventually("the Database Ready with 2 replicas", WAIT, || async {
+        let db = dbs.get("orders").await?;
+        Ok((db.data.pointer("/status/readyReplicas") == Some(&json!(2)) && db.data["status"]["phase"] == "Ready").then_some(()))
     })
     .await?;
     eventually("the re-reconcile recorded", WAIT, || async { reconciled(&dbs, "orders").await }).await?;

@@ -1,7 +1,9 @@
 //! The sidecarset plugin on a real control plane: a cluster-scoped parent (`SidecarSet`) whose
 //! related objects (Pods) live in namespaces. A Pod created, relabelled, marked Ready or
-//! deleted in any namespace requeues the SidecarSets, whose status counts it. Pods never run
-//! here (no kubelet): "injected" is an annotation set by the test, "Ready" a status patch.
+//! deleted in any namespace requeues the SidecarSets, whose status counts it. Pods run on the
+//! control plane's simulated Nodes (kwok marks them Running and Ready); a Pod whose nodeSelector
+//! matches no Node stays Pending and is counted as matched, not ready. "Injected" is the
+//! annotation the webhook sets, here set by the test.
 //!
 //! Its webhooks, called through the host's runtime (the component built from source, lookups
 //! answered from a host cache), then by the kube-apiserver over TLS on loopback: a Pod gets the
@@ -86,30 +88,37 @@ async fn pods_in_any_namespace_requeue_the_cluster_scoped_sidecarset_and_are_cou
     assert_eq!(set.data.pointer("/status/observedGeneration"), created.metadata.generation.map(Value::from).as_ref());
     let hash = SidecarSet::from_object(&serde_json::to_value(&created)?)?.hash();
 
-    // Pods created after the SidecarSet, in two namespaces: each change requeues it.
+    // Pods created after the SidecarSet, in two namespaces: each change requeues it. They are
+    // scheduled and become Ready on the simulated Nodes.
     apply(&client, &pod("team-a", "web-1", json!({"app": "web"}), json!({}))).await?;
     wait_for_counts(&sets, "log-shipper", (1, 0, 0)).await?;
     let injected = json!({"sidecarset.wasmop.dev/log-shipper-hash": hash});
     apply(&client, &pod("team-b", "web-2", json!({"app": "web"}), injected.clone())).await?;
-    wait_for_counts(&sets, "log-shipper", (2, 1, 0)).await?;
+    // Updated (injected) and Ready: counted as ready.
+    wait_for_counts(&sets, "log-shipper", (2, 1, 1)).await?;
     wait_for_counts(&sets, "team-b-only", (1, 0, 0)).await?;
+    let team_b_pods: Api<DynamicObject> = api_for(&client, "v1", "Pod", Some("team-b")).await?;
+    let web_2 = team_b_pods.get("web-2").await?;
+    assert!(web_2.data.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| n.starts_with("node-")), "{web_2:?}");
 
     // Not matched: another app, or opted out through the matchExpressions.
     apply(&client, &pod("team-a", "db-1", json!({"app": "db"}), json!({}))).await?;
     apply(&client, &pod("team-a", "web-off", json!({"app": "web", "sidecars": "off"}), injected.clone())).await?;
 
-    // Ready is a status patch (no kubelet here).
-    let team_b_pods: Api<DynamicObject> = api_for(&client, "v1", "Pod", Some("team-b")).await?;
-    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
-    team_b_pods.patch_status("web-2", &PatchParams::default(), &Patch::Merge(&ready)).await?;
-    wait_for_counts(&sets, "log-shipper", (2, 1, 1)).await?;
+    // Matched but never Ready: no Node fits its nodeSelector, so it stays Pending.
+    let mut pending = pod("team-b", "web-pending", json!({"app": "web"}), injected.clone());
+    pending["spec"]["nodeSelector"] = json!({"wasmop.dev/no-such-node": "true"});
+    apply(&client, &pending).await?;
+    wait_for_counts(&sets, "log-shipper", (3, 2, 1)).await?;
 
-    // A relabelled Pod leaves the count, a deleted one too.
+    // A relabelled Pod leaves the count, deleted ones too (kwok finishes their deletion).
     let team_a_pods: Api<DynamicObject> = api_for(&client, "v1", "Pod", Some("team-a")).await?;
     let relabel = json!({"metadata": {"labels": {"app": "db"}}});
     team_a_pods.patch("web-1", &PatchParams::default(), &Patch::Merge(&relabel)).await?;
-    wait_for_counts(&sets, "log-shipper", (1, 1, 1)).await?;
-    team_b_pods.delete("web-2", &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await?;
+    wait_for_counts(&sets, "log-shipper", (2, 2, 1)).await?;
+    team_b_pods.delete("web-2", &DeleteParams::default()).await?;
+    wait_for_counts(&sets, "log-shipper", (1, 1, 0)).await?;
+    team_b_pods.delete("web-pending", &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await?;
     wait_for_counts(&sets, "log-shipper", (0, 0, 0)).await?;
     wait_for_counts(&sets, "team-b-only", (0, 0, 0)).await?;
     Ok(())

@@ -15,17 +15,30 @@ use super::object_files::read_objects;
 use super::run::{client, shutdown_signal};
 use crate::admission::{Admission, AdmissionConfig, CertSource};
 use crate::controller::{ControllerConfig, Manager};
+use crate::policy::HostPolicy;
 use crate::reload::{ReloadConfig, Reloader};
 
 /// Arguments of `wasmop dev`.
 #[derive(Debug, clap::Args)]
 pub struct DevArgs {
     /// Example plugins to build and run (crates under `plugins/`).
-    #[arg(long, default_values_t = ["memcached".to_owned(), "sidecarset".to_owned()])]
+    #[arg(long, default_values_t = ["memcached".to_owned(), "sidecarset".to_owned(), "database".to_owned()])]
     pub plugin: Vec<String>,
     /// Keep the control plane's state directory after exit.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// The demo's host policy: the Database plugin writes its credentials Secret.
+const DEMO_POLICY: &str = "plugins: {database: {grants: {secrets: write}}}\n";
+
+/// The demo's volume for the Database sample's claim.
+const DEMO_VOLUME: &str = "wasmop-dev-orders";
+
+fn demo_volume() -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": DEMO_VOLUME},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": "/tmp/wasmop-dev-orders"}}})
 }
 
 fn stage(n: u32, text: &str) {
@@ -73,9 +86,9 @@ impl Drop for ControlPlaneGuard {
 
 pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
     let root = repo_root()?;
-    stage(1, "control plane binaries (built once from Debian's kubernetes source, then cached)");
+    stage(1, "control plane binaries (built once from Go modules, then cached)");
     script(&root, &["install"])?;
-    stage(2, "starting etcd + kube-apiserver + kube-controller-manager on loopback");
+    stage(2, "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and simulated Nodes (kwok) on loopback");
     let dir = std::env::temp_dir().join(format!("wasmop-dev-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let guard = ControlPlaneGuard { root: root.clone(), dir: dir.clone(), keep: args.keep };
@@ -91,6 +104,13 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
             apply_file(&client, &path, "wasmop-dev").await?;
             eprintln!("    applied {}", path.strip_prefix(&root).unwrap_or(&path).display());
         }
+    }
+
+    if args.plugin.iter().any(|p| p == "database") {
+        // The demo cluster has no storage provisioner: a volume for the Database sample's claim,
+        // as an administrator provides static storage.
+        apply(&client, &demo_volume(), "wasmop-dev").await?;
+        eprintln!("    applied PersistentVolume {DEMO_VOLUME} (1Gi, for the Database sample's claim)");
     }
 
     stage(4, "building the example plugins for wasm32-wasip2");
@@ -112,11 +132,15 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     }
 
     stage(5, "starting the wasmop host on the plugins directory");
-    let manager = Arc::new(Manager::new(
-        client.clone(),
-        runtime.runtime()?,
-        ControllerConfig { policy: runtime.host_policy()?, ..ControllerConfig::default() },
-    ));
+    let policy = match &runtime.policy {
+        Some(_) => runtime.host_policy()?,
+        None => {
+            eprintln!("    host policy (the demo's, `--policy FILE` for another):\n      {}", DEMO_POLICY.trim_end());
+            HostPolicy::from_yaml(DEMO_POLICY)?.with_default_limits(runtime.deadline, runtime.memory)
+        }
+    };
+    let engine = runtime.builder()?.allowances(policy.allowances()).build()?;
+    let manager = Arc::new(Manager::new(client.clone(), engine, ControllerConfig { policy, ..ControllerConfig::default() }));
     let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, ReloadConfig::default());
     // Admission on loopback (the API server runs here too), with a CA kept in a Secret.
     let certs = CertSource::Secret {

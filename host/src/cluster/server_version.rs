@@ -1,23 +1,23 @@
 //! The Kubernetes versions the host works with, checked against the API server at start.
 //!
-//! The host uses only APIs that are served from Kubernetes 1.20 on: `apps/v1`,
-//! `coordination.k8s.io/v1` Leases, `events.k8s.io/v1` Events (new in 1.19), CRDs through
-//! `apiextensions.k8s.io/v1`, and server-side apply with `managedFields` in the 1.18+ format
-//! (on by default since 1.16, GA in 1.22). Kubernetes types are compiled from k8s-openapi's
-//! newest API, but every object the host reads or writes is one of these stable kinds, so a
-//! newer server is fine; an older one is refused at start with one line saying why.
+//! The host is built on kube 5 and k8s-openapi 0.29, which kube-rs tests against Kubernetes
+//! 1.33 (its minimum supported version) to 1.37, and its own tests run on 1.33 and 1.37. An
+//! older server is refused at start with one line naming its version and the oldest supported.
+//! A newer one is accepted: every object the host reads or writes is of a stable kind
+//! (`apps/v1`, `coordination.k8s.io/v1` Leases, `events.k8s.io/v1`,
+//! `apiextensions.k8s.io/v1`, `admissionregistration.k8s.io/v1`), written by server-side apply.
 
 use k8s_openapi::apimachinery::pkg::version::Info;
 
 /// The oldest Kubernetes minor version the host supports (and the one its tests run on).
-pub const OLDEST_SUPPORTED: (u32, u32) = (1, 20);
+pub const OLDEST_SUPPORTED: (u32, u32) = (1, 33);
 
 /// Why the API server's version is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VersionError {
     /// The server is older than [`OLDEST_SUPPORTED`].
     #[error(
-        "the API server runs Kubernetes {found}, older than 1.{} (the oldest wasmop supports: it needs events.k8s.io/v1 and server-side apply as of 1.20)",
+        "the API server runs Kubernetes {found}, older than 1.{}, the oldest wasmop supports (the range it is tested on is 1.33 to 1.37)",
         OLDEST_SUPPORTED.1
     )]
     TooOld {
@@ -41,9 +41,9 @@ pub enum VersionError {
 /// use k8s_openapi::apimachinery::pkg::version::Info;
 /// use wasmop::cluster::server_version::check;
 /// let info = |major: &str, minor: &str| Info { major: major.into(), minor: minor.into(), ..Default::default() };
-/// assert!(check(&info("1", "20")).is_ok());
+/// assert!(check(&info("1", "33")).is_ok());
 /// assert!(check(&info("1", "35+")).is_ok());
-/// assert!(check(&info("1", "19")).is_err());
+/// assert!(check(&info("1", "32")).is_err());
 /// ```
 ///
 /// # Errors
@@ -68,17 +68,18 @@ mod tests {
     }
 
     #[test]
-    fn versions_from_1_20_on_are_accepted() {
-        assert_eq!(check(&info("1", "20")), Ok((1, 20)));
-        assert_eq!(check(&info("1", "33+")), Ok((1, 33)));
+    fn versions_from_1_33_on_are_accepted() {
+        assert_eq!(check(&info("1", "33")), Ok((1, 33)));
+        assert_eq!(check(&info("1", "37+")), Ok((1, 37)));
         assert_eq!(check(&info("2", "0")), Ok((2, 0)));
     }
 
     #[test]
     fn older_servers_are_refused_with_the_reason() {
-        let err = check(&info("1", "19")).unwrap_err();
-        assert_eq!(err, VersionError::TooOld { found: "1.19".into() });
-        assert!(err.to_string().contains("older than 1.20"), "{err}");
+        let err = check(&info("1", "32")).unwrap_err();
+        assert_eq!(err, VersionError::TooOld { found: "1.32".into() });
+        assert!(err.to_string().contains("Kubernetes 1.32, older than 1.33"), "{err}");
+        assert!(check(&info("1", "20")).is_err());
     }
 
     #[test]

@@ -101,6 +101,11 @@ impl Plugin for Testbed {
             manifest
         };
         let manifest = if cfg!(feature = "declares-cluster-role") { manifest.child(cluster_role_kind()) } else { manifest };
+        let manifest = if cfg!(feature = "declares-resource-claims") {
+            manifest.related(Kind::new("resource.k8s.io", "v1", "ResourceClaim"), "testbed=$(parent.name)")
+        } else {
+            manifest
+        };
         if cfg!(feature = "admission") { admission_webhooks().into_iter().fold(manifest, Manifest::webhook) } else { manifest }
     }
 

@@ -29,8 +29,9 @@
 //!    is its own too: one more watch per copy, as a distinct plugin would have);
 //! 2. `N` parents created, then: the host (one plugin) started and left to converge them all
 //!    (every Deployment applied, every parent `Available=True`), measured; the host restarted on
-//!    the converged cluster (it only caches and checks), measured; the native controller on the
-//!    same cluster, measured;
+//!    the converged cluster (it only caches and checks), measured; restarted twice more, with
+//!    `--initial-list paged` and `--initial-list streaming`, and its peak RSS at start (VmHWM)
+//!    read each time; the native controller on the same cluster, measured;
 //! 3. `FOREIGN` paused Deployments without the wasmop label added (kube-controller-manager
 //!    creates no ReplicaSet for a paused Deployment); the host restarted, measured (its child
 //!    watch selects `app.kubernetes.io/managed-by=wasmop` server-side); the native controller,
@@ -242,6 +243,18 @@ impl HostProc {
     /// Start it and wait until it is ready (`/readyz`) with `plugins` plugins running and its
     /// reconcile counter unchanged for 3 s with an empty queue.
     async fn start(bin: &Path, cp: &ControlPlane, dir: &Path, artifacts: &Path, plugins: usize) -> Result<Self> {
+        Self::start_with(bin, cp, dir, artifacts, plugins, &[]).await
+    }
+
+    /// [`HostProc::start`] with more arguments to `wasmop run`.
+    async fn start_with(
+        bin: &Path,
+        cp: &ControlPlane,
+        dir: &Path,
+        artifacts: &Path,
+        plugins: usize,
+        extra: &[&str],
+    ) -> Result<Self> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mut proc = Proc::spawn(
             Command::new(bin)
@@ -250,6 +263,7 @@ impl HostProc {
                 .arg("--kubeconfig")
                 .arg(cp.kubeconfig_path())
                 .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--concurrency", "16", "--resync", "0s"])
+                .args(extra)
                 .env("WASMOP_CACHE_DIR", artifacts)
                 .env("RUST_LOG", std::env::var("HOST_LOG").unwrap_or_else(|_| "warn".into())),
         )?;
@@ -459,6 +473,18 @@ async fn bench() -> Result<()> {
     tokio::time::sleep(settle).await;
     let host_n = measure(format!("host, {n} parents + children, restarted"), Rss::settled(host.proc.pid()).await?);
     drop(host);
+    // The peak at start (VmHWM once started and quiet), with each kind of initial list: one LIST
+    // response per watch, or a streaming list where the server serves it (1.34+).
+    let streaming_served = wasmop::controller::InitialList::served_by(&client.apiserver_version().await?);
+    let modes: &[&str] = if streaming_served { &["paged", "streaming"] } else { &["paged"] };
+    let mut peaks = Vec::new();
+    for mode in modes {
+        let host = HostProc::start_with(&bin, &cp, &one, &artifacts, 1, &["--initial-list", mode]).await?;
+        let peak = peak_rss(host.proc.pid())?;
+        eprintln!("[memory] host restarted with --initial-list {mode}: peak RSS {peak:.1} MiB");
+        peaks.push(peak);
+        drop(host);
+    }
     let native = start_native_process(&cp).await?;
     tokio::time::sleep(settle).await;
     let native_n = measure(format!("native, {n} parents + children"), Rss::settled(native.pid()).await?);
@@ -513,6 +539,18 @@ async fn bench() -> Result<()> {
             let per = (rss - base) / (k - 1) as f64;
             figure("memory", &format!("RSS per extra plugin, 1 → {k} plugins, no object"), per, None, "MiB", Goal::AtMost(2.0));
         }
+    }
+    if let [paged, streaming] = peaks[..] {
+        figure(
+            "memory",
+            &format!("peak RSS at start with {n} parents + children, streaming lists vs one LIST"),
+            streaming,
+            Some(paged),
+            "MiB",
+            Goal::None,
+        );
+    } else {
+        eprintln!("[memory] this server does not serve streaming lists by default: only the LIST start was measured");
     }
     let per_k = n as f64 / 1000.0;
     figure(
@@ -587,6 +625,17 @@ fn foreign_deployment(i: usize) -> serde_json::Value {
 
 /// User plus system CPU time of a process so far, in seconds (`/proc/PID/stat`, fields 14 and
 /// 15, in clock ticks of 1/100 s on Linux).
+/// VmHWM of `pid` (its peak resident set since it started), in MiB.
+fn peak_rss(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .context("VmHWM in /proc/PID/status")?;
+    Ok(kib / 1024.0)
+}
+
 fn cpu_seconds(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("process {pid} is gone"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.

@@ -34,7 +34,10 @@ async fn a_kind_only_newer_servers_serve_starts_there_and_is_refused_by_older_on
         })
         .await?;
     } else {
-        let message = format!("{:#}", started.err().expect("the plugin must not start on a server without the kind"));
+        let Err(refused) = started else {
+            anyhow::bail!("the plugin started on {}, which does not serve the kind", version.git_version)
+        };
+        let message = format!("{refused:#}");
         assert!(message.contains("does not serve resource.k8s.io/v1/ResourceClaim"), "on {}: {message}", version.git_version);
     }
     Ok(())

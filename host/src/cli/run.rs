@@ -15,7 +15,7 @@ use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
 use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::shard::{Membership, Sharder, shard_name};
-use crate::controller::{ControllerConfig, Manager};
+use crate::controller::{ControllerConfig, InitialList, Manager};
 use crate::policy::limits_json;
 use crate::reload::{ReloadConfig, Reloader};
 use crate::runtime::{Compiler, Subprocess};
@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// Re-queue every parent this often (1s to 168h; `0s` disables).
     #[arg(long, default_value = "10m", value_parser = resync_period)]
     pub resync: Duration,
+    /// How watches make their initial list: `auto` streams it (WatchList, Kubernetes 1.34+)
+    /// where the server serves it by default, `paged` always lists, `streaming` always streams.
+    #[arg(long, default_value = "auto", value_name = "MODE", value_parser = initial_list)]
+    pub initial_list: InitialList,
     /// Admission webhooks: where the API server reaches them, how they are served.
     #[command(flatten)]
     pub admission: AdmissionArgs,
@@ -196,6 +200,7 @@ impl RunArgs {
             concurrency: self.concurrency,
             resync: (!self.resync.is_zero()).then_some(self.resync),
             install: self.install_scope(),
+            initial_list: self.initial_list,
             ..ControllerConfig::default()
         }
     }
@@ -226,6 +231,15 @@ impl RunArgs {
         } else {
             InstallScope::Namespaces(self.namespaces.iter().cloned().collect())
         }
+    }
+}
+
+fn initial_list(text: &str) -> Result<InitialList, String> {
+    match text {
+        "auto" => Ok(InitialList::Auto),
+        "paged" => Ok(InitialList::Paged),
+        "streaming" => Ok(InitialList::Streaming),
+        other => Err(format!("{other:?}: expected auto, paged or streaming")),
     }
 }
 

@@ -74,7 +74,7 @@ impl Manager {
         let metrics = Arc::new(Metrics::new());
         let shared = Shared {
             discovery: Arc::new(Discovery::new(client.clone())),
-            watches: Watches::new(client.clone(), config.install.clone()),
+            watches: Watches::with_initial_list(client.clone(), config.install.clone(), config.initial_list),
             leadership: Leadership::new(true, Arc::clone(&metrics)),
             metrics,
             client,

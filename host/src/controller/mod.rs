@@ -8,6 +8,7 @@ pub mod breaker;
 mod breaker_gate;
 pub mod config;
 mod config_watch;
+mod initial_list;
 pub mod leader;
 mod leadership;
 mod manager;
@@ -29,6 +30,7 @@ use crate::policy::HostPolicy;
 pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
 pub use config_watch::{ConfigStatus, PluginConfig};
+pub use initial_list::InitialList;
 pub use leadership::Leadership;
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
@@ -69,6 +71,9 @@ pub struct ControllerConfig {
     /// and every replica's workers run (a standby's included). `None` (default): every parent
     /// is watched, and only the leader reconciles.
     pub shard: Option<String>,
+    /// How watches make their initial list (default [`InitialList::Auto`]: streaming where the
+    /// server serves it).
+    pub initial_list: InitialList,
 }
 
 impl Default for ControllerConfig {
@@ -84,6 +89,7 @@ impl Default for ControllerConfig {
             policy: HostPolicy::default(),
             install: InstallScope::Cluster,
             shard: None,
+            initial_list: InitialList::default(),
         }
     }
 }

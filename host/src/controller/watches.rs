@@ -23,6 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+use super::initial_list::{InitialList, ListMode};
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
@@ -82,6 +83,7 @@ struct KindWatch {
 pub struct Watches {
     client: kube::Client,
     install: InstallScope,
+    list_mode: Arc<ListMode>,
     kinds: RwLock<HashMap<Kind, Arc<KindWatch>>>,
     next_id: std::sync::atomic::AtomicU64,
 }
@@ -109,9 +111,16 @@ impl Drop for Subscription {
 }
 
 impl Watches {
-    /// No watch yet; watches start on first subscription, in the namespaces of `install`.
+    /// No watch yet; watches start on first subscription, in the namespaces of `install`,
+    /// with a streaming initial list where the server serves it.
     pub fn new(client: kube::Client, install: InstallScope) -> Arc<Self> {
-        Arc::new(Self { client, install, kinds: RwLock::default(), next_id: Default::default() })
+        Self::with_initial_list(client, install, InitialList::Auto)
+    }
+
+    /// Like [`Watches::new`], with the initial lists `initial_list` says.
+    pub fn with_initial_list(client: kube::Client, install: InstallScope, initial_list: InitialList) -> Arc<Self> {
+        let list_mode = Arc::new(ListMode::new(initial_list, client.clone()));
+        Arc::new(Self { client, install, list_mode, kinds: RwLock::default(), next_id: Default::default() })
     }
 
     /// Where the watches look: the whole cluster or some namespaces.
@@ -192,7 +201,7 @@ impl Watches {
         }
         *running = wanted.clone();
         let apis = self.apis(&watch.resource, watch.scope);
-        *task = Some(tokio::spawn(run_watch(kind.clone(), apis, wanted, Arc::clone(watch))));
+        *task = Some(tokio::spawn(run_watch(kind.clone(), apis, wanted, Arc::clone(watch), Arc::clone(&self.list_mode))));
     }
 
     /// Wait until the first list of `kind` has completed, at most `timeout`.
@@ -330,12 +339,19 @@ impl KindWatch {
 /// the objects `selector` matches (`None`: all); on errors retry with backoff (the API server
 /// going away is survived here) and relist. The kind is synced once every one of them has
 /// listed. Objects arrive stripped ([`WatchedObject`]).
-async fn run_watch(kind: Kind, apis: Vec<(Option<String>, Api<WatchedObject>)>, selector: Option<String>, watch: Arc<KindWatch>) {
+async fn run_watch(
+    kind: Kind,
+    apis: Vec<(Option<String>, Api<WatchedObject>)>,
+    selector: Option<String>,
+    watch: Arc<KindWatch>,
+    list_mode: Arc<ListMode>,
+) {
     let resource = &watch.resource;
     let config = match &selector {
         Some(selector) => watcher::Config::default().labels(selector),
         None => watcher::Config::default(),
     };
+    let config = list_mode.apply(config).await;
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
     let streams = apis
         .into_iter()

@@ -11,8 +11,7 @@ use serde_json::{Map, Value};
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The value of [`MANAGED_BY_LABEL`] on every child the host applies.
 pub const MANAGED_BY: &str = "wasmop";
-/// The label naming the plugin whose response produced a child.
-pub const PLUGIN_LABEL: &str = "wasmop.dev/plugin";
+pub use crate::objects::PLUGIN_LABEL;
 
 /// The label selector of the host's child watches: every child any plugin applied.
 ///

@@ -35,6 +35,7 @@ pub use status::{RECONCILED, Stamp, merge_conditions, status_patch, timestamp_no
 use crate::cluster::{Discovery, DiscoveryError};
 use crate::contract::{Kind, Manifest, ObjectRef};
 use crate::objects::{ObjectCache, name_of, namespace_of};
+use crate::policy::Grants;
 
 /// Why writing a response failed. Writes already done stay done (each is idempotent); the
 /// reconcile is retried with backoff.
@@ -94,6 +95,8 @@ pub struct Writer<'a> {
     pub discovery: &'a Discovery,
     /// The plugin's manifest.
     pub manifest: &'a Manifest,
+    /// The plugin's grants (adoption of uncached objects is checked against them).
+    pub grants: &'a Grants,
     /// The parent object (from the cache).
     pub parent: &'a Value,
     /// The parent's resource.
@@ -224,8 +227,8 @@ impl Writer<'_> {
                 source,
             })?;
             let Some(existing) = existing else { continue };
-            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid);
-            if !control.may_apply(self.manifest) {
+            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid, &self.manifest.name);
+            if !control.may_apply(self.manifest, self.grants) {
                 return Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }));
             }
         }

@@ -16,7 +16,7 @@ use super::ownership::Control;
 use super::scope::{self, ScopeError};
 use super::status::{RECONCILED, Stamp, status_patch};
 use crate::contract::{Condition, ConditionStatus, Event, KindScopes, Manifest, ObjectRef, Response, Scope};
-use crate::objects::{ObjectCache, name_of, namespace_of};
+use crate::objects::{ObjectCache, is_of_plugin, name_of, namespace_of};
 use crate::policy::{Grants, ReconciledCondition};
 
 /// Why a response was refused. Nothing of a refused response is written; the controller
@@ -125,11 +125,12 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 /// `scopes` tells namespaced from cluster-scoped kinds (discovery online, the built-in table
 /// and CRD files offline).
 ///
-/// Checks, in order: the scope of every child and delete ([`scope::check`]); each child either
-/// does not exist in `cache` or is controlled by the parent (or nobody, with
-/// [`Manifest::adopt_unowned`]); each explicit delete names an object the parent controls.
-/// Prunes are the parent's controlled children of the declared kinds that the response does
-/// not list; nothing else is ever pruned.
+/// Checks, in order: every child and delete through the host's gate ([`scope::check`]); each
+/// child either does not exist in `cache` or is this plugin's child of the parent (or
+/// controlled by nobody, with [`Manifest::adopt_unowned`] and [`Grants::adopt_unowned`]); each
+/// explicit delete names this plugin's child of the parent ([`Control::of`]). Prunes are this
+/// plugin's children of the parent, of the declared kinds, that the response does not list;
+/// nothing else is ever pruned.
 ///
 /// # Errors
 /// The first [`PlanError`]; the response must then be dropped whole.
@@ -153,8 +154,8 @@ pub fn plan(
     for child in &mut apply {
         let r = ObjectRef::of_object(child).expect("validated children have identity");
         if let Some(observed) = cache.get(&r.kind(), r.namespace.as_deref(), &r.name) {
-            let control = Control::of(&observed, uid);
-            if !control.may_apply(manifest) {
+            let control = Control::of(&observed, uid, &manifest.name);
+            if !control.may_apply(manifest, grants) {
                 return Err(PlanError::AlreadyOwned { object: r.to_string(), control });
             }
         }
@@ -167,12 +168,12 @@ pub fn plan(
     let mut delete = Vec::new();
     for r in response.delete {
         let Some(observed) = cache.get(&r.kind(), r.namespace.as_deref(), &r.name) else { continue };
-        match Control::of(&observed, uid) {
+        match Control::of(&observed, uid, &manifest.name) {
             Control::ThisParent => delete.push(Deletion { object: r, uid: uid_of(&observed) }),
             control => return Err(PlanError::NotControlled { object: r.to_string(), control }),
         }
     }
-    let prune = if manifest.prune { absent_children(manifest, parent, uid, &apply, &delete, cache) } else { Vec::new() };
+    let prune = if manifest.prune { absent_children(manifest, grants, parent, uid, &apply, &delete, cache) } else { Vec::new() };
     let mut conditions = response.conditions;
     let removed = match stamp.reconciled {
         ReconciledCondition::Always => {
@@ -197,10 +198,12 @@ pub fn plan(
     })
 }
 
-/// The parent's controlled children (declared kinds, the parent's namespace) that are neither
-/// applied nor explicitly deleted.
+/// The parent's controlled children of this plugin (declared kinds, the parent's namespace)
+/// that are neither applied nor explicitly deleted; never another plugin's child of the same
+/// parent, nor one of the host's own objects (the gate's [`Grants::may_write_object`]).
 fn absent_children(
     manifest: &Manifest,
+    grants: &Grants,
     parent: &Value,
     uid: &str,
     apply: &[Value],
@@ -217,9 +220,11 @@ fn absent_children(
         .children
         .iter()
         .flat_map(|kind| cache.controlled_by(kind, namespace, uid))
+        .filter(|observed| is_of_plugin(observed, &manifest.name))
         .filter_map(|observed| {
             let object = ObjectRef::of_object(&observed)?;
-            (!kept.contains(&object)).then(|| Deletion { object, uid: uid_of(&observed) })
+            let reserved = grants.may_write_object(&object.kind(), &object.name, None).is_err();
+            (!kept.contains(&object) && !reserved).then(|| Deletion { object, uid: uid_of(&observed) })
         })
         .collect()
 }
@@ -341,18 +346,61 @@ mod tests {
         );
     }
 
+    /// `plan` under `grants` and the built-in kinds.
+    fn plan_under(grants: &Grants, manifest: &Manifest, response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
+        plan(manifest, grants, &KnownKinds::builtin(), &parent(), response, &cache(objects), Stamp::always(NOW))
+    }
+
     #[test]
-    fn a_users_own_object_is_already_owned_unless_the_manifest_adopts() {
+    fn a_users_own_object_is_already_owned_unless_the_manifest_adopts_and_the_policy_grants_it() {
         let response = || Response { children: vec![child("users")], ..Default::default() };
         let objects = [config_map("users", None)];
         let err = run(response(), &objects).unwrap_err();
         assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "{err}");
         let adopting = Manifest { adopt_unowned: true, ..manifest() };
-        let p = plan_of(&adopting, &parent(), response(), &objects, Stamp::always(NOW)).unwrap();
+        let err = plan_of(&adopting, &parent(), response(), &objects, Stamp::always(NOW)).unwrap_err();
+        assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "the plugin's own opt-in: {err}");
+        let granted = Grants { adopt_unowned: true, ..Grants::default() };
+        let p = plan_under(&granted, &adopting, response(), &objects).unwrap();
         assert_eq!(p.apply[0]["metadata"]["ownerReferences"][0]["uid"], "u-p");
         let theirs = [config_map("users", Some("u-q"))];
-        let err = plan_of(&adopting, &parent(), response(), &theirs, Stamp::always(NOW)).unwrap_err();
+        let err = plan_under(&granted, &adopting, response(), &theirs).unwrap_err();
         assert_eq!(err.reason(), "AlreadyOwned", "adoption never takes another owner's object");
+    }
+
+    #[test]
+    fn the_hosts_own_objects_are_never_adopted() {
+        let mut m = Manifest { adopt_unowned: true, ..manifest() };
+        m.children.push(Kind::new("coordination.k8s.io", "v1", "Lease"));
+        let lease = Kind::new("coordination.k8s.io", "v1", "Lease");
+        let granted = Grants { adopt_unowned: true, escalation_kinds: [lease].into(), ..Grants::default() };
+        let host_lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "wasmop", "namespace": "ns", "uid": "uid-lease"}, "spec": {"holderIdentity": "host-0"}});
+        let mut forged = host_lease.clone();
+        forged["spec"]["holderIdentity"] = json!("attacker");
+        let err = plan_under(&granted, &m, Response { children: vec![forged], ..Default::default() }, &[host_lease]).unwrap_err();
+        assert!(err.to_string().contains("is reserved for the host"), "{err}");
+    }
+
+    fn labelled(mut object: Value, plugin: &str) -> Value {
+        object["metadata"]["labels"] = json!({crate::objects::PLUGIN_LABEL: plugin});
+        object
+    }
+
+    #[test]
+    fn another_plugins_child_of_the_same_parent_is_neither_applied_deleted_nor_pruned() {
+        let victims = [labelled(config_map("victim", Some("u-p")), "victim"), labelled(config_map("own", Some("u-p")), "memcached")];
+        let err = run(Response { children: vec![child("victim")], ..Default::default() }, &victims).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "v1/ConfigMap ns/victim already exists and is controlled by plugin victim (label wasmop.dev/plugin); \
+             a plugin applies only objects that do not exist yet or that its parent controls"
+        );
+        let err = run(Response { delete: vec![delete("victim")], ..Default::default() }, &victims).unwrap_err();
+        assert_eq!(err.reason(), "NotControlled");
+        let p = run(Response::default(), &victims).unwrap();
+        let pruned: Vec<_> = p.prune.iter().map(|d| d.object.name.as_str()).collect();
+        assert_eq!(pruned, ["own"], "only its own child is pruned");
     }
 
     #[test]
@@ -390,7 +438,7 @@ mod tests {
         let mut escaped = child("x");
         escaped["metadata"]["namespace"] = json!("kube-system");
         let err = run(Response { children: vec![escaped], ..Default::default() }, &[]).unwrap_err();
-        assert!(matches!(err, PlanError::Scope(ScopeError::OtherNamespace { .. })), "{err}");
+        assert!(matches!(&err, PlanError::Scope(e) if matches!(e.refusal(), Some(crate::policy::Refusal::OtherNamespace { .. }))), "{err}");
         assert_eq!(err.reason(), "ActionRefused");
     }
 

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::contract::{Kind, KindScopes, Manifest, ObjectRef, Response, Scope};
 use crate::objects::{name_of, namespace_of};
-use crate::policy::Grants;
+use crate::policy::{Grants, ParentScope, Refusal};
 
 /// The label a cluster-scoped child of a namespaced parent carries instead of an owner
 /// reference (which Kubernetes does not allow there): the parent's uid. Such a child belongs to
@@ -24,46 +24,14 @@ pub enum ScopeError {
         /// Its kind.
         kind: String,
     },
-    /// A child or delete is of a kind the host's policy does not grant (Secrets).
-    #[error("{object} is of kind {kind}, which the host's policy does not grant to this plugin")]
-    NotGranted {
+    /// The host's gate ([`Grants::may_write`], [`Grants::may_write_object`]) refuses a child
+    /// or delete: a kind, a namespace or an object the host's policy does not grant.
+    #[error("{object} {refusal}")]
+    Refused {
         /// The object.
         object: String,
-        /// Its kind.
-        kind: String,
-    },
-    /// A child or delete is in another namespace than the parent's. Namespace grants do not
-    /// change this: Kubernetes forbids owner references across namespaces.
-    #[error("{object} is in namespace {namespace:?}, outside the parent's namespace {parent_namespace:?}")]
-    OtherNamespace {
-        /// The object.
-        object: String,
-        /// Its namespace.
-        namespace: String,
-        /// The parent's.
-        parent_namespace: String,
-    },
-    /// A child or delete of a cluster-scoped kind, from a plugin whose parent is namespaced,
-    /// without the policy's `clusterScopedChildren` grant for that kind.
-    #[error(
-        "{object} is of the cluster-scoped kind {kind}, which a plugin with a namespaced parent may write only when the \
-         host's policy grants it (clusterScopedChildren)"
-    )]
-    ClusterScopedNotGranted {
-        /// The object.
-        object: String,
-        /// Its kind.
-        kind: String,
-    },
-    /// A child or delete of a cluster-scoped kind that carries a namespace.
-    #[error("{object} carries namespace {namespace:?}, but {kind} is cluster-scoped")]
-    NamespaceOnClusterScoped {
-        /// The object.
-        object: String,
-        /// Its kind.
-        kind: String,
-        /// The namespace it carries.
-        namespace: String,
+        /// Why.
+        refusal: Refusal,
     },
     /// The scope of the kind is not known, so where the object would land cannot be checked.
     /// Online every declared kind is resolved before the plugin starts, so this means a bug or
@@ -82,6 +50,14 @@ impl ScopeError {
     pub fn reason(&self) -> &'static str {
         "ActionRefused"
     }
+
+    /// The gate's refusal, when it is one.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Self::Refused { refusal, .. } => Some(refusal),
+            _ => None,
+        }
+    }
 }
 
 /// Check every child and delete of `response` against `manifest`, `grants` and the kinds'
@@ -90,9 +66,8 @@ impl ScopeError {
 /// granted cluster-scoped child of a namespaced parent with [`PARENT_UID_LABEL`] and
 /// [`PARENT_ANNOTATION`] (it gets no owner reference).
 ///
-/// A namespaced parent's plugin may write only namespaced kinds in the parent's namespace,
-/// and cluster-scoped kinds only with the `clusterScopedChildren` grant; no plugin may give a
-/// cluster-scoped object a namespace.
+/// Each is judged by the host's one gate: [`Grants::may_write`] (kind, namespace, parent's
+/// scope) and [`Grants::may_write_object`] (the host's own objects, host access).
 ///
 /// # Errors
 /// The first [`ScopeError`]; the response must then be dropped whole.
@@ -110,7 +85,11 @@ pub fn check(
     let parent_ns = parent_ns.as_deref();
     for child in &mut response.children {
         let r = ObjectRef::of_object(child).expect("validated responses have identity");
-        let scope = check_one(manifest, grants, scopes, parent_ns, &r.kind(), r.namespace.as_deref(), &r.to_string())?;
+        let ns = defaulted(manifest, scopes, &r.kind(), r.namespace.as_deref(), parent_ns);
+        let scope = check_one(manifest, grants, scopes, parent_ns, &r.kind(), ns, &r.to_string())?;
+        grants
+            .may_write_object(&r.kind(), &r.name, Some(child))
+            .map_err(|refusal| ScopeError::Refused { object: r.to_string(), refusal })?;
         match (scope, parent_ns) {
             (Scope::Namespaced, Some(ns)) if r.namespace.is_none() => child["metadata"]["namespace"] = ns.into(),
             (Scope::Cluster, Some(ns)) => label_with_parent(child, parent, ns),
@@ -118,12 +97,29 @@ pub fn check(
         }
     }
     for d in &mut response.delete {
-        let scope = check_one(manifest, grants, scopes, parent_ns, &d.kind(), d.namespace.as_deref(), &d.to_string())?;
+        let ns = defaulted(manifest, scopes, &d.kind(), d.namespace.as_deref(), parent_ns).map(str::to_owned);
+        let scope = check_one(manifest, grants, scopes, parent_ns, &d.kind(), ns.as_deref(), &d.to_string())?;
+        grants
+            .may_write_object(&d.kind(), &d.name, None)
+            .map_err(|refusal| ScopeError::Refused { object: d.to_string(), refusal })?;
         if scope == Scope::Namespaced && d.namespace.is_none() {
             d.namespace = parent_ns.map(str::to_owned);
         }
     }
     Ok(())
+}
+
+/// The namespace an object will be written in: its own, or for a namespaced kind of a
+/// namespaced parent the parent's.
+fn defaulted<'a>(
+    manifest: &Manifest,
+    scopes: &dyn KindScopes,
+    kind: &Kind,
+    ns: Option<&'a str>,
+    parent_ns: Option<&'a str>,
+) -> Option<&'a str> {
+    let namespaced = manifest.may_write(kind) && scopes.scope_of(kind) == Some(Scope::Namespaced);
+    ns.or(parent_ns.filter(|_| namespaced))
 }
 
 /// Whether one object of `kind` in `ns` may be written (applied or deleted) by the plugin;
@@ -141,22 +137,9 @@ fn check_one(
     if !manifest.may_write(kind) {
         return Err(ScopeError::UndeclaredKind { object: object(), kind: kind_name() });
     }
-    if !grants.may_write_kind(kind) {
-        return Err(ScopeError::NotGranted { object: object(), kind: kind_name() });
-    }
     let scope = scopes.scope_of(kind).ok_or_else(|| ScopeError::UnknownScope { object: object(), kind: kind_name() })?;
-    match (scope, parent_ns, ns) {
-        (Scope::Cluster, _, Some(ns)) => {
-            Err(ScopeError::NamespaceOnClusterScoped { object: object(), kind: kind_name(), namespace: ns.to_owned() })
-        }
-        (Scope::Cluster, Some(_), None) if !grants.may_write_cluster_scoped(kind) => {
-            Err(ScopeError::ClusterScopedNotGranted { object: object(), kind: kind_name() })
-        }
-        (Scope::Namespaced, Some(parent_ns), Some(ns)) if ns != parent_ns => {
-            Err(ScopeError::OtherNamespace { object: object(), namespace: ns.to_owned(), parent_namespace: parent_ns.to_owned() })
-        }
-        _ => Ok(scope),
-    }
+    grants.may_write(kind, scope, ns, ParentScope::of(parent_ns)).map_err(|refusal| ScopeError::Refused { object: object(), refusal })?;
+    Ok(scope)
 }
 
 /// Name the namespaced `parent` (in `parent_ns`) on a cluster-scoped child: its uid as a label,
@@ -209,6 +192,10 @@ mod tests {
         Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole")
     }
 
+    fn role_granted() -> Grants {
+        Grants { cluster_scoped_children: [cluster_role()].into(), escalation_kinds: [cluster_role()].into(), ..Grants::default() }
+    }
+
     fn with_cluster_role(mut m: Manifest) -> Manifest {
         m.children.push(cluster_role());
         m
@@ -244,7 +231,7 @@ mod tests {
         let mut r =
             response(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}));
         let err = check(&manifest(), &Grants::default(), &kinds(), &parent(), &mut r).unwrap_err();
-        assert!(matches!(err, ScopeError::OtherNamespace { .. }));
+        assert!(matches!(err.refusal(), Some(Refusal::OtherNamespace { .. })));
         assert_eq!(
             err.to_string(),
             "v1/ConfigMap kube-system/c is in namespace \"kube-system\", outside the parent's namespace \"ns\""
@@ -274,7 +261,7 @@ mod tests {
         m.children.push(Kind::new("", "v1", "Secret"));
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
         let err = check(&m, &Grants::default(), &kinds(), &parent(), &mut response(secret.clone())).unwrap_err();
-        assert!(matches!(err, ScopeError::NotGranted { .. }), "{err}");
+        assert!(matches!(err.refusal(), Some(Refusal::Secrets { .. })), "{err}");
         let write = Grants { secrets: crate::policy::SecretAccess::Write, ..Grants::default() };
         check(&m, &write, &kinds(), &parent(), &mut response(secret)).unwrap();
     }
@@ -283,7 +270,8 @@ mod tests {
     fn namespace_grants_do_not_extend_writes() {
         let all = Grants { namespaces: crate::policy::NamespaceGrant::All, ..Grants::default() };
         let mut r = response(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "other"}}));
-        assert!(matches!(check(&manifest(), &all, &kinds(), &parent(), &mut r), Err(ScopeError::OtherNamespace { .. })));
+        let err = check(&manifest(), &all, &kinds(), &parent(), &mut r).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::OtherNamespace { .. })), "{err}");
     }
 
     #[test]
@@ -294,24 +282,23 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "rbac.authorization.k8s.io/v1/ClusterRole escalate is of the cluster-scoped kind \
-             rbac.authorization.k8s.io/v1/ClusterRole, which a plugin with a namespaced parent may write only when the host's \
-             policy grants it (clusterScopedChildren)"
+             rbac.authorization.k8s.io/v1/ClusterRole, which a plugin may write only when the host's policy grants it \
+             (clusterScopedChildren)"
         );
         let err = check(&m, &Grants::default(), &kinds(), &parent(), &mut role_delete()).unwrap_err();
-        assert!(matches!(err, ScopeError::ClusterScopedNotGranted { .. }), "{err}");
+        assert!(matches!(err.refusal(), Some(Refusal::ClusterScoped { .. })), "{err}");
         let mut ns = response(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}));
         let mut m = manifest();
         m.children.push(Kind::new("", "v1", "Namespace"));
-        assert!(matches!(
-            check(&m, &Grants::default(), &kinds(), &parent(), &mut ns),
-            Err(ScopeError::ClusterScopedNotGranted { .. })
-        ));
+        let scoped = Grants { escalation_kinds: [Kind::new("", "v1", "Namespace")].into(), ..Grants::default() };
+        let err = check(&m, &scoped, &kinds(), &parent(), &mut ns).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::ClusterScoped { .. })), "{err}");
     }
 
     #[test]
     fn a_granted_cluster_scoped_child_gets_no_namespace_and_names_its_parent() {
         let m = with_cluster_role(manifest());
-        let granted = Grants { cluster_scoped_children: [cluster_role()].into(), ..Grants::default() };
+        let granted = role_granted();
         let mut r = role_child(json!({"name": "reader", "labels": {PARENT_UID_LABEL: "forged", "app": "x"}}));
         check(&m, &granted, &kinds(), &parent(), &mut r).unwrap();
         let meta = &r.children[0]["metadata"];
@@ -325,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_cluster_scoped_kind_never_carries_a_namespace() {
-        let granted = Grants { cluster_scoped_children: [cluster_role()].into(), ..Grants::default() };
+        let granted = role_granted();
         let mut r = role_child(json!({"name": "r", "namespace": "ns"}));
         let err = check(&with_cluster_role(manifest()), &granted, &kinds(), &parent(), &mut r).unwrap_err();
         assert_eq!(
@@ -335,19 +322,73 @@ mod tests {
         let mut cluster_parent = with_cluster_role(manifest());
         cluster_parent.scope = Scope::Cluster;
         let mut r = role_child(json!({"name": "r", "namespace": "ns"}));
-        assert!(matches!(
-            check(&cluster_parent, &Grants::default(), &kinds(), &parent(), &mut r),
-            Err(ScopeError::NamespaceOnClusterScoped { .. })
-        ));
+        let err = check(&cluster_parent, &Grants::default(), &kinds(), &parent(), &mut r).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::NamespaceOnClusterScoped { .. })), "{err}");
+    }
+
+    fn cluster_parent() -> Value {
+        json!({"apiVersion": "x.io/v1", "kind": "P", "metadata": {"name": "p", "uid": "u"}})
     }
 
     #[test]
-    fn a_cluster_scoped_parent_needs_no_grant_for_cluster_scoped_children() {
+    fn a_cluster_scoped_parent_needs_the_grants_for_cluster_scoped_children_too() {
         let mut m = with_cluster_role(manifest());
         m.scope = Scope::Cluster;
+        let err = check(&m, &Grants::default(), &kinds(), &cluster_parent(), &mut role_child(json!({"name": "r"}))).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::Escalation { .. })), "{err}");
+        let scoped_only = Grants { escalation_kinds: [cluster_role()].into(), ..Grants::default() };
+        let err = check(&m, &scoped_only, &kinds(), &cluster_parent(), &mut role_child(json!({"name": "r"}))).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::ClusterScoped { .. })), "{err}");
         let mut r = role_child(json!({"name": "r"}));
-        check(&m, &Grants::default(), &kinds(), &json!({"metadata": {"name": "p", "uid": "u"}}), &mut r).unwrap();
+        check(&m, &role_granted(), &kinds(), &cluster_parent(), &mut r).unwrap();
         assert!(r.children[0]["metadata"].get("labels").is_none(), "cluster-scoped parents own their children by reference");
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_writes_into_no_namespace_it_is_not_granted() {
+        let mut m = manifest();
+        m.scope = Scope::Cluster;
+        let into = |ns: Option<&str>| {
+            let mut meta = json!({"name": "c"});
+            if let Some(ns) = ns {
+                meta["namespace"] = ns.into();
+            }
+            response(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}))
+        };
+        let err = check(&m, &Grants::default(), &kinds(), &cluster_parent(), &mut into(Some("kube-system"))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "v1/ConfigMap kube-system/c is in namespace \"kube-system\", which the host's policy does not grant a plugin with \
+             a cluster-scoped parent (writeNamespaces)"
+        );
+        let all = Grants { write_namespaces: crate::policy::NamespaceGrant::All, ..Grants::default() };
+        check(&m, &all, &kinds(), &cluster_parent(), &mut into(Some("tenant"))).unwrap();
+        assert!(check(&m, &all, &kinds(), &cluster_parent(), &mut into(Some("kube-system"))).is_err());
+        assert!(check(&m, &all, &kinds(), &cluster_parent(), &mut into(None)).is_err(), "no namespace, nowhere");
+        let delete = ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("kube-system".into()), name: "c".into() };
+        let mut d = Response { delete: vec![delete], ..Default::default() };
+        assert!(check(&m, &all, &kinds(), &cluster_parent(), &mut d).is_err(), "deletes pass the same gate");
+    }
+
+    #[test]
+    fn the_gate_judges_what_a_child_is_as_well_as_where() {
+        let mut m = manifest();
+        m.children.push(Kind::new("apps", "v1", "Deployment"));
+        let hostile = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"hostPID": true, "containers": [{"name": "c", "image": "x"}]}}}});
+        let err = check(&m, &Grants::default(), &kinds(), &parent(), &mut response(hostile.clone())).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::HostAccess { .. })), "{err}");
+        let allowed = Grants { allow_host_access: true, ..Grants::default() };
+        check(&m, &allowed, &kinds(), &parent(), &mut response(hostile)).unwrap();
+        let mut m = manifest();
+        m.children.push(Kind::new("coordination.k8s.io", "v1", "Lease"));
+        let leases = Grants { escalation_kinds: [Kind::new("coordination.k8s.io", "v1", "Lease")].into(), ..Grants::default() };
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "wasmop"}});
+        let err = check(&m, &leases, &kinds(), &parent(), &mut response(lease)).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::HostObject { .. })), "{err}");
+        let delete = ObjectRef { api_version: "coordination.k8s.io/v1".into(), kind: "Lease".into(), namespace: None, name: "wasmop".into() };
+        let err = check(&m, &leases, &kinds(), &parent(), &mut Response { delete: vec![delete], ..Default::default() }).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::HostObject { .. })), "{err}");
     }
 
     #[test]

@@ -166,9 +166,11 @@ fn child_verdict(
         object["metadata"]["ownerReferences"] = json!([owner_reference(manifest, parent, uid)]);
         return Verdict::Keep;
     }
-    match Control::of(object, uid) {
+    match Control::of(object, uid, &manifest.name) {
         Control::ThisParent => Verdict::Keep,
-        control if control.may_apply(manifest) => Verdict::KeepWarn(format!("it is {control}, and the plugin may adopt it")),
+        control if control.may_apply(manifest, grants) => {
+            Verdict::KeepWarn(format!("it is {control}, and the plugin may adopt it"))
+        }
         control => Verdict::KeepWarn(format!("it is {control}; applying it would be refused (AlreadyOwned)")),
     }
 }
@@ -266,7 +268,7 @@ mod tests {
         let deployments = Kind::new("apps", "v1", "Deployment");
 
         let mine = observed.cache.get(&deployments, Some("ns"), "mine").unwrap();
-        assert_eq!(Control::of(&mine, "u-p"), Control::ThisParent);
+        assert_eq!(Control::of(&mine, "u-p", "memcached"), Control::ThisParent);
         assert_eq!(observed.cache.controlled_by(&deployments, Some("ns"), "u-p").len(), 1);
         assert!(observed.cache.get(&deployments, Some("ns"), "users").is_some(), "kept for the ownership check");
         assert_eq!(observed.warnings.len(), 1, "{:?}", observed.warnings);

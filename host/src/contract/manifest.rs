@@ -201,6 +201,14 @@ pub enum ManifestError {
         "the manifest declares {0} webhooks but the plugin does not export admission (build it for world operator or webhook)"
     )]
     WebhooksWithoutAdmission(usize),
+    /// The manifest declares one of the host's own kinds (see [`super::is_host_kind`]) as its
+    /// parent, a child, a related kind, or in a webhook rule's API groups.
+    #[error("{what} is one of the host's own kinds ({group} API group), which no plugin may declare", group = super::HOST_API_GROUP)]
+    ReservedKind {
+        /// Where it is declared and what: `parent wasmop.dev/v1alpha1/WasmPlugin`,
+        /// `webhook "w" API group wasmop.dev`.
+        what: String,
+    },
     /// More child kinds, or more related kinds, than [`MAX_KINDS`].
     #[error("{field} declares {count} kinds, more than the limit of {limit}")]
     TooManyKinds {
@@ -243,12 +251,34 @@ impl Manifest {
                 .selector_for("probe")
                 .map_err(|source| ManifestError::InvalidSelector { kind: related.kind.to_string(), source })?;
         }
+        self.check_reserved()?;
         if let Some(schema) = &self.config_schema
             && !schema.is_object()
         {
             return Err(ManifestError::InvalidConfigSchema(schema.to_string()));
         }
         super::webhooks::validate(&self.webhooks).map_err(ManifestError::Webhook)
+    }
+
+    /// Refuse a declaration of one of the host's own kinds, wherever it is.
+    fn check_reserved(&self) -> Result<(), ManifestError> {
+        let reserved = |what: String| Err(ManifestError::ReservedKind { what });
+        if super::is_host_kind(&self.parent) {
+            return reserved(format!("parent {}", self.parent));
+        }
+        if let Some(kind) = self.children.iter().find(|k| super::is_host_kind(k)) {
+            return reserved(format!("child {kind}"));
+        }
+        if let Some(r) = self.related.iter().find(|r| super::is_host_kind(&r.kind)) {
+            return reserved(format!("related kind {}", r.kind));
+        }
+        for webhook in &self.webhooks {
+            let groups = webhook.rules.iter().flat_map(|r| &r.api_groups);
+            if let Some(group) = groups.into_iter().find(|g| super::is_host_group(g)) {
+                return reserved(format!("webhook {:?} API group {group}", webhook.name));
+            }
+        }
+        Ok(())
     }
 
     /// Refuse fields larger than the host accepts, before looking into any of them.
@@ -418,6 +448,46 @@ mod tests {
         let m = Manifest { children: vec![Kind::new("", "v1", "K".repeat(1 << 20))], ..memcached() };
         let err = m.validate().unwrap_err();
         assert!(matches!(err, ManifestError::InvalidKind(_)) && err.to_string().len() < 500, "{err}");
+    }
+
+    #[test]
+    fn the_hosts_own_kinds_are_refused_as_parent_child_related_or_webhook_group() {
+        let wasm_plugin = Kind::new("wasmop.dev", "v1alpha1", "WasmPlugin");
+        let parent = Manifest { parent: wasm_plugin.clone(), ..memcached() };
+        assert_eq!(
+            parent.validate().unwrap_err().to_string(),
+            "parent wasmop.dev/v1alpha1/WasmPlugin is one of the host's own kinds (wasmop.dev API group), which no plugin may declare"
+        );
+        let mut child = memcached();
+        child.children.push(Kind::new("wasmop.dev", "v9", "Future"));
+        assert!(matches!(child.validate(), Err(ManifestError::ReservedKind { ref what }) if what.starts_with("child ")));
+        let mut related = memcached();
+        related.related.push(RelatedKind { kind: wasm_plugin, label_selector: String::new() });
+        assert!(matches!(related.validate(), Err(ManifestError::ReservedKind { ref what }) if what.starts_with("related ")));
+        let rule = wasmop_types::Rule {
+            operations: vec![wasmop_types::Operation::Update],
+            api_groups: vec!["apps".into(), "wasmop.dev".into()],
+            api_versions: vec!["*".into()],
+            resources: vec!["*".into()],
+            scope: Default::default(),
+        };
+        let webhook = wasmop_types::Webhook {
+            name: "forge".into(),
+            type_: wasmop_types::WebhookType::Mutating,
+            rules: vec![rule],
+            namespace_selector: String::new(),
+            object_selector: String::new(),
+            failure_policy: Default::default(),
+            side_effects: Default::default(),
+            timeout_seconds: 5,
+        };
+        let hooked = Manifest { webhooks: vec![webhook], ..memcached() };
+        assert_eq!(
+            hooked.validate().unwrap_err().to_string(),
+            "webhook \"forge\" API group wasmop.dev is one of the host's own kinds (wasmop.dev API group), which no plugin may declare"
+        );
+        let look_alike = Manifest { parent: Kind::new("test.wasmop.dev", "v1", "Testbed"), ..memcached() };
+        assert_eq!(look_alike.validate(), Ok(()));
     }
 
     #[test]

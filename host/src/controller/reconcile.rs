@@ -36,6 +36,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             client: &controller.shared.client,
             discovery: &controller.shared.discovery,
             manifest: &manifest,
+            grants: plugin.grants(),
             parent: &parent,
             parent_resource: &controller.parent.resource,
             cache: &*watches,

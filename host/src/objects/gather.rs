@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{ObjectCache, SelectorError, controller_uid, name_of, namespace_of};
+use super::{ObjectCache, SelectorError, controller_uid, is_of_plugin, name_of, namespace_of};
 use crate::contract::{Manifest, Object, Request, Scope};
 
 impl Request {
     /// Gather a request for `parent` from `cache`, as the manifest declares: children are the
     /// objects of the child kinds in the parent's namespace — only those the parent controls
-    /// (controller ownerReference with its uid) when `controlled_only`, as the controller asks;
-    /// all of them for offline fixtures. Related objects are those matching each related
+    /// (controller ownerReference with its uid) and that are not another plugin's
+    /// ([`is_of_plugin`]) when `controlled_only`, as the controller asks; all of them for
+    /// offline fixtures. Related objects are those matching each related
     /// kind's selector for this parent.
     ///
     /// # Errors
@@ -35,7 +36,9 @@ impl Request {
             .iter()
             .flat_map(|kind| match (controlled_only, uid) {
                 (false, _) => cache.list(kind, ns),
-                (true, Some(uid)) => cache.controlled_by(kind, ns, uid),
+                (true, Some(uid)) => {
+                    cache.controlled_by(kind, ns, uid).into_iter().filter(|o| is_of_plugin(o, &manifest.name)).collect()
+                }
                 (true, None) => Vec::new(),
             })
             .collect();
@@ -86,6 +89,20 @@ mod tests {
         let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&req.children), ["a"]);
         assert_eq!(names(&req.related), ["a-1"]);
+    }
+
+    #[test]
+    fn another_plugins_children_of_the_same_parent_are_not_observed() {
+        let parent = Arc::new(Object::new(json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1"}})));
+        let mut cache = MemoryCache::default();
+        let labelled = |plugin: &str| json!({super::super::PLUGIN_LABEL: plugin});
+        cache.insert(obj("apps/v1", "Deployment", "ns", "mine", labelled("memcached"), Some("u1"))).unwrap();
+        cache.insert(obj("apps/v1", "Deployment", "ns", "theirs", labelled("attacker"), Some("u1"))).unwrap();
+        cache.insert(obj("apps/v1", "Deployment", "ns", "older", json!({}), Some("u1"))).unwrap();
+        let req = Request::gather(parent, &manifest(), &cache, true).unwrap();
+        let names: Vec<_> = req.children.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
+        assert_eq!(names, ["mine", "older"]);
     }
 
     #[test]

@@ -51,6 +51,30 @@ pub fn controller_uid(object: &Value) -> Option<&str> {
         .as_str()
 }
 
+/// The label naming the plugin whose response produced a child; the host stamps it on every
+/// child it applies (see `actions::stamp`). A child belongs to its parent *and* its plugin.
+pub const PLUGIN_LABEL: &str = "wasmop.dev/plugin";
+
+/// The plugin an object's [`PLUGIN_LABEL`] names.
+pub fn plugin_of(object: &Value) -> Option<&str> {
+    object.get("metadata")?.get("labels")?.get(PLUGIN_LABEL)?.as_str()
+}
+
+/// Whether `object` may be a child of `plugin`: its [`PLUGIN_LABEL`] names `plugin`, or it has
+/// none (a child an older host wrote, before the label). Another plugin's child — of the same
+/// parent, when two plugins reconcile one kind — is not.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmop::objects::is_of_plugin;
+/// assert!(is_of_plugin(&json!({"metadata": {"labels": {"wasmop.dev/plugin": "a"}}}), "a"));
+/// assert!(!is_of_plugin(&json!({"metadata": {"labels": {"wasmop.dev/plugin": "b"}}}), "a"));
+/// assert!(is_of_plugin(&json!({"metadata": {}}), "a"));
+/// ```
+pub fn is_of_plugin(object: &Value, plugin: &str) -> bool {
+    plugin_of(object).is_none_or(|p| p == plugin)
+}
+
 /// The `metadata.namespace` of a JSON object.
 pub fn namespace_of(object: &Value) -> Option<&str> {
     // `get` rather than `Value::pointer`, which allocates two strings per path segment: these

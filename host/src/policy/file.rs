@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::grants::SecretAccess;
+use super::webhook_reach::WebhookResourceEntry;
 use super::reconciled::ReconciledCondition;
 use super::removal::OnRemove;
 
@@ -67,9 +68,16 @@ pub(super) struct BreakerEntry {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct GrantsEntry {
     pub namespaces: Option<Vec<String>>,
+    /// Namespaces a cluster-scoped parent's plugin may write into (`*`: all but kube-*).
+    pub write_namespaces: Option<Vec<String>>,
     pub secrets: Option<SecretAccess>,
-    /// `group/version/Kind` of each cluster-scoped child kind granted to a namespaced parent.
+    /// `group/version/Kind` of each cluster-scoped child kind granted.
     pub cluster_scoped_children: Option<Vec<String>>,
-    /// `resource.group` (or `*`) of each resource the plugin's webhooks may admit undeclared.
-    pub webhook_resources: Option<Vec<String>>,
+    /// `group/version/Kind` of each escalation kind granted.
+    pub escalation_kinds: Option<Vec<String>>,
+    pub allow_host_access: Option<bool>,
+    pub adopt_unowned: Option<bool>,
+    /// `resource.group` (or `*`) of each resource the plugin's webhooks may admit undeclared,
+    /// plain (validate) or `{resource, mode}`.
+    pub webhook_resources: Option<Vec<WebhookResourceEntry>>,
 }

@@ -2,14 +2,19 @@
 //!
 //! A manifest says what a plugin *wants*; grants say what the host's operator *allows* on top
 //! of the safe baseline. Without grants a plugin reads and writes only the kinds it declares,
-//! only in its parent's namespace (namespaced parents), never Secrets, and — when its parent
-//! is namespaced — never cluster-scoped kinds; its admission webhooks admit only the kinds it
-//! declares (see [`super::webhook_reach`]).
+//! only in its parent's namespace (namespaced parents) — a plugin with a cluster-scoped parent
+//! writes in no namespace at all —, never Secrets, never cluster-scoped kinds, never an
+//! escalation kind ([`super::ESCALATION_KINDS`]), never a Pod (template) with host access,
+//! never adopts an object nobody controls, and never touches the host's own objects (not even
+//! when granted); its admission webhooks validate only the kinds it declares and mutate only
+//! its parent and child kinds (see [`super::webhook_reach`]). The checks are in
+//! [`super::gate`].
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::gate::{ParentScope, Refusal};
 use super::webhook_reach::{self, WebhookResources};
 use crate::contract::{Kind, KindScopes, Manifest, Scope};
 
@@ -27,7 +32,9 @@ pub enum SecretAccess {
     Write,
 }
 
-/// Namespaces other than the parent's that a namespaced plugin may read from.
+/// Namespaces beyond the parent's: for reads, those a namespaced plugin may read from
+/// ([`Grants::namespaces`]); for writes, those a plugin with a cluster-scoped parent may write
+/// into ([`Grants::write_namespaces`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum NamespaceGrant {
     /// Only the parent's namespace (the default).
@@ -35,20 +42,47 @@ pub enum NamespaceGrant {
     ParentOnly,
     /// The parent's namespace and these.
     Also(BTreeSet<String>),
-    /// Every namespace (`"*"` in the policy file).
+    /// Every namespace (`"*"` in the policy file). For writes, every namespace but the
+    /// [`SYSTEM_NAMESPACES`], which a grant must name.
     All,
+    /// `"*"` and these system namespaces, named (for writes, every namespace then).
+    AllAnd(BTreeSet<String>),
 }
+
+/// The namespaces of Kubernetes itself: `"*"` in `writeNamespaces` does not reach them.
+pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
 
 impl NamespaceGrant {
     /// The grant a policy file's list describes: `["*"]` is every namespace.
     pub fn from_list(names: Vec<String>) -> Self {
         if names.iter().any(|n| n == "*") {
-            Self::All
+            match names.iter().filter(|n| SYSTEM_NAMESPACES.contains(&n.as_str())).count() {
+                0 => Self::All,
+                // `"*"` plus named system namespaces: read grants see all the same; write
+                // grants keep the system namespaces named.
+                _ => Self::AllAnd(names.into_iter().filter(|n| n != "*").collect()),
+            }
         } else if names.is_empty() {
             Self::ParentOnly
         } else {
             Self::Also(names.into_iter().collect())
         }
+    }
+
+    /// Whether, as a write grant, this covers namespace `ns`: named, or (but for the
+    /// [`SYSTEM_NAMESPACES`]) every namespace. A list naming `"*"` and `kube-system` covers both.
+    pub fn grants_write(&self, ns: &str) -> bool {
+        match self {
+            Self::ParentOnly => false,
+            Self::Also(names) => names.contains(ns),
+            Self::All => !SYSTEM_NAMESPACES.contains(&ns),
+            Self::AllAnd(named) => !SYSTEM_NAMESPACES.contains(&ns) || named.contains(ns),
+        }
+    }
+
+    /// Whether, as a write grant, this covers any namespace.
+    pub fn grants_any(&self) -> bool {
+        *self != Self::ParentOnly
     }
 }
 
@@ -78,10 +112,41 @@ pub struct Grants {
     /// Writes always stay in the parent's namespace: Kubernetes does not allow an owner
     /// reference to cross namespaces (the garbage collector deletes such children).
     pub namespaces: NamespaceGrant,
+    /// Namespaces a plugin whose parent is cluster-scoped may write namespaced objects into
+    /// (`writeNamespaces` in the policy file; `["*"]` is every namespace but the
+    /// [`SYSTEM_NAMESPACES`], which must be named). Without it such a plugin writes no
+    /// namespaced object at all, and one that declares a namespaced child kind is not started.
+    ///
+    /// # Caveats
+    /// A namespaced parent's plugin writes only in its parent's namespace, whatever this says:
+    /// Kubernetes does not allow an owner reference to cross namespaces.
+    pub write_namespaces: NamespaceGrant,
     /// Access to Secrets.
     pub secrets: SecretAccess,
-    /// Cluster-scoped kinds a plugin with a namespaced parent may declare as children and
-    /// write (`clusterScopedChildren` in the policy file), by exact group, version and kind.
+    /// Escalation kinds ([`super::ESCALATION_KINDS`]: RBAC, admission configurations and
+    /// policies, CRDs, APIServices, Namespaces, Nodes, PersistentVolumes, StorageClasses,
+    /// TokenRequests, CertificateSigningRequests, Leases) the plugin may declare and write,
+    /// and its webhooks mutate or validate (`escalationKinds` in the policy file), by exact
+    /// group, version and kind. A cluster-scoped one needs `clusterScopedChildren` as well.
+    ///
+    /// # Caveats
+    /// Even so, the host's own objects are never written, and no binding to the host's roles
+    /// (see [`super::host_object`]).
+    pub escalation_kinds: BTreeSet<Kind>,
+    /// Whether the plugin may write Pods and workload templates with host access: host
+    /// namespaces, `hostPath` volumes, host ports, privileged containers, added capabilities,
+    /// privilege escalation, an unmasked `/proc` (`allowHostAccess` in the policy file; see
+    /// [`super::host_access`]).
+    pub allow_host_access: bool,
+    /// Whether the plugin's manifest's `adoptUnowned` takes effect (`adoptUnowned` in the
+    /// policy file): without it the plugin never takes over an object nobody controls.
+    ///
+    /// # Caveats
+    /// Adopted objects are pruned and deleted like any child. The host's own objects are never
+    /// adopted.
+    pub adopt_unowned: bool,
+    /// Cluster-scoped kinds a plugin may declare as children and write, whatever its parent's
+    /// scope (`clusterScopedChildren` in the policy file), by exact group, version and kind.
     ///
     /// # Caveats
     /// Such a child cannot have an owner reference (Kubernetes does not let a cluster-scoped
@@ -89,15 +154,15 @@ pub struct Grants {
     /// (see [`crate::actions::PARENT_UID_LABEL`]), and nothing garbage-collects it when the
     /// parent goes; the plugin deletes it (with `finalizer: true`, in its finalizing call).
     /// Objects of that kind are not among the plugin's observed children, so pruning does not
-    /// reach them either. Plugins with a cluster-scoped parent need no grant: their children of
-    /// every scope are owned as usual.
+    /// reach them either. Children of a cluster-scoped parent are owned as usual.
     pub cluster_scoped_children: BTreeSet<Kind>,
     /// Resources the plugin's admission webhooks may admit beyond the kinds its manifest
-    /// declares (`webhookResources` in the policy file).
+    /// declares (`webhookResources` in the policy file), each to validate (veto) or to mutate.
     ///
     /// # Caveats
     /// The API server sends a webhook every matching object in every namespace, before any
-    /// other check: granting `pods` lets the plugin see every Pod created in the cluster.
+    /// other check: granting `pods` lets the plugin see (and veto) every Pod created in the
+    /// cluster, and `{resource: pods, mode: mutate}` change every one of them.
     pub webhook_resources: WebhookResources,
 }
 
@@ -115,7 +180,7 @@ impl Grants {
     /// parent is cluster-scoped, every namespace is readable).
     pub fn may_read_namespace(&self, ns: &str, parent_ns: Option<&str>) -> bool {
         match (parent_ns, &self.namespaces) {
-            (None, _) | (_, NamespaceGrant::All) => true,
+            (None, _) | (_, NamespaceGrant::All | NamespaceGrant::AllAnd(_)) => true,
             (Some(parent), NamespaceGrant::ParentOnly) => ns == parent,
             (Some(parent), NamespaceGrant::Also(extra)) => ns == parent || extra.contains(ns),
         }
@@ -131,8 +196,8 @@ impl Grants {
         !kind.is_secret() || self.secrets >= SecretAccess::Write
     }
 
-    /// Whether a plugin with a namespaced parent may write objects of the cluster-scoped
-    /// `kind` (given the manifest declares it as a child).
+    /// Whether a plugin may write objects of the cluster-scoped `kind` (given the manifest
+    /// declares it as a child).
     pub fn may_write_cluster_scoped(&self, kind: &Kind) -> bool {
         self.cluster_scoped_children.contains(kind)
     }
@@ -141,23 +206,23 @@ impl Grants {
     /// the plugin may run. A plugin with ungranted declarations is not started: its watches
     /// would need RBAC the host does not (and should not) have.
     ///
-    /// Every resource its webhooks' rules match must be declared or granted (see
+    /// Each child kind is judged by the gate ([`Grants::may_write_kind_from`]); the parent
+    /// kind, whose status and finalizers the plugin writes, too, but for its scope. Every
+    /// resource its webhooks' rules match must be declared or granted (see
     /// [`super::webhook_reach`]).
     ///
-    /// Cluster-scoped child kinds of a namespaced parent are judged by `scopes`; a child kind
-    /// whose scope `scopes` does not know is not listed (the host resolves every kind by
-    /// discovery before calling this; offline callers say which kinds they could not tell).
+    /// Kinds are scoped by `scopes`; a child kind whose scope `scopes` does not know is judged
+    /// without it (the host resolves every kind by discovery before calling this; offline
+    /// callers say which kinds they could not tell).
     pub fn ungranted(&self, manifest: &Manifest, scopes: &dyn KindScopes) -> Vec<String> {
         let mut missing = Vec::new();
-        for child in manifest.children.iter().filter(|k| !self.may_write_kind(k)) {
-            missing.push(format!("writes {child} (grant secrets: write)"));
-        }
-        if manifest.scope == Scope::Namespaced {
-            let cluster_scoped = manifest.children.iter().filter(|k| scopes.scope_of(k) == Some(Scope::Cluster));
-            for child in cluster_scoped.filter(|k| !self.may_write_cluster_scoped(k)) {
-                missing.push(format!(
-                    "writes the cluster-scoped {child} from a namespaced parent (grant clusterScopedChildren: [{child}])"
-                ));
+        let parent = match manifest.scope {
+            Scope::Namespaced => ParentScope::Namespaced(""),
+            Scope::Cluster => ParentScope::Cluster,
+        };
+        for child in &manifest.children {
+            for refusal in self.kind_refusals(child, scopes.scope_of(child), parent) {
+                missing.push(format!("writes {}", writes_hint(child, &refusal, manifest.scope)));
             }
         }
         let read_only = manifest.related.iter().map(|r| &r.kind).filter(|k| !manifest.children.contains(k));
@@ -166,10 +231,30 @@ impl Grants {
         }
         if !self.may_read_kind(&manifest.parent) {
             missing.push(format!("reconciles {} (grant secrets: write)", manifest.parent));
+        } else if let Err(Refusal::Escalation { why, .. }) = self.may_write_kind_from(&manifest.parent, None, parent) {
+            let kind = &manifest.parent;
+            missing.push(format!("reconciles {kind}, which {why} (grant escalationKinds: [{kind}])"));
         }
-        let secrets_readable = self.secrets >= SecretAccess::Read;
-        missing.extend(webhook_reach::uncovered(&self.webhook_resources, secrets_readable, manifest, scopes));
+        missing.extend(webhook_reach::uncovered(self, manifest, scopes));
         missing
+    }
+}
+
+/// What the start-up check says of a child kind the gate refuses: the kind and the grant.
+fn writes_hint(child: &Kind, refusal: &Refusal, parent: Scope) -> String {
+    match (refusal, parent) {
+        (Refusal::Secrets { .. }, _) => format!("{child} (grant secrets: write)"),
+        (Refusal::ClusterScoped { .. }, Scope::Namespaced) => {
+            format!("the cluster-scoped {child} from a namespaced parent (grant clusterScopedChildren: [{child}])")
+        }
+        (Refusal::ClusterScoped { .. }, Scope::Cluster) => {
+            format!("the cluster-scoped {child} (grant clusterScopedChildren: [{child}])")
+        }
+        (Refusal::NamespaceNotGranted { .. }, _) => {
+            format!("the namespaced {child} from a cluster-scoped parent, in no namespace granted (grant writeNamespaces: [NAMESPACE, ...])")
+        }
+        (Refusal::Escalation { why, .. }, _) => format!("{child}, which {why} (grant escalationKinds: [{child}])"),
+        (refusal, _) => format!("{child}, which {refusal}"),
     }
 }
 

@@ -27,8 +27,18 @@
 //!       clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]
 //!   pod-policy:
 //!     grants:
-//!       # resources its webhooks may admit besides the kinds it declares ("*" = all)
-//!       webhookResources: [deployments.apps]
+//!       # resources its webhooks may admit besides the kinds it declares ("*" = all); a plain
+//!       # entry is validate (see and veto), mode mutate also lets mutating webhooks change it
+//!       webhookResources: [deployments.apps, {resource: pods, mode: mutate}]
+//!   namespace-setup:
+//!     grants:
+//!       # a cluster-scoped parent's plugin writes namespaced objects only in these ("*" = all
+//!       # but kube-system, kube-public and kube-node-lease, which must be named)
+//!       writeNamespaces: ["*"]
+//!       # kinds that escalate (RBAC, admission, CRDs, Namespaces, ...), named one by one
+//!       escalationKinds: [rbac.authorization.k8s.io/v1/RoleBinding]
+//!       allowHostAccess: false   # Pods / workload templates with hostPath, hostNetwork, privileged, ...
+//!       adoptUnowned: false      # whether the manifest's adoptUnowned takes effect
 //!   status-heavy:
 //!     breaker: {hotLoopWrites: 200, cooldown: 1m}  # see BreakerConfig
 //!   db-operator:
@@ -39,11 +49,14 @@
 //!     config: {image: "nginx:1.27"}  # the plugin's configuration; or configMap: NAMESPACE/NAME
 //! ```
 //!
-//! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace.
-//! Declaring a cluster-scoped child kind (ClusterRole, Namespace, ...) needs
-//! `clusterScopedChildren`, naming each kind as `group/version/Kind` (`v1/Namespace` for the
-//! core group); without it the plugin is not started, and `wasmop rbac` leaves it out. Such a
-//! child gets no owner reference (Kubernetes forbids a namespaced owner for a cluster-scoped
+//! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace;
+//! one whose parent is cluster-scoped writes namespaced kinds only in the namespaces
+//! `writeNamespaces` grants. Declaring a cluster-scoped child kind (ClusterRole, Namespace, ...)
+//! needs `clusterScopedChildren` whatever the parent's scope, naming each kind as
+//! `group/version/Kind` (`v1/Namespace` for the core group); an escalation kind
+//! ([`ESCALATION_KINDS`]) needs `escalationKinds` naming it too. Without them the plugin is not
+//! started, and `wasmop rbac` leaves it out. All of it is one check, [`Grants::may_write`]
+//! (docs/security.md). A cluster-scoped child of a namespaced parent gets no owner reference (Kubernetes forbids a namespaced owner for a cluster-scoped
 //! object) but the label `wasmop.dev/parent-uid`; it is never garbage-collected nor pruned:
 //! the plugin deletes it itself (see [`Grants::cluster_scoped_children`]).
 //!
@@ -55,28 +68,36 @@
 mod allowance;
 mod breaker;
 mod config;
+mod escalation;
 mod file;
+mod gate;
 mod grants;
+pub mod host_access;
+mod host_objects;
 mod limits;
 mod reconciled;
 mod removal;
 mod view;
 mod webhook_reach;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
 pub use allowance::{Allowance, Allowances};
 pub use breaker::{BreakerConfig, BreakerOverrides};
 pub use config::{CONFIG_MAP_KEYS, ConfigMapRef, ConfigSource};
-pub use grants::{Grants, NamespaceGrant, SecretAccess, parse_kind};
+pub use escalation::{ESCALATION_KINDS, EscalationKind, escalation_kind};
+pub use gate::{ParentScope, Refusal};
+pub use grants::{Grants, NamespaceGrant, SYSTEM_NAMESPACES, SecretAccess, parse_kind};
+pub use host_objects::{HOST_NAME, SHARD_LEASE_LABEL, host_object, is_host_name};
 pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
 pub use reconciled::ReconciledCondition;
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
-pub use webhook_reach::WebhookResources;
+pub use webhook_reach::{WebhookMode, WebhookResourceEntry, WebhookResources};
 
+use crate::contract::Kind;
 use crate::units::{parse_bytes, parse_duration};
 use file::{PluginEntry, PolicyFile};
 
@@ -247,6 +268,23 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     if let Some(ns) = &entry.grants.namespaces {
         policy.grants.namespaces = NamespaceGrant::from_list(ns.clone());
     }
+    if let Some(ns) = &entry.grants.write_namespaces {
+        policy.grants.write_namespaces = NamespaceGrant::from_list(ns.clone());
+    }
+    if let Some(kinds) = &entry.grants.escalation_kinds {
+        let parsed: Result<BTreeSet<Kind>, String> = kinds.iter().map(|k| parse_kind(k)).collect();
+        let parsed = parsed.map_err(|e| bad("grants.escalationKinds", e))?;
+        if let Some(k) = parsed.iter().find(|k| escalation_kind(&k.group, &k.kind).is_none()) {
+            return Err(bad("grants.escalationKinds", format!("{k} is not an escalation kind (see docs/security.md)")));
+        }
+        policy.grants.escalation_kinds = parsed;
+    }
+    if let Some(allow) = entry.grants.allow_host_access {
+        policy.grants.allow_host_access = allow;
+    }
+    if let Some(adopt) = entry.grants.adopt_unowned {
+        policy.grants.adopt_unowned = adopt;
+    }
     if let Some(s) = entry.grants.secrets {
         policy.grants.secrets = s;
     }
@@ -255,7 +293,8 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
         policy.grants.cluster_scoped_children = parsed.map_err(|e| bad("grants.clusterScopedChildren", e))?;
     }
     if let Some(resources) = &entry.grants.webhook_resources {
-        policy.grants.webhook_resources = WebhookResources::parse(resources).map_err(|e| bad("grants.webhookResources", e))?;
+        policy.grants.webhook_resources =
+            WebhookResources::from_entries(resources).map_err(|e| bad("grants.webhookResources", e))?;
     }
     let (b, o) = (&entry.breaker, &mut policy.breaker);
     let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, PolicyError> {

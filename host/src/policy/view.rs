@@ -29,12 +29,24 @@ pub fn grants_json(grants: &Grants) -> serde_json::Value {
         SecretAccess::Read => "read",
         SecretAccess::Write => "write",
     };
-    let namespaces: Vec<String> = match &grants.namespaces {
-        NamespaceGrant::ParentOnly => Vec::new(),
-        NamespaceGrant::Also(extra) => extra.iter().cloned().collect(),
-        NamespaceGrant::All => vec!["*".to_owned()],
+    let list = |grant: &NamespaceGrant| -> Vec<String> {
+        match grant {
+            NamespaceGrant::ParentOnly => Vec::new(),
+            NamespaceGrant::Also(extra) => extra.iter().cloned().collect(),
+            NamespaceGrant::All => vec!["*".to_owned()],
+            NamespaceGrant::AllAnd(named) => std::iter::once("*".to_owned()).chain(named.iter().cloned()).collect(),
+        }
     };
     let cluster_scoped: Vec<String> = grants.cluster_scoped_children.iter().map(ToString::to_string).collect();
-    let webhook_resources: Vec<&str> = grants.webhook_resources.entries().collect();
-    json!({"secrets": secrets, "namespaces": namespaces, "clusterScopedChildren": cluster_scoped, "webhookResources": webhook_resources})
+    let escalation: Vec<String> = grants.escalation_kinds.iter().map(ToString::to_string).collect();
+    json!({
+        "secrets": secrets,
+        "namespaces": list(&grants.namespaces),
+        "writeNamespaces": list(&grants.write_namespaces),
+        "clusterScopedChildren": cluster_scoped,
+        "escalationKinds": escalation,
+        "allowHostAccess": grants.allow_host_access,
+        "adoptUnowned": grants.adopt_unowned,
+        "webhookResources": grants.webhook_resources.to_json(),
+    })
 }

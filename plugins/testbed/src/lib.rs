@@ -56,6 +56,9 @@
 //! | `lookup` (validating) | list the `Testbed` objects of the object's namespace and allow with one warning naming them |
 //! | `secrets` (validating; `admits-secrets` build) | on *Secrets* labelled `testbed-admission=secrets`, which it does not declare: deny with `testbed saw secret <name>: <data keys>`, showing what it saw (hostile) |
 //!
+//! The capability attacks (builds `cluster-parent`, `twin`, `hostile-webhooks`,
+//! `forges-reports`, and their modes) are listed in `capability.rs`.
+//!
 //! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
 //! the mode) answers `finalized` with a Normal event `Finalized`.
 //!
@@ -69,6 +72,8 @@ use wasmop_sdk::prelude::*;
 
 mod admission;
 pub use admission::{ADMISSION_LABEL, admission_webhooks};
+mod capability;
+pub use capability::cluster_testbed_kind;
 
 /// The plugin version (0.2.0 in the `test-v2` build used by the circuit breaker tests).
 pub const VERSION: &str = if cfg!(feature = "test-v2") { "0.2.0" } else { "0.1.0" };
@@ -106,16 +111,21 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
-        if cfg!(feature = "admission") { admission_webhooks().into_iter().fold(manifest, Manifest::webhook) } else { manifest }
+        let manifest =
+            if cfg!(feature = "admission") { admission_webhooks().into_iter().fold(manifest, Manifest::webhook) } else { manifest };
+        capability::extend(manifest)
     }
 
     fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
+        if let Some(verdict) = capability::admit(webhook, &req) {
+            return Ok(verdict);
+        }
         admission::admit(webhook, req, ctx)
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
         let spec = &req.parent["spec"];
-        let mode = spec["mode"].as_str().unwrap_or("ok");
+        let mode = capability::mode(spec);
         let name = req.name();
         if req.finalizing {
             return Ok(finalized(name));
@@ -198,7 +208,7 @@ impl Plugin for Testbed {
                 black_box(recurse(spec["depth"].as_u64().unwrap_or(u64::MAX)));
                 Ok(ok(name))
             }
-            other => Err(Error::terminal(format!("unknown spec.mode {other:?}"))),
+            other => capability::reconcile(other, &req).ok_or_else(|| Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
 }

@@ -32,7 +32,7 @@ pub const SHARD_LABEL: &str = "wasmop.dev/shard";
 /// Set (to `true`) by the sharder on a parent that moves away from its live owner.
 pub const DRAIN_LABEL: &str = "drain.wasmop.dev/shard";
 /// Marks the membership Leases (value `true`).
-pub const LEASE_LABEL: &str = "wasmop.dev/shard-lease";
+pub const LEASE_LABEL: &str = crate::policy::SHARD_LEASE_LABEL;
 /// The field manager of the sharder's label writes.
 pub const SHARDER_MANAGER: &str = "wasmop-sharder";
 

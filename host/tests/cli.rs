@@ -102,7 +102,8 @@ fn inspect_prints_the_manifest() {
     );
     assert_eq!(
         v["grants"],
-        serde_json::json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": [], "webhookResources": []})
+        serde_json::json!({"secrets": "none", "namespaces": [], "writeNamespaces": [], "clusterScopedChildren": [],
+            "escalationKinds": [], "allowHostAccess": false, "adoptUnowned": false, "webhookResources": []})
     );
     assert!(v.get("notGranted").is_none());
 }
@@ -227,9 +228,52 @@ fn inspect_says_a_cluster_scoped_child_of_a_namespaced_parent_needs_a_grant() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v["notGranted"],
-        serde_json::json!(["writes the cluster-scoped rbac.authorization.k8s.io/v1/ClusterRole from a namespaced parent \
-             (grant clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole])"])
+        serde_json::json!([
+            "writes the cluster-scoped rbac.authorization.k8s.io/v1/ClusterRole from a namespaced parent \
+             (grant clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole])",
+            "writes rbac.authorization.k8s.io/v1/ClusterRole, which grants rights \
+             (grant escalationKinds: [rbac.authorization.k8s.io/v1/ClusterRole])"
+        ])
     );
+}
+
+/// The policy under which the testbed's `cluster-parent` build may start: everything it
+/// declares granted, the namespace `tenant` to write into, host access not.
+const CLUSTER_PARENT_GRANTS: &str = "plugins: {testbed: {grants: {writeNamespaces: [tenant], \
+    clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRoleBinding], \
+    escalationKinds: [rbac.authorization.k8s.io/v1/ClusterRoleBinding, coordination.k8s.io/v1/Lease]}}}";
+
+#[test]
+fn reconcile_refuses_what_run_refuses() {
+    let plugin = support::plugin_with_features("testbed", "wasm32-wasip2", &["cluster-parent"]);
+    let dir = tempfile::tempdir().unwrap();
+    let crds = workspace().join("crds/cluster-testbed.yaml");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, CLUSTER_PARENT_GRANTS).unwrap();
+    let reconcile = |mode: &str, extra: &str, policy: Option<&Path>| {
+        let cr = dir.path().join(format!("{mode}.yaml"));
+        let object = format!("apiVersion: test.wasmop.dev/v1\nkind: ClusterTestbed\nmetadata: {{name: x}}\nspec: {{mode: {mode}{extra}}}\n");
+        std::fs::write(&cr, object).unwrap();
+        let mut args = vec!["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()];
+        args.extend(["--crds", crds.to_str().unwrap()]);
+        if let Some(policy) = policy {
+            args.extend(["--policy", policy.to_str().unwrap()]);
+        }
+        stderr_line(&wasmop(&args))
+    };
+    // Without grants, run would not start it: neither does reconcile.
+    let line = reconcile("kube-system-deployment", "", None);
+    assert!(line.starts_with("error: run would not start plugin testbed: it writes the namespaced v1/ConfigMap from a cluster-scoped parent"), "{line}");
+    // Granted what it declares, every response run refuses is refused, by the same gate.
+    let line = reconcile("kube-system-deployment", "", Some(&policy));
+    assert!(line.contains("apps/v1/Deployment kube-system/x-root is in namespace \"kube-system\", which the host's policy does not grant"), "{line}");
+    assert!(line.starts_with("error: response refused (ActionRefused), run would write nothing: "), "{line}");
+    let line = reconcile("kube-system-deployment", ", namespace: tenant", Some(&policy));
+    assert!(line.contains("asks for host access, which the host's policy does not grant (allowHostAccess): spec.template.spec.hostNetwork is true"), "{line}");
+    let line = reconcile("bind-authenticated", "", Some(&policy));
+    assert!(line.contains("x-everyone is reserved for the host: it binds the host's own role \"wasmop\""), "{line}");
+    let line = reconcile("take-lease", ", namespace: tenant", Some(&policy));
+    assert!(line.contains("tenant/wasmop is reserved for the host"), "{line}");
 }
 
 #[test]

@@ -20,7 +20,8 @@ use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_t
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
 
 const WAIT: Duration = Duration::from_secs(30);
-const GRANT: &str = "plugins: {testbed: {grants: {clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]}}}";
+const GRANT: &str = "plugins: {testbed: {grants: {clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole], \
+    escalationKinds: [rbac.authorization.k8s.io/v1/ClusterRole]}}}";
 
 fn testbed(name: &str, mode: &str) -> Value {
     json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",

@@ -201,7 +201,8 @@ async fn plugins_added_at_runtime_start_and_removed_ones_stop() -> Result<()> {
     );
     assert_eq!(
         wp.data.pointer("/status/grants"),
-        Some(&json!({"secrets": "none", "namespaces": [], "clusterScopedChildren": [], "webhookResources": []}))
+        Some(&json!({"secrets": "none", "namespaces": [], "writeNamespaces": [], "clusterScopedChildren": [],
+            "escalationKinds": [], "allowHostAccess": false, "adoptUnowned": false, "webhookResources": []}))
     );
 
     std::fs::remove_file(&testbed_file)?;

@@ -30,6 +30,8 @@ use wasmop_e2e::plugins::{plugin, workspace};
 use wasmop_types::{AdmissionRequest, Operation, Verdict};
 
 const WAIT: Duration = Duration::from_secs(30);
+/// The host policy a SidecarSet host needs: its webhook mutates every Pod it selects.
+const SIDECARSET_GRANTS: &str = "plugins: {sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}}";
 
 async fn setup() -> Result<(ControlPlane, kube::Client, Host)> {
     log_to_test_output();
@@ -40,7 +42,10 @@ async fn setup() -> Result<(ControlPlane, kube::Client, Host)> {
         apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await?;
     }
     let sidecarset = plugin("sidecarset", "wasm32-wasip2");
-    let host = Host::start(client.clone(), &[&sidecarset], Host::test_config()).await?;
+    // Its injecting webhook mutates Pods, which it declares only as related: the operator grants it.
+    let policy = wasmop::policy::HostPolicy::from_yaml(SIDECARSET_GRANTS)?;
+    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build()?;
+    let host = Host::start_with(client.clone(), &[&sidecarset], Host::test_config(), runtime).await?;
     Ok((cp, client, host))
 }
 

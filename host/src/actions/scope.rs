@@ -335,10 +335,10 @@ mod tests {
         let mut m = with_cluster_role(manifest());
         m.scope = Scope::Cluster;
         let err = check(&m, &Grants::default(), &kinds(), &cluster_parent(), &mut role_child(json!({"name": "r"}))).unwrap_err();
-        assert!(matches!(err.refusal(), Some(Refusal::Escalation { .. })), "{err}");
-        let scoped_only = Grants { escalation_kinds: [cluster_role()].into(), ..Grants::default() };
-        let err = check(&m, &scoped_only, &kinds(), &cluster_parent(), &mut role_child(json!({"name": "r"}))).unwrap_err();
         assert!(matches!(err.refusal(), Some(Refusal::ClusterScoped { .. })), "{err}");
+        let scoped_only = Grants { cluster_scoped_children: [cluster_role()].into(), ..Grants::default() };
+        let err = check(&m, &scoped_only, &kinds(), &cluster_parent(), &mut role_child(json!({"name": "r"}))).unwrap_err();
+        assert!(matches!(err.refusal(), Some(Refusal::Escalation { .. })), "{err}");
         let mut r = role_child(json!({"name": "r"}));
         check(&m, &role_granted(), &kinds(), &cluster_parent(), &mut r).unwrap();
         assert!(r.children[0]["metadata"].get("labels").is_none(), "cluster-scoped parents own their children by reference");

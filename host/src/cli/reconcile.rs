@@ -1,5 +1,5 @@
 //! `wasmop reconcile`: run a plugin once, offline, and print the host's plan — what `run` would
-//! write — after the same scope, ownership and size checks.
+//! write — after the same gate (start-up grants, scope, ownership, content) and size checks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,6 +61,15 @@ pub struct ReconcileArgs {
 pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
     let plugin = runtime.runtime()?.load_file(&args.plugin).await?;
     let manifest = Arc::clone(plugin.manifest());
+    let mut kinds = KnownKinds::builtin();
+    for path in &args.crds {
+        kinds.add_crds(path)?;
+    }
+    // The start-up half of the gate, as `run` judges it before starting the plugin.
+    let missing = plugin.grants().ungranted(&manifest, &kinds);
+    if !missing.is_empty() {
+        bail!("run would not start plugin {}: it {}", manifest.name, missing.join(", "));
+    }
     let mut parent = read_one(&args.object)?;
     let kind = Kind::of_object(&parent).expect("read_one checks apiVersion and kind");
     if kind != manifest.parent {
@@ -86,10 +95,6 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
     let now = args.now.unwrap_or_else(timestamp_now);
-    let mut kinds = KnownKinds::builtin();
-    for path in &args.crds {
-        kinds.add_crds(path)?;
-    }
     let stamp = Stamp { now: &now, reconciled: policy.reconciled_condition };
     let plan = plan(&manifest, plugin.grants(), &kinds, &parent, response, &*cache, stamp)
         .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;

@@ -164,14 +164,20 @@ mod tests {
         steal.webhooks[0].rules[0].resources = vec!["secrets".into()];
         let mut fine = crate::contract::manifest::fixtures::memcached("");
         fine.webhooks = plugins().remove("sidecarset").unwrap();
+        // Its mutating webhook writes Pods: it declares them as a child (memcached declares
+        // them only as related, a read).
+        fine.children.push(crate::contract::Kind::new("", "v1", "Pod"));
         let policy = HostPolicy::default();
         let (plugins, left_out) = served(&[steal.clone(), fine], &policy, &KnownKinds::builtin());
         assert_eq!(plugins.keys().collect::<Vec<_>>(), ["memcached"]);
         assert_eq!(left_out.len(), 1);
-        assert!(left_out[0].starts_with("# LEFT OUT: plugin steal admits secrets in webhook \"inject\""), "{left_out:?}");
+        assert!(left_out[0].starts_with("# LEFT OUT: plugin steal mutates secrets in webhook \"inject\""), "{left_out:?}");
         let yaml = render(&args(&[]), &plugins, &left_out).unwrap();
         assert!(yaml.contains("# LEFT OUT: plugin steal") && !yaml.contains("/admission/steal/"), "{yaml}");
-        let granted = HostPolicy::from_yaml("plugins: {steal: {grants: {secrets: read, webhookResources: [secrets]}}}").unwrap();
+        let granted = HostPolicy::from_yaml(
+            "plugins: {steal: {grants: {secrets: write, webhookResources: [{resource: secrets, mode: mutate}]}}}",
+        )
+        .unwrap();
         let (plugins, left_out) = served(&[steal], &granted, &KnownKinds::builtin());
         assert!(plugins.contains_key("steal") && left_out.is_empty());
     }

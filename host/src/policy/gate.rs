@@ -147,7 +147,11 @@ impl Grants {
         if let (Scope::Cluster, Some(ns)) = (scope, namespace) {
             return Err(Refusal::NamespaceOnClusterScoped { kind: kind.to_string(), namespace: ns.to_owned() });
         }
-        self.may_write_kind_from(kind, Some(scope), parent)?;
+        // The namespace is judged below, by name.
+        let kind_level = self.kind_refusals(kind, Some(scope), parent).into_iter();
+        if let Some(refusal) = kind_level.into_iter().find(|r| !matches!(r, Refusal::NamespaceNotGranted { .. })) {
+            return Err(refusal);
+        }
         match (scope, parent, namespace) {
             (Scope::Namespaced, ParentScope::Namespaced(parent_ns), Some(ns)) if ns != parent_ns => {
                 Err(Refusal::OtherNamespace { namespace: ns.to_owned(), parent_namespace: parent_ns.to_owned() })
@@ -168,6 +172,10 @@ impl Grants {
     pub fn may_write_object(&self, kind: &Kind, name: &str, object: Option<&Value>) -> Result<(), Refusal> {
         if let Some(why) = host_objects::host_object(kind, name, object) {
             return Err(Refusal::HostObject { why });
+        }
+        let token_request = Kind::new("authentication.k8s.io", "v1", "TokenRequest");
+        if object.is_some_and(|o| host_objects::is_token_secret(kind, o)) && !self.escalation_kinds.contains(&token_request) {
+            return Err(Refusal::Escalation { kind: format!("{token_request} (a Secret of type kubernetes.io/service-account-token)"), why: "mints credentials" });
         }
         let found = object.map(|o| host_access::violations(kind, o)).unwrap_or_default();
         if !found.is_empty() && !self.allow_host_access {
@@ -263,6 +271,18 @@ mod tests {
         let to_view = json!({"roleRef": {"kind": "ClusterRole", "name": "view"}});
         granted.may_write_object(&binding(), "viewers", Some(&to_view)).unwrap();
         assert!(granted.may_write_object(&binding(), "wasmop", None).is_err(), "nor deleted or rewritten by name");
+    }
+
+    #[test]
+    fn a_service_account_token_secret_needs_the_token_request_grant() {
+        let secret = Kind::new("", "v1", "Secret");
+        let token = json!({"type": "kubernetes.io/service-account-token",
+            "metadata": {"annotations": {"kubernetes.io/service-account.name": "builder"}}});
+        let write = Grants { secrets: SecretAccess::Write, ..Grants::default() };
+        let err = write.may_write_object(&secret, "t", Some(&token)).unwrap_err();
+        assert!(matches!(err, Refusal::Escalation { why: "mints credentials", .. }), "{err}");
+        let tokens = Grants { escalation_kinds: [Kind::new("authentication.k8s.io", "v1", "TokenRequest")].into(), ..write };
+        tokens.may_write_object(&secret, "t", Some(&token)).unwrap();
     }
 
     #[test]

@@ -314,19 +314,91 @@ mod tests {
         m.children.push(role.clone());
         assert_eq!(
             Grants::default().ungranted(&m, &kinds),
-            ["writes the cluster-scoped rbac.authorization.k8s.io/v1/ClusterRole from a namespaced parent \
-              (grant clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole])"]
+            [
+                "writes the cluster-scoped rbac.authorization.k8s.io/v1/ClusterRole from a namespaced parent \
+                 (grant clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole])",
+                "writes rbac.authorization.k8s.io/v1/ClusterRole, which grants rights \
+                 (grant escalationKinds: [rbac.authorization.k8s.io/v1/ClusterRole])",
+            ]
         );
-        let granted = Grants { cluster_scoped_children: [role.clone()].into(), ..Grants::default() };
+        let granted =
+            Grants { cluster_scoped_children: [role.clone()].into(), escalation_kinds: [role.clone()].into(), ..Grants::default() };
         assert!(granted.ungranted(&m, &kinds).is_empty());
         let other_version = Grants {
             cluster_scoped_children: [Kind::new("rbac.authorization.k8s.io", "v1beta1", "ClusterRole")].into(),
+            escalation_kinds: [role.clone()].into(),
             ..Grants::default()
         };
         assert_eq!(other_version.ungranted(&m, &kinds).len(), 1, "a grant names the exact kind");
-        assert!(Grants::default().ungranted(&m, &KnownKinds::default()).is_empty(), "an unknown scope is not judged here");
+        assert_eq!(Grants::default().ungranted(&m, &KnownKinds::default()).len(), 1, "an unknown scope is not judged here");
         m.scope = Scope::Cluster;
-        assert!(Grants::default().ungranted(&m, &kinds).is_empty(), "cluster-scoped parents own cluster-scoped children");
+        assert_eq!(
+            Grants::default().ungranted(&m, &kinds)[1],
+            "writes the cluster-scoped rbac.authorization.k8s.io/v1/ClusterRole (grant clusterScopedChildren: \
+             [rbac.authorization.k8s.io/v1/ClusterRole])",
+            "cluster-scoped parents need the grant too"
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_declaring_namespaced_children_needs_write_namespaces() {
+        let kinds = KnownKinds::builtin();
+        let m = Manifest { scope: Scope::Cluster, ..fixtures::memcached("") };
+        assert_eq!(
+            Grants::default().ungranted(&m, &kinds),
+            ["writes the namespaced apps/v1/Deployment from a cluster-scoped parent, in no namespace granted \
+              (grant writeNamespaces: [NAMESPACE, ...])"]
+        );
+        let granted = Grants { write_namespaces: NamespaceGrant::from_list(vec!["tenant".into()]), ..Grants::default() };
+        assert!(granted.ungranted(&m, &kinds).is_empty());
+    }
+
+    #[test]
+    fn a_parent_of_an_escalation_kind_needs_it_named() {
+        let kinds = KnownKinds::builtin();
+        let namespace = Kind::new("", "v1", "Namespace");
+        let m = Manifest { parent: namespace.clone(), scope: Scope::Cluster, children: vec![], ..fixtures::memcached("") };
+        assert_eq!(
+            Grants::default().ungranted(&m, &kinds),
+            ["reconciles v1/Namespace, which creates and deletes whole namespaces (grant escalationKinds: [v1/Namespace])"]
+        );
+        assert!(Grants { escalation_kinds: [namespace].into(), ..Grants::default() }.ungranted(&m, &kinds).is_empty());
+    }
+
+    #[test]
+    fn write_namespaces_star_leaves_the_system_namespaces_out_unless_named() {
+        let all = NamespaceGrant::from_list(vec!["*".into()]);
+        assert!(all.grants_write("tenant") && !all.grants_write("kube-system") && !all.grants_write("kube-node-lease"));
+        let with_system = NamespaceGrant::from_list(vec!["*".into(), "kube-system".into()]);
+        assert!(with_system.grants_write("tenant") && with_system.grants_write("kube-system"));
+        assert!(!with_system.grants_write("kube-public"));
+        assert!(Grants { namespaces: with_system, ..Grants::default() }.may_read_namespace("kube-public", Some("a")));
+        assert!(!NamespaceGrant::ParentOnly.grants_any() && !NamespaceGrant::ParentOnly.grants_write("a"));
+    }
+
+    #[test]
+    fn the_policy_file_grants_escalation_host_access_adoption_and_write_namespaces() {
+        let policy = crate::policy::HostPolicy::from_yaml(
+            "plugins: {ops: {grants: {escalationKinds: [rbac.authorization.k8s.io/v1/RoleBinding], allowHostAccess: true, \
+             adoptUnowned: true, writeNamespaces: [tenant], webhookResources: [deployments.apps, {resource: pods, mode: mutate}]}}}",
+        )
+        .unwrap();
+        let ops = policy.for_plugin("ops").grants;
+        assert!(ops.escalation_kinds.contains(&Kind::new("rbac.authorization.k8s.io", "v1", "RoleBinding")));
+        assert!(ops.allow_host_access && ops.adopt_unowned && ops.write_namespaces.grants_write("tenant"));
+        use crate::policy::WebhookMode;
+        assert!(ops.webhook_resources.covers("", "pods", WebhookMode::Mutate));
+        assert!(ops.webhook_resources.covers("apps", "deployments", WebhookMode::Validate));
+        assert!(!ops.webhook_resources.covers("apps", "deployments", WebhookMode::Mutate), "a plain entry is validate");
+        let other = policy.for_plugin("other").grants;
+        assert!(!other.allow_host_access && !other.adopt_unowned && other.escalation_kinds.is_empty());
+        let err = crate::policy::HostPolicy::from_yaml("plugins: {a: {grants: {escalationKinds: [v1/ConfigMap]}}}").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid policy: plugins.a.grants.escalationKinds: v1/ConfigMap is not an escalation kind (see docs/security.md)"
+        );
+        let err = crate::policy::HostPolicy::from_yaml("plugins: {a: {grants: {webhookResources: [{resource: pods, mode: all}]}}}");
+        assert!(err.is_err());
     }
 
     #[test]

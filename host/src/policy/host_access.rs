@@ -45,18 +45,21 @@ const CONTAINER_LISTS: &[&str] = &["initContainers", "containers", "ephemeralCon
 /// ```
 pub fn violations(kind: &Kind, object: &Value) -> Vec<String> {
     let mut found = Vec::new();
-    if kind.group.is_empty() && kind.kind == "Pod" {
-        pod_spec(object.get("spec"), "spec", &mut found);
-    }
-    for (pointer, path) in TEMPLATE_SPECS {
-        pod_spec(object.pointer(pointer), path, &mut found);
+    for (spec, path) in pod_specs(kind, object) {
+        pod_spec(spec, path, &mut found);
     }
     found
 }
 
+/// Every Pod spec `object` (of `kind`) carries, with its path for messages.
+pub fn pod_specs<'a>(kind: &Kind, object: &'a Value) -> Vec<(&'a Value, &'static str)> {
+    let pod = (kind.group.is_empty() && kind.kind == "Pod").then(|| object.get("spec").map(|s| (s, "spec"))).flatten();
+    let templates = TEMPLATE_SPECS.iter().filter_map(|(pointer, path)| object.pointer(pointer).map(|s| (s, *path)));
+    pod.into_iter().chain(templates).filter(|(spec, _)| spec.is_object()).collect()
+}
+
 /// The host access of one Pod spec at `path`.
-fn pod_spec(spec: Option<&Value>, path: &str, found: &mut Vec<String>) {
-    let Some(spec) = spec.filter(|s| s.is_object()) else { return };
+fn pod_spec(spec: &Value, path: &str, found: &mut Vec<String>) {
     for field in ["hostNetwork", "hostPID", "hostIPC"] {
         if spec.get(field).and_then(Value::as_bool) == Some(true) {
             found.push(format!("{path}.{field} is true"));

@@ -7,7 +7,11 @@
 //! (`wasmop-admission-tls`), its webhook configurations (`wasmop`), its ServiceAccount, and the
 //! ClusterRole, Roles and bindings `wasmop rbac` prints (`wasmop`, `wasmop-admission`, …).
 //! A RoleBinding or ClusterRoleBinding whose `roleRef` names such a role is refused too, so no
-//! plugin can bind anyone to the host's rights. An operator who renames these objects keeps
+//! plugin can bind anyone to the host's rights; so is a Pod or workload template that runs as
+//! the host's ServiceAccount (`serviceAccountName: wasmop…`), and a Secret of type
+//! `kubernetes.io/service-account-token`, which Kubernetes fills with a token of the
+//! ServiceAccount it names (credentials are minted only under the TokenRequest escalation grant,
+//! and never for the host's ServiceAccount). An operator who renames these objects keeps
 //! the `wasmop` prefix for them to stay reserved.
 
 use serde_json::Value;
@@ -59,10 +63,27 @@ pub fn host_object(kind: &Kind, name: &str, object: Option<&Value>) -> Option<St
     }
     let binding = kind.group == "rbac.authorization.k8s.io" && matches!(kind.kind.as_str(), "RoleBinding" | "ClusterRoleBinding");
     let role = object.and_then(|o| o.pointer("/roleRef/name")).and_then(Value::as_str);
-    match role {
-        Some(role) if binding && is_host_name(role) => Some(format!("it binds the host's own role {role:?}")),
+    if let Some(role) = role.filter(|r| binding && is_host_name(r)) {
+        return Some(format!("it binds the host's own role {role:?}"));
+    }
+    let object = object?;
+    for (spec, path) in super::host_access::pod_specs(kind, object) {
+        if let Some(account) = spec.get("serviceAccountName").and_then(Value::as_str).filter(|a| is_host_name(a)) {
+            return Some(format!("{path}.serviceAccountName {account:?} runs it as the host's own ServiceAccount"));
+        }
+    }
+    let account = object.pointer("/metadata/annotations/kubernetes.io~1service-account.name").and_then(Value::as_str);
+    match account {
+        Some(account) if is_token_secret(kind, object) && is_host_name(account) => {
+            Some(format!("it asks for a token of the host's own ServiceAccount {account:?}"))
+        }
         _ => None,
     }
+}
+
+/// Whether `object` is a Secret Kubernetes fills with a ServiceAccount's token.
+pub fn is_token_secret(kind: &Kind, object: &Value) -> bool {
+    kind.is_secret() && object.get("type").and_then(Value::as_str) == Some("kubernetes.io/service-account-token")
 }
 
 #[cfg(test)]
@@ -105,5 +126,20 @@ mod tests {
         let view = json!({"roleRef": {"kind": "ClusterRole", "name": "view"}});
         assert!(host_object(&rbac("ClusterRoleBinding"), "x", Some(&view)).is_none());
         assert!(host_object(&rbac("ClusterRole"), "x", Some(&binding)).is_none(), "a role has no roleRef");
+    }
+
+    #[test]
+    fn nothing_runs_as_or_mints_tokens_for_the_hosts_service_account() {
+        let deployment = json!({"spec": {"template": {"spec": {"serviceAccountName": "wasmop", "containers": []}}}});
+        assert_eq!(
+            host_object(&Kind::new("apps", "v1", "Deployment"), "d", Some(&deployment)).as_deref(),
+            Some("spec.template.spec.serviceAccountName \"wasmop\" runs it as the host's own ServiceAccount")
+        );
+        let pod = json!({"spec": {"serviceAccountName": "default"}});
+        assert!(host_object(&Kind::new("", "v1", "Pod"), "p", Some(&pod)).is_none());
+        let token = json!({"type": "kubernetes.io/service-account-token",
+            "metadata": {"annotations": {"kubernetes.io/service-account.name": "wasmop"}}});
+        assert!(host_object(&Kind::new("", "v1", "Secret"), "innocent", Some(&token)).is_some());
+        assert!(is_token_secret(&Kind::new("", "v1", "Secret"), &token));
     }
 }

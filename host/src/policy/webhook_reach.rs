@@ -136,19 +136,22 @@ fn key(group: &str, resource: &str) -> String {
     if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
 }
 
+/// The (group, resource) of each of `declared` that `kinds` knows.
+fn resources<'k>(kinds: &dyn KindScopes, declared: impl Iterator<Item = &'k Kind>) -> BTreeSet<(String, String)> {
+    declared.filter_map(|kind| kinds.plural_of(kind).map(|plural| (kind.group.clone(), plural))).collect()
+}
+
 /// What `manifest`'s webhooks would admit that neither the manifest nor `grants` cover, one
 /// line per item (each says which grant would cover it); empty when every rule is covered.
 ///
 /// Declared kinds are resolved to resource names by `kinds`; a declared kind it does not know
 /// covers nothing (the host resolves every kind by discovery first).
 pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindScopes) -> Vec<String> {
-    let resources = |declared: &mut dyn Iterator<Item = &Kind>| -> BTreeSet<(String, String)> {
-        declared.filter_map(|kind| kinds.plural_of(kind).map(|plural| (kind.group.clone(), plural))).collect()
-    };
     let readable = resources(
-        &mut std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind)),
+        kinds,
+        std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind)),
     );
-    let writable = resources(&mut std::iter::once(&manifest.parent).chain(&manifest.children));
+    let writable = resources(kinds, std::iter::once(&manifest.parent).chain(&manifest.children));
     let mut missing = Vec::new();
     let mut note = |line: String| {
         if !missing.contains(&line) {
@@ -307,7 +310,7 @@ mod tests {
         assert!(uncovered(&named, &declares_leases, &kinds()).is_empty());
         let all = judge(&["*"], true, vec![webhook("all", "*", "*")]);
         assert_eq!(all.len(), super::super::ESCALATION_KINDS.len() - 1, "every escalation kind but the token subresource: {all:#?}");
-        let rbac = judge(&["*"], false, vec![mutating("rbac", "rbac.authorization.k8s.io", "*")]);
+        let rbac = judge(&["*"], false, vec![webhook("rbac", "rbac.authorization.k8s.io", "*")]);
         assert_eq!(rbac.len(), 4, "{rbac:#?}");
     }
 
@@ -379,14 +382,25 @@ mod tests {
 
     #[test]
     fn other_kinds_are_named_with_the_grant_that_covers_them() {
-        let missing = judge(&[], false, vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")]);
+        let missing = judge(&[], false, vec![webhook("w", "apps", "statefulsets")]);
         assert_eq!(
             missing,
-            ["admits clusterroles.rbac.authorization.k8s.io in webhook \"w\", a resource its manifest does not declare \
-                 (declare the kind, or grant webhookResources: [clusterroles.rbac.authorization.k8s.io])"]
+            ["admits statefulsets.apps in webhook \"w\", a resource its manifest does not declare \
+                 (declare the kind, or grant webhookResources: [statefulsets.apps])"]
         );
-        let named = ["clusterroles.rbac.authorization.k8s.io"];
-        assert!(judge(&named, false, vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")]).is_empty());
+        assert!(judge(&["statefulsets.apps"], false, vec![webhook("w", "apps", "statefulsets")]).is_empty());
+        let roles = vec![webhook("w", "rbac.authorization.k8s.io", "clusterroles")];
+        assert_eq!(
+            judge(&["clusterroles.rbac.authorization.k8s.io"], false, roles.clone()),
+            ["admits ClusterRole, which grants rights, in webhook \"w\" (grant escalationKinds: \
+              [rbac.authorization.k8s.io/VERSION/ClusterRole])"],
+            "an escalation kind needs its own grant besides webhookResources"
+        );
+        let named = Grants {
+            escalation_kinds: [Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole")].into(),
+            ..granted(&["clusterroles.rbac.authorization.k8s.io"], false)
+        };
+        assert!(judge_under(&named, roles).is_empty());
     }
 
     #[test]

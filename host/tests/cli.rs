@@ -252,7 +252,9 @@ fn reconcile_refuses_what_run_refuses() {
     std::fs::write(&policy, CLUSTER_PARENT_GRANTS).unwrap();
     let reconcile = |mode: &str, extra: &str, policy: Option<&Path>| {
         let cr = dir.path().join(format!("{mode}.yaml"));
-        let object = format!("apiVersion: test.wasmop.dev/v1\nkind: ClusterTestbed\nmetadata: {{name: x}}\nspec: {{mode: {mode}{extra}}}\n");
+        let object = format!(
+            "apiVersion: test.wasmop.dev/v1\nkind: ClusterTestbed\nmetadata: {{name: x}}\nspec: {{mode: {mode}{extra}}}\n"
+        );
         std::fs::write(&cr, object).unwrap();
         let mut args = vec!["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", cr.to_str().unwrap()];
         args.extend(["--crds", crds.to_str().unwrap()]);
@@ -263,10 +265,20 @@ fn reconcile_refuses_what_run_refuses() {
     };
     // Without grants, run would not start it: neither does reconcile.
     let line = reconcile("kube-system-deployment", "", None);
-    assert!(line.starts_with("error: run would not start plugin testbed: it writes the namespaced v1/ConfigMap from a cluster-scoped parent"), "{line}");
+    assert!(
+        line.starts_with(
+            "error: run would not start plugin testbed: it writes the namespaced v1/ConfigMap from a cluster-scoped parent"
+        ),
+        "{line}"
+    );
     // Granted what it declares, every response run refuses is refused, by the same gate.
     let line = reconcile("kube-system-deployment", "", Some(&policy));
-    assert!(line.contains("apps/v1/Deployment kube-system/x-root is in namespace \"kube-system\", which the host's policy does not grant"), "{line}");
+    assert!(
+        line.contains(
+            "apps/v1/Deployment kube-system/x-root is in namespace \"kube-system\", which the host's policy does not grant"
+        ),
+        "{line}"
+    );
     assert!(line.starts_with("error: response refused (ActionRefused), run would write nothing: "), "{line}");
     let line = reconcile("kube-system-deployment", ", namespace: tenant", Some(&policy));
     assert!(line.contains("asks for host access, which the host's policy does not grant (allowHostAccess): spec.template.spec.hostNetwork is true"), "{line}");

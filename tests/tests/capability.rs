@@ -75,8 +75,11 @@ async fn host_client(cp: &ControlPlane, admin: &kube::Client, plugins: &[&Path],
     }
     let yaml =
         wasmop::cli::rbac::render(&manifests, &HostPolicy::from_yaml(policy)?, &kinds, "wasmop", "wasmop-system", "wasmop")?;
-    apply(admin, &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "wasmop", "namespace": "wasmop-system"}}))
-        .await?;
+    apply(
+        admin,
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "wasmop", "namespace": "wasmop-system"}}),
+    )
+    .await?;
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("rbac.yaml"), &yaml)?;
     apply_file(admin, &dir.path().join("rbac.yaml")).await?;
@@ -138,12 +141,18 @@ async fn a_cluster_scoped_parent_writes_only_where_granted_and_never_with_the_ho
     let (cp, admin) = control_plane().await?;
     let cms = api_for(&admin, "v1", "ConfigMap", Some("tenant")).await?;
     let leases = api_for(&admin, "coordination.k8s.io/v1", "Lease", Some("tenant")).await?;
-    apply(&admin, &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "users", "namespace": "tenant"},
-        "data": {"owner": "a user"}}))
+    apply(
+        &admin,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "users", "namespace": "tenant"},
+        "data": {"owner": "a user"}}),
+    )
     .await?;
     // Stands in for the host's leader Lease (the host names it `wasmop`).
-    apply(&admin, &json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "wasmop", "namespace": "tenant"}, "spec": {"holderIdentity": "host-0", "leaseDurationSeconds": 15}}))
+    apply(
+        &admin,
+        &json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "wasmop", "namespace": "tenant"}, "spec": {"holderIdentity": "host-0", "leaseDurationSeconds": 15}}),
+    )
     .await?;
     let file = plugin_with_features("testbed", "wasm32-wasip2", &["cluster-parent"]);
     let client = host_client(&cp, &admin, &[&file], CLUSTER_PARENT_GRANTS).await?;
@@ -157,7 +166,10 @@ async fn a_cluster_scoped_parent_writes_only_where_granted_and_never_with_the_ho
 
     apply(&admin, &cluster_testbed("escape", json!({"mode": "kube-system-deployment"}))).await?;
     let message = refused(&parents, "escape", "ActionRefused").await?;
-    assert!(message.contains("kube-system/escape-root is in namespace \"kube-system\", which the host's policy does not grant"), "{message}");
+    assert!(
+        message.contains("kube-system/escape-root is in namespace \"kube-system\", which the host's policy does not grant"),
+        "{message}"
+    );
     let system = api_for(&admin, "apps/v1", "Deployment", Some("kube-system")).await?;
     assert!(system.get_opt("escape-root").await?.is_none());
 

@@ -149,9 +149,7 @@ mod tests {
 
     #[test]
     fn another_plugins_child_of_the_same_parent_is_not_this_plugins() {
-        let child = |labels: Value| {
-            json!({"metadata": {"labels": labels, "ownerReferences": [{"kind": "M", "name": "m", "uid": "u1", "controller": true}]}})
-        };
+        let child = |labels: Value| json!({"metadata": {"labels": labels, "ownerReferences": [{"kind": "M", "name": "m", "uid": "u1", "controller": true}]}});
         assert_eq!(Control::of(&child(json!({PLUGIN_LABEL: "memcached"})), "u1", "memcached"), Control::ThisParent);
         let theirs = Control::of(&child(json!({PLUGIN_LABEL: "attacker"})), "u1", "memcached");
         assert!(matches!(theirs, Control::Other(_)) && !theirs.may_apply(&manifest(true), &adopting()), "{theirs}");

@@ -389,7 +389,8 @@ mod tests {
 
     #[test]
     fn another_plugins_child_of_the_same_parent_is_neither_applied_deleted_nor_pruned() {
-        let victims = [labelled(config_map("victim", Some("u-p")), "victim"), labelled(config_map("own", Some("u-p")), "memcached")];
+        let victims =
+            [labelled(config_map("victim", Some("u-p")), "victim"), labelled(config_map("own", Some("u-p")), "memcached")];
         let err = run(Response { children: vec![child("victim")], ..Default::default() }, &victims).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -438,7 +439,10 @@ mod tests {
         let mut escaped = child("x");
         escaped["metadata"]["namespace"] = json!("kube-system");
         let err = run(Response { children: vec![escaped], ..Default::default() }, &[]).unwrap_err();
-        assert!(matches!(&err, PlanError::Scope(e) if matches!(e.refusal(), Some(crate::policy::Refusal::OtherNamespace { .. }))), "{err}");
+        assert!(
+            matches!(&err, PlanError::Scope(e) if matches!(e.refusal(), Some(crate::policy::Refusal::OtherNamespace { .. }))),
+            "{err}"
+        );
         assert_eq!(err.reason(), "ActionRefused");
     }
 

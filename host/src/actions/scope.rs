@@ -138,7 +138,9 @@ fn check_one(
         return Err(ScopeError::UndeclaredKind { object: object(), kind: kind_name() });
     }
     let scope = scopes.scope_of(kind).ok_or_else(|| ScopeError::UnknownScope { object: object(), kind: kind_name() })?;
-    grants.may_write(kind, scope, ns, ParentScope::of(parent_ns)).map_err(|refusal| ScopeError::Refused { object: object(), refusal })?;
+    grants
+        .may_write(kind, scope, ns, ParentScope::of(parent_ns))
+        .map_err(|refusal| ScopeError::Refused { object: object(), refusal })?;
     Ok(scope)
 }
 
@@ -193,7 +195,11 @@ mod tests {
     }
 
     fn role_granted() -> Grants {
-        Grants { cluster_scoped_children: [cluster_role()].into(), escalation_kinds: [cluster_role()].into(), ..Grants::default() }
+        Grants {
+            cluster_scoped_children: [cluster_role()].into(),
+            escalation_kinds: [cluster_role()].into(),
+            ..Grants::default()
+        }
     }
 
     fn with_cluster_role(mut m: Manifest) -> Manifest {
@@ -365,7 +371,12 @@ mod tests {
         check(&m, &all, &kinds(), &cluster_parent(), &mut into(Some("tenant"))).unwrap();
         assert!(check(&m, &all, &kinds(), &cluster_parent(), &mut into(Some("kube-system"))).is_err());
         assert!(check(&m, &all, &kinds(), &cluster_parent(), &mut into(None)).is_err(), "no namespace, nowhere");
-        let delete = ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("kube-system".into()), name: "c".into() };
+        let delete = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("kube-system".into()),
+            name: "c".into(),
+        };
         let mut d = Response { delete: vec![delete], ..Default::default() };
         assert!(check(&m, &all, &kinds(), &cluster_parent(), &mut d).is_err(), "deletes pass the same gate");
     }
@@ -386,8 +397,14 @@ mod tests {
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "wasmop"}});
         let err = check(&m, &leases, &kinds(), &parent(), &mut response(lease)).unwrap_err();
         assert!(matches!(err.refusal(), Some(Refusal::HostObject { .. })), "{err}");
-        let delete = ObjectRef { api_version: "coordination.k8s.io/v1".into(), kind: "Lease".into(), namespace: None, name: "wasmop".into() };
-        let err = check(&m, &leases, &kinds(), &parent(), &mut Response { delete: vec![delete], ..Default::default() }).unwrap_err();
+        let delete = ObjectRef {
+            api_version: "coordination.k8s.io/v1".into(),
+            kind: "Lease".into(),
+            namespace: None,
+            name: "wasmop".into(),
+        };
+        let err =
+            check(&m, &leases, &kinds(), &parent(), &mut Response { delete: vec![delete], ..Default::default() }).unwrap_err();
         assert!(matches!(err.refusal(), Some(Refusal::HostObject { .. })), "{err}");
     }
 

@@ -508,7 +508,10 @@ mod tests {
         );
         let scope_only = "plugins: {memcached: {grants: {clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole]}}}";
         let rules_of = |grant: &str| rules(std::slice::from_ref(&m), &HostPolicy::from_yaml(grant).unwrap(), &kinds()).unwrap();
-        assert!(!rules_of(scope_only).iter().any(|r| r["resources"][0] == "clusterroles"), "an escalation kind needs its grant too");
+        assert!(
+            !rules_of(scope_only).iter().any(|r| r["resources"][0] == "clusterroles"),
+            "an escalation kind needs its grant too"
+        );
         let grant = "plugins: {memcached: {grants: {clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole], \
                      escalationKinds: [rbac.authorization.k8s.io/v1/ClusterRole]}}}";
         let rules = rules_of(grant);

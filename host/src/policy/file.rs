@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::grants::SecretAccess;
-use super::webhook_reach::WebhookResourceEntry;
 use super::reconciled::ReconciledCondition;
 use super::removal::OnRemove;
+use super::webhook_reach::WebhookResourceEntry;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]

@@ -175,7 +175,10 @@ impl Grants {
         }
         let token_request = Kind::new("authentication.k8s.io", "v1", "TokenRequest");
         if object.is_some_and(|o| host_objects::is_token_secret(kind, o)) && !self.escalation_kinds.contains(&token_request) {
-            return Err(Refusal::Escalation { kind: format!("{token_request} (a Secret of type kubernetes.io/service-account-token)"), why: "mints credentials" });
+            return Err(Refusal::Escalation {
+                kind: format!("{token_request} (a Secret of type kubernetes.io/service-account-token)"),
+                why: "mints credentials",
+            });
         }
         let found = object.map(|o| host_access::violations(kind, o)).unwrap_or_default();
         if !found.is_empty() && !self.allow_host_access {
@@ -201,7 +204,10 @@ mod tests {
     }
 
     fn write_into(names: &[&str]) -> Grants {
-        Grants { write_namespaces: NamespaceGrant::from_list(names.iter().map(|n| (*n).to_owned()).collect()), ..Grants::default() }
+        Grants {
+            write_namespaces: NamespaceGrant::from_list(names.iter().map(|n| (*n).to_owned()).collect()),
+            ..Grants::default()
+        }
     }
 
     #[test]
@@ -259,11 +265,8 @@ mod tests {
 
     #[test]
     fn the_hosts_own_role_is_never_bound_even_when_bindings_are_granted() {
-        let granted = Grants {
-            escalation_kinds: [binding()].into(),
-            cluster_scoped_children: [binding()].into(),
-            ..Grants::default()
-        };
+        let granted =
+            Grants { escalation_kinds: [binding()].into(), cluster_scoped_children: [binding()].into(), ..Grants::default() };
         let to_host = json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop"},
             "subjects": [{"kind": "Group", "name": "system:authenticated"}]});
         let err = granted.may_write_object(&binding(), "everyone", Some(&to_host)).unwrap_err();
@@ -307,7 +310,10 @@ mod tests {
         let write = Grants { secrets: SecretAccess::Write, ..Grants::default() };
         write.may_write(&secret, Scope::Namespaced, Some("ns"), ns).unwrap();
         let all = Grants { namespaces: NamespaceGrant::All, write_namespaces: NamespaceGrant::All, ..Grants::default() };
-        assert!(matches!(all.may_write(&config_map(), Scope::Namespaced, Some("other"), ns), Err(Refusal::OtherNamespace { .. })));
+        assert!(matches!(
+            all.may_write(&config_map(), Scope::Namespaced, Some("other"), ns),
+            Err(Refusal::OtherNamespace { .. })
+        ));
         let role = Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
         let granted = Grants { cluster_scoped_children: [role.clone()].into(), ..Grants::default() };
         assert!(matches!(

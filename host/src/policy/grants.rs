@@ -251,7 +251,9 @@ fn writes_hint(child: &Kind, refusal: &Refusal, parent: Scope) -> String {
             format!("the cluster-scoped {child} (grant clusterScopedChildren: [{child}])")
         }
         (Refusal::NamespaceNotGranted { .. }, _) => {
-            format!("the namespaced {child} from a cluster-scoped parent, in no namespace granted (grant writeNamespaces: [NAMESPACE, ...])")
+            format!(
+                "the namespaced {child} from a cluster-scoped parent, in no namespace granted (grant writeNamespaces: [NAMESPACE, ...])"
+            )
         }
         (Refusal::Escalation { why, .. }, _) => format!("{child}, which {why} (grant escalationKinds: [{child}])"),
         (refusal, _) => format!("{child}, which {refusal}"),
@@ -321,8 +323,11 @@ mod tests {
                  (grant escalationKinds: [rbac.authorization.k8s.io/v1/ClusterRole])",
             ]
         );
-        let granted =
-            Grants { cluster_scoped_children: [role.clone()].into(), escalation_kinds: [role.clone()].into(), ..Grants::default() };
+        let granted = Grants {
+            cluster_scoped_children: [role.clone()].into(),
+            escalation_kinds: [role.clone()].into(),
+            ..Grants::default()
+        };
         assert!(granted.ungranted(&m, &kinds).is_empty());
         let other_version = Grants {
             cluster_scoped_children: [Kind::new("rbac.authorization.k8s.io", "v1beta1", "ClusterRole")].into(),
@@ -397,7 +402,8 @@ mod tests {
             err.to_string(),
             "invalid policy: plugins.a.grants.escalationKinds: v1/ConfigMap is not an escalation kind (see docs/security.md)"
         );
-        let err = crate::policy::HostPolicy::from_yaml("plugins: {a: {grants: {webhookResources: [{resource: pods, mode: all}]}}}");
+        let err =
+            crate::policy::HostPolicy::from_yaml("plugins: {a: {grants: {webhookResources: [{resource: pods, mode: all}]}}}");
         assert!(err.is_err());
     }
 

@@ -167,7 +167,8 @@ mod tests {
             let found = violations(&kind, &pod_spec_in(&kind, hostile.clone()));
             assert_eq!(found.len(), 10, "{kind}: {found:#?}");
         }
-        let found = violations(&Kind::new("apps", "v1", "Deployment"), &pod_spec_in(&Kind::new("apps", "v1", "Deployment"), hostile));
+        let found =
+            violations(&Kind::new("apps", "v1", "Deployment"), &pod_spec_in(&Kind::new("apps", "v1", "Deployment"), hostile));
         assert!(found.contains(&"spec.template.spec.containers[0] (c) adds capabilities SYS_ADMIN".to_owned()), "{found:#?}");
         assert!(found.contains(&"spec.template.spec.containers[0] (c) binds host port 80".to_owned()), "{found:#?}");
         assert!(found.contains(&"spec.template.spec.initContainers[0] (init) is privileged".to_owned()), "{found:#?}");

@@ -178,8 +178,10 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
                     WebhookMode::Mutate => format!("{{resource: \"{key}\", mode: mutate}}"),
                 };
                 note(match (wildcard, mode) {
-                    (true, _) => format!("{verb} every resource matching {key} in webhook {name:?} (grant webhookResources: [{}])",
-                        grant.replace(&key, "*")),
+                    (true, _) => format!(
+                        "{verb} every resource matching {key} in webhook {name:?} (grant webhookResources: [{}])",
+                        grant.replace(&key, "*")
+                    ),
                     (false, WebhookMode::Validate) => format!(
                         "admits {key} in webhook {name:?}, a resource its manifest does not declare (declare the kind, or \
                          grant webhookResources: [{key}])"
@@ -202,11 +204,9 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
             for e in matched_by_rule(group, full_resource) {
                 let granted = grants.escalation_kinds.iter().any(|k| k.group == e.group && k.kind == e.kind);
                 if !granted {
-                    let kind = if e.group.is_empty() { format!("v1/{}", e.kind) } else { format!("{}/VERSION/{}", e.group, e.kind) };
-                    note(format!(
-                        "{verb} {}, which {}, in webhook {name:?} (grant escalationKinds: [{kind}])",
-                        e.kind, e.why
-                    ));
+                    let kind =
+                        if e.group.is_empty() { format!("v1/{}", e.kind) } else { format!("{}/VERSION/{}", e.group, e.kind) };
+                    note(format!("{verb} {}, which {}, in webhook {name:?} (grant escalationKinds: [{kind}])", e.kind, e.why));
                 }
             }
         }
@@ -305,11 +305,14 @@ mod tests {
             ["admits Lease, which holds or blocks leader election, in webhook \"veto\" (grant escalationKinds: \
               [coordination.k8s.io/VERSION/Lease])"]
         );
-        let named =
-            Grants { escalation_kinds: [Kind::new("coordination.k8s.io", "v1", "Lease")].into(), ..Grants::default() };
+        let named = Grants { escalation_kinds: [Kind::new("coordination.k8s.io", "v1", "Lease")].into(), ..Grants::default() };
         assert!(uncovered(&named, &declares_leases, &kinds()).is_empty());
         let all = judge(&["*"], true, vec![webhook("all", "*", "*")]);
-        assert_eq!(all.len(), super::super::ESCALATION_KINDS.len() - 1, "every escalation kind but the token subresource: {all:#?}");
+        assert_eq!(
+            all.len(),
+            super::super::ESCALATION_KINDS.len() - 1,
+            "every escalation kind but the token subresource: {all:#?}"
+        );
         let rbac = judge(&["*"], false, vec![webhook("rbac", "rbac.authorization.k8s.io", "*")]);
         assert_eq!(rbac.len(), 4, "{rbac:#?}");
     }

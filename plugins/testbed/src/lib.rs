@@ -111,8 +111,11 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
-        let manifest =
-            if cfg!(feature = "admission") { admission_webhooks().into_iter().fold(manifest, Manifest::webhook) } else { manifest };
+        let manifest = if cfg!(feature = "admission") {
+            admission_webhooks().into_iter().fold(manifest, Manifest::webhook)
+        } else {
+            manifest
+        };
         capability::extend(manifest)
     }
 

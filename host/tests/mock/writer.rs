@@ -104,7 +104,7 @@ async fn execute_for(
         client: &client,
         discovery: &discovery,
         manifest: &manifest,
-        grants: &wasmop::policy::Grants::default(),
+        grants,
         parent: &parent,
         parent_resource: &resource,
         cache: &cache,
@@ -179,7 +179,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
         client: &client,
         discovery: &discovery,
         manifest: &manifest,
-        grants: &wasmop::policy::Grants::default(),
+        grants: &Grants::default(),
         parent: &parent,
         parent_resource: &resource,
         cache: &cache,
@@ -217,7 +217,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
 async fn a_granted_cluster_scoped_child_is_applied_without_namespace_and_names_its_parent_by_label() {
     let role = Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
     let manifest = Manifest { children: vec![config_map_kind(), role.clone()], ..manifest() };
-    let grants = Grants { cluster_scoped_children: [role].into(), ..Grants::default() };
+    let grants = Grants { cluster_scoped_children: [role.clone()].into(), escalation_kinds: [role].into(), ..Grants::default() };
     let child = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "tb-role", "labels": {PARENT_UID_LABEL: "forged", "app": "tb"}}, "rules": []});
     let response = Response { children: vec![child], ..Default::default() };
@@ -382,7 +382,7 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
         client: &client,
         discovery: &discovery,
         manifest: &manifest,
-        grants: &wasmop::policy::Grants::default(),
+        grants: &Grants::default(),
         parent: &parent,
         parent_resource: &resource,
         cache: &cache,
@@ -410,7 +410,7 @@ async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() 
         client: &client,
         discovery: &discovery,
         manifest: &manifest,
-        grants: &wasmop::policy::Grants::default(),
+        grants: &Grants::default(),
         parent: &parent,
         parent_resource: &resource,
         cache: &cache,

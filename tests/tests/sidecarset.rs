@@ -208,7 +208,8 @@ async fn the_api_server_calls_the_sidecarset_webhooks_over_tls() -> Result<()> {
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})).await?;
     let dir = tempfile::tempdir()?;
     std::fs::copy(plugin("sidecarset", "wasm32-wasip2"), dir.path().join("sidecarset.wasm"))?;
-    let runtime = Runtime::builder().artifact_dir(None).build()?;
+    let policy = wasmop::policy::HostPolicy::from_yaml(SIDECARSET_GRANTS)?;
+    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build()?;
     let manager = Arc::new(Manager::new(client.clone(), runtime, Host::test_config()));
     let reloader = Reloader::new(Arc::clone(&manager), dir.path(), ReloadConfig::default());
     let certs = CertSource::Secret {

@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
 use crate::controller::{Finished, Manager, ObjectKey, Serving};
+use crate::policy::NamespaceGrant;
 use crate::runtime::CallError;
 
 /// Why a webhook is not served.
@@ -82,6 +83,13 @@ pub trait Admitter: Send + Sync + 'static {
 
     /// Every loaded plugin's declared webhooks, by plugin name (for the registration).
     fn webhooks(&self) -> Vec<(String, Vec<Webhook>)>;
+
+    /// The namespaces `plugin`'s policy grants it (`grants.namespaces`): its webhooks reach
+    /// `kube-system` only when this names it. Without a policy: the parents' namespaces only.
+    fn namespace_grant(&self, plugin: &str) -> NamespaceGrant {
+        let _ = plugin;
+        NamespaceGrant::ParentOnly
+    }
 }
 
 impl Admitter for Manager {
@@ -147,5 +155,9 @@ impl Admitter for Manager {
                 (plugin.name().to_owned(), plugin.manifest().webhooks.clone())
             })
             .collect()
+    }
+
+    fn namespace_grant(&self, plugin: &str) -> NamespaceGrant {
+        self.controller(plugin).map(|c| c.plugin().grants().namespaces.clone()).unwrap_or_default()
     }
 }

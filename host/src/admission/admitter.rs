@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
 use crate::controller::{Finished, Manager, ObjectKey, Serving};
-use crate::policy::NamespaceGrant;
+use crate::policy::Grants;
 use crate::runtime::CallError;
 
 /// Why a webhook is not served.
@@ -84,11 +84,12 @@ pub trait Admitter: Send + Sync + 'static {
     /// Every loaded plugin's declared webhooks, by plugin name (for the registration).
     fn webhooks(&self) -> Vec<(String, Vec<Webhook>)>;
 
-    /// The namespaces `plugin`'s policy grants it (`grants.namespaces`): its webhooks reach
-    /// `kube-system` only when this names it. Without a policy: the parents' namespaces only.
-    fn namespace_grant(&self, plugin: &str) -> NamespaceGrant {
+    /// What `plugin`'s policy grants it: its webhooks reach `kube-system` only when
+    /// `grants.namespaces` names it, and a mutated object is judged under these grants.
+    /// Without a policy: nothing beyond the manifest.
+    fn grants(&self, plugin: &str) -> Grants {
         let _ = plugin;
-        NamespaceGrant::ParentOnly
+        Grants::default()
     }
 }
 
@@ -157,7 +158,7 @@ impl Admitter for Manager {
             .collect()
     }
 
-    fn namespace_grant(&self, plugin: &str) -> NamespaceGrant {
-        self.controller(plugin).map(|c| c.plugin().grants().namespaces.clone()).unwrap_or_default()
+    fn grants(&self, plugin: &str) -> Grants {
+        self.controller(plugin).map(|c| c.plugin().grants().clone()).unwrap_or_default()
     }
 }

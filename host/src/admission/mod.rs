@@ -3,7 +3,9 @@
 //! server call it.
 //!
 //! - [`review`]: `AdmissionReview` `admission.k8s.io/v1` in and out, with its size bound.
-//! - [`patch`]: the JSON Patch of a mutation, computed by the host; identity changes refused.
+//! - [`patch`]: the JSON Patch of a mutation, computed by the host; identity, owner, finalizer
+//!   and host-label changes refused.
+//! - [`mutated_content`]: the content checks of a mutated object (the hook of the policy's).
 //! - [`admitter`]: the seam from "plugin + webhook" to the plugin version serving now.
 //! - [`exclusions`]: what no registered webhook reaches (the host's namespace, `kube-system`,
 //!   the host's own objects).
@@ -21,6 +23,7 @@ pub mod certs;
 pub mod exclusions;
 pub mod handler;
 pub mod metrics;
+pub mod mutated_content;
 pub mod patch;
 pub mod registration;
 pub mod review;

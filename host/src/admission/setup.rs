@@ -195,7 +195,7 @@ impl PluginSetObserver for Follow {
                 .into_iter()
                 .filter(|(name, hooks)| Some(name.as_str()) != leaving && !hooks.is_empty())
                 .collect();
-            let grants = plugins.keys().map(|name| (name.clone(), self.admitter.namespace_grant(name))).collect();
+            let grants = plugins.keys().map(|name| (name.clone(), self.admitter.grants(name).namespaces)).collect();
             self.registrar.update(plugins, grants).await;
         })
     }

@@ -9,6 +9,7 @@ pub mod names;
 mod object;
 mod request;
 mod response;
+pub mod schema_bounds;
 mod scopes;
 mod verdict;
 mod webhooks;

@@ -27,6 +27,7 @@ use super::initial_list::{InitialList, ListMode};
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
+use super::watch_backoff::WatchBackoff;
 use crate::objects::{ObjectCache, WatchedObject, controller_uid, name_of, namespace_of};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
@@ -336,8 +337,8 @@ impl KindWatch {
 }
 
 /// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
-/// the objects `selector` matches (`None`: all); on errors retry with backoff (the API server
-/// going away is survived here) and relist. The kind is synced once every one of them has
+/// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`] (the API
+/// server going away is survived here, and its return noticed within seconds) and relist. The kind is synced once every one of them has
 /// listed. Objects arrive stripped ([`WatchedObject`]).
 async fn run_watch(
     kind: Kind,
@@ -355,7 +356,7 @@ async fn run_watch(
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
     let streams = apis
         .into_iter()
-        .map(|(ns, api)| watcher(api, config.clone()).default_backoff().map(move |event| (ns.clone(), event)).boxed());
+        .map(|(ns, api)| watcher(api, config.clone()).backoff(WatchBackoff::default()).map(move |event| (ns.clone(), event)).boxed());
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
     let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Object>>> = HashMap::new();

@@ -5,6 +5,7 @@
 mod fields;
 mod kind;
 pub(crate) mod manifest;
+pub mod parsed_size;
 pub mod names;
 mod object;
 mod request;

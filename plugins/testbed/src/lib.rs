@@ -56,6 +56,10 @@
 //! | `lookup` (validating) | list the `Testbed` objects of the object's namespace and allow with one warning naming them |
 //! | `secrets` (validating; `admits-secrets` build) | on *Secrets* labelled `testbed-admission=secrets`, which it does not declare: deny with `testbed saw secret <name>: <data keys>`, showing what it saw (hostile) |
 //!
+//! The builds attacking the host's own surface and bounds (webhooks on Leases, mutations of
+//! ownership, configuration schemas that cost more than they look) are listed in
+//! [`hostile_surface`].
+//!
 //! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
 //! the mode) answers `finalized` with a Normal event `Finalized`.
 //!
@@ -68,6 +72,7 @@ use serde_json::{Value, json};
 use wasmop_sdk::prelude::*;
 
 mod admission;
+pub mod hostile_surface;
 pub use admission::{ADMISSION_LABEL, admission_webhooks};
 
 /// The plugin version (0.2.0 in the `test-v2` build used by the circuit breaker tests).
@@ -106,11 +111,17 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
+        let manifest = if cfg!(feature = "vetoes-leases") { manifest.related(hostile_surface::lease_kind(), "") } else { manifest };
+        let manifest = hostile_surface::hostile_webhooks().into_iter().fold(manifest, Manifest::webhook);
+        let manifest = match hostile_surface::config_schema() {
+            Some(schema) => manifest.config_schema(schema),
+            None => manifest,
+        };
         if cfg!(feature = "admission") { admission_webhooks().into_iter().fold(manifest, Manifest::webhook) } else { manifest }
     }
 
     fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
-        admission::admit(webhook, req, ctx)
+        hostile_surface::admit(webhook, &req).unwrap_or_else(|| admission::admit(webhook, req, ctx))
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
@@ -163,6 +174,7 @@ impl Plugin for Testbed {
             }
             "big" => Ok(big(name, spec["count"].as_u64().unwrap_or(100_000))),
             "huge" => Ok(huge(name, spec["bytes"].as_u64().unwrap_or(100_000_000))),
+            "dense" => Ok(hostile_surface::dense(name, spec["bytes"].as_u64().unwrap_or(15_000_000))),
             "sleep-ms" => {
                 busy_wait(Duration::from_millis(spec["millis"].as_u64().unwrap_or(100)));
                 Ok(ok(name))

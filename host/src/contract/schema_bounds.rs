@@ -71,9 +71,12 @@ pub enum SchemaBoundError {
     },
 }
 
-/// Keywords whose values are data, not subschemas: not walked, and not counted beyond one.
-const DATA_KEYWORDS: [&str; 5] = ["enum", "const", "default", "examples", "description"];
 /// Keywords that refer to another subschema.
+///
+/// Every value is walked, data (`enum`, `const`, `default`) included: a key means a keyword or a
+/// property name depending on where it is, and a walk that skipped "data" by key would skip a
+/// property named `default` holding a subschema. Counting data as subschemas only errs on the
+/// safe side.
 const REF_KEYWORDS: [&str; 3] = ["$ref", "$recursiveRef", "$dynamicRef"];
 
 /// Check `schema` against every bound of this module.
@@ -94,9 +97,6 @@ fn check_patterns(schema: &Value) -> Result<(), SchemaBoundError> {
         match value {
             Value::Object(map) => {
                 for (key, child) in map {
-                    if DATA_KEYWORDS.contains(&key.as_str()) {
-                        continue;
-                    }
                     match (key.as_str(), child) {
                         ("pattern", Value::String(p)) => (count, bytes) = (count + 1, bytes + p.len()),
                         ("patternProperties", Value::Object(patterns)) => {
@@ -138,9 +138,7 @@ fn targets(schema: &Value) -> HashMap<String, String> {
                     found.insert(id.clone(), pointer.clone());
                 }
                 for (key, child) in map {
-                    if !DATA_KEYWORDS.contains(&key.as_str()) {
-                        stack.push((child, format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))));
-                    }
+                    stack.push((child, format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))));
                 }
             }
             Value::Array(items) => stack.extend(items.iter().enumerate().map(|(i, v)| (v, format!("{pointer}/{i}")))),
@@ -175,7 +173,6 @@ impl Walk<'_> {
             Value::Object(map) => {
                 for (key, child) in map {
                     let size = match child {
-                        _ if DATA_KEYWORDS.contains(&key.as_str()) => 1,
                         Value::String(reference) if REF_KEYWORDS.contains(&key.as_str()) => {
                             let target = self.resolve(reference)?;
                             let root = self.root;
@@ -315,7 +312,18 @@ mod tests {
         assert_eq!(check(&json!({"patternProperties": keys})), Ok(()));
         let long = "\\p{L}".repeat(MAX_PATTERN_BYTES / 5 + 1);
         assert!(matches!(check(&json!({"pattern": long})), Err(SchemaBoundError::PatternBytes { .. })));
-        assert_eq!(check(&json!({"enum": [{"pattern": "x".repeat(MAX_PATTERN_BYTES * 2)}]})), Ok(()), "data is not a pattern");
+        assert!(
+            matches!(check(&json!({"enum": [{"pattern": "x".repeat(MAX_PATTERN_BYTES * 2)}]})), Err(SchemaBoundError::PatternBytes { .. })),
+            "data is counted too: on the safe side"
+        );
+    }
+
+    #[test]
+    fn a_bomb_under_a_property_named_like_a_data_keyword_is_still_found() {
+        let mut bomb = doubling(60);
+        let hidden = bomb["properties"]["x"].take();
+        bomb["properties"] = json!({"default": hidden, "enum": {"type": "string"}});
+        assert_eq!(check(&bomb), Err(SchemaBoundError::TooManySubschemas { limit: MAX_EXPANDED_NODES }));
     }
 
     #[test]

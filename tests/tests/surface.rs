@@ -155,7 +155,9 @@ async fn cluster_with_host_namespace() -> Result<(ControlPlane, kube::Client)> {
 }
 
 fn lease(name: &str, holder: &str) -> Result<Lease> {
-    Ok(serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}))?)
+    Ok(serde_json::from_value(
+        json!({"metadata": {"name": name}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}),
+    )?)
 }
 
 /// Create Lease `name` in `api`'s namespace (if absent), then update its holder: the update's
@@ -181,7 +183,8 @@ async fn a_fail_webhook_vetoing_every_lease_update_blocks_neither_the_hosts_leas
 
     // The veto is live where the host does not exclude it.
     let elsewhere: Api<Lease> = Api::namespaced(client.clone(), "default");
-    let denied = eventually("a Lease update in default vetoed", WAIT, || async { update_lease(&elsewhere, "probe").await }).await?;
+    let denied =
+        eventually("a Lease update in default vetoed", WAIT, || async { update_lease(&elsewhere, "probe").await }).await?;
     assert!(denied.contains("testbed vetoes lease probe"), "{denied}");
 
     // kube-system's Leases (kube-controller-manager's, kube-scheduler's) and the host's own are
@@ -192,8 +195,11 @@ async fn a_fail_webhook_vetoing_every_lease_update_blocks_neither_the_hosts_leas
     assert_eq!(update_lease(&own, "wasmop-shard-a").await?, None, "a Lease of the host's updates");
 
     // The host's leader election keeps its Lease through several renew deadlines.
-    let timings =
-        LeaseConfig { lease_duration: Duration::from_secs(3), renew_deadline: Duration::from_secs(2), retry_period: Duration::from_millis(300) };
+    let timings = LeaseConfig {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(300),
+    };
     let elector = LeaderElector::new(client.clone(), HOST_NAMESPACE, "wasmop", "surface-host", timings);
     tokio::time::timeout(WAIT, elector.acquire()).await.context("leadership acquired")?;
     let renewed = |l: Lease| l.spec.and_then(|s| s.renew_time).map(|t| t.0);
@@ -257,7 +263,8 @@ async fn a_directory_and_a_symlink_loop_named_wasm_get_one_rejection_and_a_file_
         ("loop-a.wasm", "Too many levels of symbolic links"),
         ("loop-b.wasm", "Too many levels of symbolic links"),
     ] {
-        let report = eventually(&format!("the file report of {file}"), WAIT, || async { Ok(wasmplugins.get_opt(file).await?) }).await?;
+        let report =
+            eventually(&format!("the file report of {file}"), WAIT, || async { Ok(wasmplugins.get_opt(file).await?) }).await?;
         let condition = report.data.pointer("/status/conditions/0").cloned().unwrap_or(Value::Null);
         assert_eq!(condition["reason"], "Unreadable", "{file}: {condition}");
         assert!(condition["message"].as_str().unwrap_or_default().contains(message), "{file}: {condition}");

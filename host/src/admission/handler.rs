@@ -178,7 +178,10 @@ impl Handler {
                         if patch.is_some()
                             && let Some(refusal) = content_refusal(&self.admitter.grants(plugin), m)
                         {
-                            return Err(CallFailure { reason: "InvalidMutation", message: format!("plugin {plugin}: {refusal}") });
+                            return Err(CallFailure {
+                                reason: "InvalidMutation",
+                                message: format!("plugin {plugin}: {refusal}"),
+                            });
                         }
                         patch
                     }

@@ -35,7 +35,9 @@ pub enum PatchError {
         to: String,
     },
     /// The mutation changes the object's owners, finalizers or the host's labels.
-    #[error("the mutation changes the object's {field}; a webhook may not change who owns an object or what the host keeps on it")]
+    #[error(
+        "the mutation changes the object's {field}; a webhook may not change who owns an object or what the host keeps on it"
+    )]
     OwnershipChanged {
         /// `metadata.ownerReferences`, `metadata.finalizers`, or the label or annotation
         /// (`metadata.labels["wasmop.dev/plugin"]`).
@@ -51,7 +53,8 @@ pub fn is_reserved_key(key: &str) -> bool {
 /// The first field of `metadata` naming who owns the object or what the host keeps on it that
 /// differs between `original` and `mutated`.
 fn ownership_change(original: &Value, mutated: &Value) -> Option<String> {
-    for (pointer, field) in [("/metadata/ownerReferences", "metadata.ownerReferences"), ("/metadata/finalizers", "metadata.finalizers")]
+    for (pointer, field) in
+        [("/metadata/ownerReferences", "metadata.ownerReferences"), ("/metadata/finalizers", "metadata.finalizers")]
     {
         if original.pointer(pointer) != mutated.pointer(pointer) {
             return Some(field.to_owned());
@@ -63,8 +66,8 @@ fn ownership_change(original: &Value, mutated: &Value) -> Option<String> {
         let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
         for key in keys {
             let (from, to) = (before.get(key), after.get(key));
-            let host_mark = key == crate::actions::labels::MANAGED_BY_LABEL
-                && [from, to].iter().any(|v| v.and_then(Value::as_str) == Some(crate::actions::labels::MANAGED_BY));
+            let host_mark = key == crate::actions::MANAGED_BY_LABEL
+                && [from, to].iter().any(|v| v.and_then(Value::as_str) == Some(crate::actions::MANAGED_BY));
             if from != to && (is_reserved_key(key) || host_mark) {
                 return Some(format!("metadata.{map}[{key:?}]"));
             }

@@ -459,7 +459,8 @@ mod tests {
             "the plugin's own requirements stay, the exclusion is added"
         );
         assert_eq!(inject["matchConditions"], json!(host.match_conditions("wasmop")));
-        let granted = configurations.validating["webhooks"].as_array().unwrap().iter().find(|w| w["name"] == "watch.granted.wasmop.dev");
+        let granted =
+            configurations.validating["webhooks"].as_array().unwrap().iter().find(|w| w["name"] == "watch.granted.wasmop.dev");
         let granted = granted.expect("the granted plugin's webhook");
         assert_eq!(
             granted["namespaceSelector"],

@@ -5,9 +5,9 @@
 mod fields;
 mod kind;
 pub(crate) mod manifest;
-pub mod parsed_size;
 pub mod names;
 mod object;
+pub mod parsed_size;
 mod request;
 mod response;
 pub mod schema_bounds;

@@ -383,12 +383,18 @@ mod tests {
     #[test]
     fn dense_json_under_the_byte_limit_is_refused_before_it_is_parsed() {
         let limits = OutputLimits { max_bytes: 1 << 20, max_actions: 10 };
-        let zeros = format!("{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},\"z\":[{}0]}}", "0,".repeat(400_000));
+        let zeros = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},\"z\":[{}0]}}",
+            "0,".repeat(400_000)
+        );
         assert!(zeros.len() < limits.max_bytes);
         let raw = RawResponse { children: vec![zeros], ..RawResponse::default() };
         let err = raw.validate(&limits).unwrap_err();
         assert!(matches!(err, ResponseError::TooDense { limit: 1_048_576, .. }), "{err}");
-        let plain = format!("{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},\"data\":{{\"k\":\"{}\"}}}}", "a".repeat(900_000));
+        let plain = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},\"data\":{{\"k\":\"{}\"}}}}",
+            "a".repeat(900_000)
+        );
         let raw = RawResponse { children: vec![plain], ..RawResponse::default() };
         assert_eq!(raw.validate(&limits).unwrap().children.len(), 1, "as many bytes of string are fine");
     }

@@ -313,7 +313,10 @@ mod tests {
         let long = "\\p{L}".repeat(MAX_PATTERN_BYTES / 5 + 1);
         assert!(matches!(check(&json!({"pattern": long})), Err(SchemaBoundError::PatternBytes { .. })));
         assert!(
-            matches!(check(&json!({"enum": [{"pattern": "x".repeat(MAX_PATTERN_BYTES * 2)}]})), Err(SchemaBoundError::PatternBytes { .. })),
+            matches!(
+                check(&json!({"enum": [{"pattern": "x".repeat(MAX_PATTERN_BYTES * 2)}]})),
+                Err(SchemaBoundError::PatternBytes { .. })
+            ),
             "data is counted too: on the safe side"
         );
     }

@@ -24,10 +24,10 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::initial_list::{InitialList, ListMode};
+use super::watch_backoff::WatchBackoff;
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
-use super::watch_backoff::WatchBackoff;
 use crate::objects::{ObjectCache, WatchedObject, controller_uid, name_of, namespace_of};
 
 type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
@@ -354,9 +354,9 @@ async fn run_watch(
     };
     let config = list_mode.apply(config).await;
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
-    let streams = apis
-        .into_iter()
-        .map(|(ns, api)| watcher(api, config.clone()).backoff(WatchBackoff::default()).map(move |event| (ns.clone(), event)).boxed());
+    let streams = apis.into_iter().map(|(ns, api)| {
+        watcher(api, config.clone()).backoff(WatchBackoff::default()).map(move |event| (ns.clone(), event)).boxed()
+    });
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
     let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Object>>> = HashMap::new();

@@ -37,7 +37,9 @@ pub struct Reservation {
 impl ResponseBudget {
     /// A budget of `bytes` (at least one unit of 1 KiB).
     pub fn new(bytes: u64) -> Self {
-        let total = u32::try_from(bytes.div_ceil(UNIT)).unwrap_or(u32::MAX).clamp(1, u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX));
+        let total = u32::try_from(bytes.div_ceil(UNIT))
+            .unwrap_or(u32::MAX)
+            .clamp(1, u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX));
         Self { units: Arc::new(Semaphore::new(total as usize)), total }
     }
 

@@ -23,9 +23,7 @@ pub fn hostile_webhooks() -> Vec<Webhook> {
     if cfg!(feature = "vetoes-leases") {
         webhooks.push(
             Webhook::validating("veto-leases")
-                .with_rule(
-                    Rule::new([Operation::Update], "coordination.k8s.io", "v1", "leases").scope(RuleScope::Namespaced),
-                )
+                .with_rule(Rule::new([Operation::Update], "coordination.k8s.io", "v1", "leases").scope(RuleScope::Namespaced))
                 .failure_policy(FailurePolicy::Fail)
                 .timeout_seconds(5),
         );

@@ -111,7 +111,8 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
-        let manifest = if cfg!(feature = "vetoes-leases") { manifest.related(hostile_surface::lease_kind(), "") } else { manifest };
+        let manifest =
+            if cfg!(feature = "vetoes-leases") { manifest.related(hostile_surface::lease_kind(), "") } else { manifest };
         let manifest = hostile_surface::hostile_webhooks().into_iter().fold(manifest, Manifest::webhook);
         let manifest = match hostile_surface::config_schema() {
             Some(schema) => manifest.config_schema(schema),

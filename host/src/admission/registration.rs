@@ -241,6 +241,9 @@ fn selector(text: &str) -> Result<Value, SelectorError> {
     Ok(if expressions.is_empty() { json!({}) } else { json!({"matchExpressions": expressions}) })
 }
 
+/// What the registrar is to write: its generation, each plugin's webhooks and namespace grant.
+type Desired = (u64, BTreeMap<String, Vec<Webhook>>, BTreeMap<String, NamespaceGrant>);
+
 /// Keeps the host's two webhook configurations equal to what the loaded plugins declare.
 ///
 /// Every replica follows the plugins; only the leader writes (a standby's latest desired
@@ -248,7 +251,7 @@ fn selector(text: &str) -> Result<Value, SelectorError> {
 /// manager [`FIELD_MANAGER`], or deletes when no webhook is left.
 #[derive(Debug)]
 pub struct Registrar {
-    desired: watch::Sender<(u64, BTreeMap<String, Vec<Webhook>>, BTreeMap<String, NamespaceGrant>)>,
+    desired: watch::Sender<Desired>,
     applied: watch::Receiver<u64>,
     leadership: Leadership,
 }

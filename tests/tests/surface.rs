@@ -84,7 +84,7 @@ async fn a_20_mib_config_schema_is_refused_on_its_bytes_before_the_host_parses_i
     let (loaded, peak) = heap_peak_during(runtime.load_file(&file)).await;
     let err = loaded.expect_err("refused").to_string();
     println!("20 MiB schema: refused with {err:?}; host heap peak during the load +{} MiB", peak >> 20);
-    assert!(err.contains("configSchema has 20971552 bytes, more than the limit of 65536"), "{err}");
+    assert!(err.contains("configSchema has 20971") && err.ends_with("bytes, more than the limit of 65536"), "{err}");
     // The text crosses the boundary once (20 MiB); parsing it, and serializing it again to
     // measure it, took twice more.
     assert!(peak < 36 << 20, "the host's heap grew by {} MiB", peak >> 20);
@@ -92,7 +92,7 @@ async fn a_20_mib_config_schema_is_refused_on_its_bytes_before_the_host_parses_i
 }
 
 #[tokio::test]
-async fn a_3_kb_schema_with_2_pow_60_ref_paths_is_refused_at_load_in_well_under_a_second() -> Result<()> {
+async fn a_3_kb_schema_with_2_pow_60_ref_paths_is_refused_at_load_instead_of_hanging_it() -> Result<()> {
     let runtime = roomy_runtime()?;
     let file = plugin_with_features("testbed", "wasm32-wasip2", &["schema-doubling"]);
     let started = Instant::now();

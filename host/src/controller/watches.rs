@@ -338,8 +338,8 @@ impl KindWatch {
 
 /// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
 /// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`] (the API
-/// server going away is survived here, and its return noticed within seconds) and relist. The kind is synced once every one of them has
-/// listed. Objects arrive stripped ([`WatchedObject`]).
+/// server going away is survived here, and its return noticed within seconds) and relist. The
+/// kind is synced once every one of them has listed. Objects arrive stripped ([`WatchedObject`]).
 async fn run_watch(
     kind: Kind,
     apis: Vec<(Option<String>, Api<WatchedObject>)>,

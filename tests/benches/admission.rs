@@ -111,6 +111,7 @@ async fn main() -> Result<()> {
         "bench-native",
         &Endpoint::Url(format!("https://127.0.0.1:{}", addr.port())),
         Some(&cert.ca_pem),
+        &registration::Exclusions::new(wasmop::admission::HostObjects::outside("default")),
         &[("native".to_owned(), vec![native_hook])].into(),
     )?;
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());

@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
 use crate::controller::{Finished, Manager, ObjectKey, Serving};
+use crate::policy::Grants;
 use crate::runtime::CallError;
 
 /// Why a webhook is not served.
@@ -82,6 +83,14 @@ pub trait Admitter: Send + Sync + 'static {
 
     /// Every loaded plugin's declared webhooks, by plugin name (for the registration).
     fn webhooks(&self) -> Vec<(String, Vec<Webhook>)>;
+
+    /// What `plugin`'s policy grants it: its webhooks reach `kube-system` only when
+    /// `grants.namespaces` names it, and a mutated object is judged under these grants.
+    /// Without a policy: nothing beyond the manifest.
+    fn grants(&self, plugin: &str) -> Grants {
+        let _ = plugin;
+        Grants::default()
+    }
 }
 
 impl Admitter for Manager {
@@ -147,5 +156,9 @@ impl Admitter for Manager {
                 (plugin.name().to_owned(), plugin.manifest().webhooks.clone())
             })
             .collect()
+    }
+
+    fn grants(&self, plugin: &str) -> Grants {
+        self.controller(plugin).map(|c| c.plugin().grants().clone()).unwrap_or_default()
     }
 }

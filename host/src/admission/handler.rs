@@ -21,6 +21,7 @@ use wasmop_types::{AdmissionRequest, Verdict, Webhook, WebhookType};
 
 use super::admitter::{Admitter, CallFailure};
 use super::metrics::{AdmissionMetrics, Outcome};
+use super::mutated_content::content_refusal;
 use super::patch::mutation_patch;
 use super::review::{self, Answer, ReviewError};
 
@@ -171,8 +172,19 @@ impl Handler {
                             message: format!("plugin {plugin}: the validating webhook {name} answered a changed object"),
                         });
                     }
-                    Some(m) => mutation_patch(original.as_ref(), m)
-                        .map_err(|e| CallFailure { reason: "InvalidMutation", message: format!("plugin {plugin}: {e}") })?,
+                    Some(m) => {
+                        let patch = mutation_patch(original.as_ref(), m)
+                            .map_err(|e| CallFailure { reason: "InvalidMutation", message: format!("plugin {plugin}: {e}") })?;
+                        if patch.is_some()
+                            && let Some(refusal) = content_refusal(&self.admitter.grants(plugin), m)
+                        {
+                            return Err(CallFailure {
+                                reason: "InvalidMutation",
+                                message: format!("plugin {plugin}: {refusal}"),
+                            });
+                        }
+                        patch
+                    }
                 };
                 record(Outcome::Allowed, if patch.is_some() { "Mutated" } else { "Allowed" });
                 Ok(Answer { uid, allowed: true, status: None, warnings, patch })
@@ -321,6 +333,20 @@ mod tests {
         assert_eq!(response["allowed"], false);
         assert!(response["status"]["message"].as_str().unwrap().contains("changes the object's metadata.name"), "{response}");
         assert!(registry.render().contains(r#"outcome="error",reason="InvalidMutation"} 1"#));
+    }
+
+    #[tokio::test]
+    async fn a_mutation_adding_an_owner_is_denied_with_the_reason() {
+        let mut owned = pod();
+        owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u"}]);
+        let (handler, _) = serve(allow(Some(owned)));
+        let response = answer_of(post(&handler, "/admission/p/m").await);
+        assert_eq!(response["allowed"], false);
+        assert_eq!(
+            response["status"]["message"],
+            "denied by wasmop (fail closed): plugin p: the mutation changes the object's metadata.ownerReferences; \
+             a webhook may not change who owns an object or what the host keeps on it"
+        );
     }
 
     #[tokio::test]

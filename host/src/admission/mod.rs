@@ -3,8 +3,12 @@
 //! server call it.
 //!
 //! - [`review`]: `AdmissionReview` `admission.k8s.io/v1` in and out, with its size bound.
-//! - [`patch`]: the JSON Patch of a mutation, computed by the host; identity changes refused.
+//! - [`patch`]: the JSON Patch of a mutation, computed by the host; identity, owner, finalizer
+//!   and host-label changes refused.
+//! - [`mutated_content`]: the content checks of a mutated object (the hook of the policy's).
 //! - [`admitter`]: the seam from "plugin + webhook" to the plugin version serving now.
+//! - [`exclusions`]: what no registered webhook reaches (the host's namespace, `kube-system`,
+//!   the host's own objects).
 //! - [`handler`]: one request to one answer; every failure is a denial with the reason.
 //! - [`server`]: HTTPS (rustls, `ring`) and HTTP/1.1.
 //! - [`certs`]: the serving certificate, generated and shared in a Secret, or read from a
@@ -16,8 +20,10 @@
 
 pub mod admitter;
 pub mod certs;
+pub mod exclusions;
 pub mod handler;
 pub mod metrics;
+pub mod mutated_content;
 pub mod patch;
 pub mod registration;
 pub mod review;
@@ -26,6 +32,7 @@ pub mod setup;
 
 pub use admitter::{Admitter, CallFailure, NotServed};
 pub use certs::{CertResolver, ServingCert};
+pub use exclusions::HostObjects;
 pub use handler::{Handler, webhook_path};
 pub use metrics::AdmissionMetrics;
 pub use registration::{Endpoint, Registrar};

@@ -7,6 +7,10 @@
 //! (`<base>/admission/<plugin>/<webhook>`, for a host outside the cluster or on loopback in
 //! tests) or a Service reference with that path (in a cluster). With no webhook at all, both
 //! configurations are deleted. `wasmop webhooks` prints the same documents ([`render_yaml`]).
+//!
+//! Every entry also carries the host's [`exclusions`](super::exclusions): its namespace selector
+//! gains the namespaces no plugin webhook reaches, and its `matchConditions` exclude the objects
+//! the host runs on.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +23,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use wasmop_types::{LabelSelector, SelectorError, Webhook, WebhookType};
 
+use super::exclusions::{HostObjects, exclude_namespaces};
 use super::handler::webhook_path;
 use crate::controller::Leadership;
+use crate::policy::NamespaceGrant;
 
 /// The field manager of the host's server-side applies of its webhook configurations.
 pub const FIELD_MANAGER: &str = "wasmop-admission";
@@ -86,13 +92,31 @@ impl Configurations {
     }
 }
 
+/// What the registered webhooks never reach: the host's objects, and for each plugin the
+/// namespaces its policy grants (a plugin missing here is granted only its parents' namespaces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exclusions {
+    /// The objects the host runs on.
+    pub host: HostObjects,
+    /// Each plugin's namespace grant (`grants.namespaces`), by plugin name.
+    pub grants: BTreeMap<String, NamespaceGrant>,
+}
+
+impl Exclusions {
+    /// The exclusions of `host`, with no plugin granted any other namespace.
+    pub fn new(host: HostObjects) -> Self {
+        Self { host, grants: BTreeMap::new() }
+    }
+}
+
 /// The registered name of webhook `webhook` of `plugin`.
 pub fn registered_name(plugin: &str, webhook: &str) -> String {
     format!("{webhook}.{plugin}.wasmop.dev")
 }
 
 /// The configurations named `name` for `plugins`' webhooks (by plugin name), reached at
-/// `endpoint`, trusting `ca_pem` (omitted when `None`, e.g. for cert-manager's CA injector).
+/// `endpoint`, trusting `ca_pem` (omitted when `None`, e.g. for cert-manager's CA injector),
+/// each webhook excluding what `exclusions` say.
 ///
 /// # Errors
 /// [`RegistrationError::Selector`] when a declared namespace or object selector does not parse.
@@ -100,10 +124,14 @@ pub fn build(
     name: &str,
     endpoint: &Endpoint,
     ca_pem: Option<&str>,
+    exclusions: &Exclusions,
     plugins: &BTreeMap<String, Vec<Webhook>>,
 ) -> Result<Configurations, RegistrationError> {
     let (mut validating, mut mutating) = (Vec::new(), Vec::new());
+    let match_conditions = exclusions.host.match_conditions(name);
     for (plugin, webhooks) in plugins {
+        let grant = exclusions.grants.get(plugin).cloned().unwrap_or_default();
+        let excluded = exclusions.host.excluded_namespaces(&grant);
         let mut webhooks: Vec<&Webhook> = webhooks.iter().collect();
         webhooks.sort_by(|a, b| a.name.cmp(&b.name));
         for webhook in webhooks {
@@ -133,8 +161,9 @@ pub fn build(
                 "sideEffects": webhook.side_effects,
                 "timeoutSeconds": webhook.timeout_seconds,
                 "matchPolicy": "Equivalent",
-                "namespaceSelector": selector(&webhook.namespace_selector)?,
+                "namespaceSelector": exclude_namespaces(selector(&webhook.namespace_selector)?, &excluded),
                 "objectSelector": selector(&webhook.object_selector)?,
+                "matchConditions": match_conditions,
             });
             match webhook.type_ {
                 WebhookType::Validating => validating.push(entry),
@@ -212,6 +241,9 @@ fn selector(text: &str) -> Result<Value, SelectorError> {
     Ok(if expressions.is_empty() { json!({}) } else { json!({"matchExpressions": expressions}) })
 }
 
+/// What the registrar is to write: its generation, each plugin's webhooks and namespace grant.
+type Desired = (u64, BTreeMap<String, Vec<Webhook>>, BTreeMap<String, NamespaceGrant>);
+
 /// Keeps the host's two webhook configurations equal to what the loaded plugins declare.
 ///
 /// Every replica follows the plugins; only the leader writes (a standby's latest desired
@@ -219,33 +251,36 @@ fn selector(text: &str) -> Result<Value, SelectorError> {
 /// manager [`FIELD_MANAGER`], or deletes when no webhook is left.
 #[derive(Debug)]
 pub struct Registrar {
-    desired: watch::Sender<(u64, BTreeMap<String, Vec<Webhook>>)>,
+    desired: watch::Sender<Desired>,
     applied: watch::Receiver<u64>,
     leadership: Leadership,
 }
 
 impl Registrar {
     /// Start writing the configurations named `name` for `endpoint`, trusting the CA bundle
-    /// `ca` holds now and later. Nothing is written before the first [`Registrar::update`].
+    /// `ca` holds now and later, every webhook excluding `host`'s objects. Nothing is written
+    /// before the first [`Registrar::update`].
     /// Returns the registrar and its writing task (abort it to stop).
     pub fn start(
         client: kube::Client,
         name: String,
         endpoint: Endpoint,
+        host: HostObjects,
         leadership: Leadership,
         mut ca: watch::Receiver<String>,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
-        let (desired, mut wanted) = watch::channel((0, BTreeMap::new()));
+        let (desired, mut wanted) = watch::channel((0, BTreeMap::new(), BTreeMap::new()));
         let (applied_tx, applied) = watch::channel(0);
         let leading = leadership.clone();
         let task = tokio::spawn(async move {
             loop {
                 leading.until_leader().await;
-                let (generation, plugins) = wanted.borrow_and_update().clone();
+                let (generation, plugins, grants) = wanted.borrow_and_update().clone();
                 let bundle = ca.borrow_and_update().clone();
                 if generation > 0 {
+                    let exclusions = Exclusions { host: host.clone(), grants };
                     let written = async {
-                        let configurations = build(&name, &endpoint, Some(&bundle), &plugins)?;
+                        let configurations = build(&name, &endpoint, Some(&bundle), &exclusions, &plugins)?;
                         write(&client, &name, &configurations).await
                     };
                     if let Err(e) = written.await {
@@ -265,18 +300,20 @@ impl Registrar {
         (Arc::new(Self { desired, applied, leadership }), task)
     }
 
-    /// Register exactly `plugins`' webhooks. On the leader, returns once they are written (at
-    /// most [`UPDATE_PATIENCE`]), so that a caller removing a plugin can stop it only after
-    /// the API server was told to stop calling it; on a standby, at once.
-    pub async fn update(&self, plugins: BTreeMap<String, Vec<Webhook>>) {
+    /// Register exactly `plugins`' webhooks, each plugin's reaching the namespaces `grants`
+    /// gives it. On the leader, returns once they are written (at most [`UPDATE_PATIENCE`]), so
+    /// that a caller removing a plugin can stop it only after the API server was told to stop
+    /// calling it; on a standby, at once.
+    pub async fn update(&self, plugins: BTreeMap<String, Vec<Webhook>>, grants: BTreeMap<String, NamespaceGrant>) {
         let mut generation = 0;
-        self.desired.send_if_modified(|(g, current)| {
-            if *current == plugins {
+        self.desired.send_if_modified(|(g, current, current_grants)| {
+            if *current == plugins && *current_grants == grants {
                 return false;
             }
             *g += 1;
             generation = *g;
             *current = plugins;
+            *current_grants = grants;
             true
         });
         if generation == 0 || !self.leadership.is_leader() {
@@ -347,6 +384,10 @@ mod tests {
         }
     }
 
+    fn outside() -> Exclusions {
+        Exclusions::new(HostObjects::outside("default"))
+    }
+
     fn plugins() -> BTreeMap<String, Vec<Webhook>> {
         [
             ("sidecarset".to_owned(), vec![webhook("inject", WebhookType::Mutating), webhook("check", WebhookType::Validating)]),
@@ -358,7 +399,7 @@ mod tests {
     #[test]
     fn each_webhook_is_registered_under_its_name_path_and_ca_with_kubernetes_fields() {
         let configurations =
-            build("wasmop-test", &Endpoint::Url("https://127.0.0.1:9443/".into()), Some("PEM"), &plugins()).unwrap();
+            build("wasmop-test", &Endpoint::Url("https://127.0.0.1:9443/".into()), Some("PEM"), &outside(), &plugins()).unwrap();
         let inject = &configurations.mutating["webhooks"][0];
         assert_eq!(configurations.mutating["metadata"]["name"], "wasmop-test");
         assert_eq!(inject["name"], "inject.sidecarset.wasmop.dev");
@@ -375,18 +416,20 @@ mod tests {
         );
         assert_eq!(
             inject["namespaceSelector"],
-            json!({"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "staging"]}, {"key": "skip", "operator": "DoesNotExist"}]})
+            json!({"matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["prod", "staging"]}, {"key": "skip", "operator": "DoesNotExist"},
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]})
         );
         assert_eq!(inject["objectSelector"], json!({}));
         assert_eq!(configurations.validating["webhooks"][0]["name"], "check.sidecarset.wasmop.dev");
         assert!(!configurations.is_empty());
-        assert!(build("w", &Endpoint::Url("https://x".into()), None, &BTreeMap::new()).unwrap().is_empty());
+        assert!(build("w", &Endpoint::Url("https://x".into()), None, &outside(), &BTreeMap::new()).unwrap().is_empty());
     }
 
     #[test]
     fn the_service_form_points_at_the_service_and_yaml_lists_mutating_first() {
         let service = Endpoint::Service { namespace: "wasmop-system".into(), name: "wasmop-webhook".into(), port: 443 };
-        let configurations = build("wasmop", &service, None, &plugins()).unwrap();
+        let configurations = build("wasmop", &service, None, &outside(), &plugins()).unwrap();
         assert_eq!(
             configurations.validating["webhooks"][0]["clientConfig"],
             json!({"service": {"namespace": "wasmop-system", "name": "wasmop-webhook", "path": "/admission/sidecarset/check", "port": 443}})
@@ -394,7 +437,40 @@ mod tests {
         let yaml = render_yaml(&configurations).unwrap();
         let mutating = yaml.find("kind: MutatingWebhookConfiguration").unwrap();
         assert!(mutating < yaml.find("kind: ValidatingWebhookConfiguration").unwrap(), "{yaml}");
-        assert_eq!(render_yaml(&build("w", &service, None, &BTreeMap::new()).unwrap()).unwrap(), "");
+        assert_eq!(render_yaml(&build("w", &service, None, &outside(), &BTreeMap::new()).unwrap()).unwrap(), "");
+    }
+
+    #[test]
+    fn every_webhook_excludes_the_hosts_namespace_kube_system_and_the_hosts_objects() {
+        let host = HostObjects {
+            namespace: Some("wasmop-system".into()),
+            lease_namespace: "wasmop-system".into(),
+            secret: Some(("wasmop-system".into(), "wasmop-admission-tls".into())),
+        };
+        let mut plugins = plugins();
+        plugins.insert("granted".into(), vec![webhook("watch", WebhookType::Validating)]);
+        plugins.get_mut("granted").unwrap()[0].namespace_selector = String::new();
+        let exclusions = Exclusions {
+            host: host.clone(),
+            grants: [("granted".to_owned(), NamespaceGrant::from_list(vec!["kube-system".into()]))].into(),
+        };
+        let configurations = build("wasmop", &Endpoint::Url("https://x".into()), None, &exclusions, &plugins).unwrap();
+        let inject = &configurations.mutating["webhooks"][0];
+        assert_eq!(
+            inject["namespaceSelector"]["matchExpressions"][2],
+            json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "wasmop-system"]}),
+            "the plugin's own requirements stay, the exclusion is added"
+        );
+        assert_eq!(inject["matchConditions"], json!(host.match_conditions("wasmop")));
+        let granted =
+            configurations.validating["webhooks"].as_array().unwrap().iter().find(|w| w["name"] == "watch.granted.wasmop.dev");
+        let granted = granted.expect("the granted plugin's webhook");
+        assert_eq!(
+            granted["namespaceSelector"],
+            json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["wasmop-system"]}]}),
+            "kube-system granted: only the host's namespace is excluded"
+        );
+        assert_eq!(granted["matchConditions"][0]["name"], "wasmop-excludes-leader-leases", "Leases there stay excluded");
     }
 
     #[test]
@@ -407,7 +483,7 @@ mod tests {
         );
         let mut bad = plugins();
         bad.get_mut("sidecarset").unwrap()[0].object_selector = "a in (".into();
-        let err = build("w", &Endpoint::Url("https://x".into()), None, &bad).unwrap_err().to_string();
+        let err = build("w", &Endpoint::Url("https://x".into()), None, &outside(), &bad).unwrap_err().to_string();
         assert!(err.starts_with("plugin sidecarset, webhook inject: label selector \"a in (\""), "{err}");
     }
 }

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::admitter::Admitter;
 use super::certs::{self, CertError, CertResolver, ServingCert};
+use super::exclusions::HostObjects;
 use super::handler::{DEFAULT_MAX_IN_FLIGHT, Handler};
 use super::metrics::AdmissionMetrics;
 use super::registration::{Endpoint, Registrar};
@@ -63,18 +64,26 @@ pub struct AdmissionConfig {
     pub certs: CertSource,
     /// Plugin calls served at once.
     pub max_in_flight: usize,
+    /// The objects the host runs on, which no registered webhook reaches.
+    pub host: HostObjects,
 }
 
 impl AdmissionConfig {
     /// Defaults for everything but where the certificate comes from: any port on loopback,
-    /// reached by URL, configurations named `wasmop`, [`DEFAULT_MAX_IN_FLIGHT`].
+    /// reached by URL, configurations named `wasmop`, [`DEFAULT_MAX_IN_FLIGHT`], a host outside
+    /// the cluster with its Leases in `default` (and its Secret, if the certificate is kept in one).
     pub fn new(certs: CertSource) -> Self {
+        let mut host = HostObjects::outside("default");
+        if let CertSource::Secret { namespace, name, .. } = &certs {
+            host.secret = Some((namespace.clone(), name.clone()));
+        }
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             endpoint: None,
             configuration_name: "wasmop".into(),
             certs,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            host,
         }
     }
 }
@@ -140,6 +149,7 @@ impl Admission {
             manager.client().clone(),
             config.configuration_name,
             endpoint,
+            config.host,
             manager.leadership().clone(),
             ca_pem.clone(),
         );
@@ -185,7 +195,8 @@ impl PluginSetObserver for Follow {
                 .into_iter()
                 .filter(|(name, hooks)| Some(name.as_str()) != leaving && !hooks.is_empty())
                 .collect();
-            self.registrar.update(plugins).await;
+            let grants = plugins.keys().map(|name| (name.clone(), self.admitter.grants(name).namespaces)).collect();
+            self.registrar.update(plugins, grants).await;
         })
     }
 }

@@ -64,6 +64,11 @@ pub struct RuntimeArgs {
     /// Compile plugins every time; never read or write precompiled artifacts.
     #[arg(long, global = true)]
     pub no_cache: bool,
+    /// Bytes of plugin responses the host holds at once, every plugin's calls together (at
+    /// least 1Mi); a response that does not fit waits.
+    #[arg(long, global = true, value_name = "SIZE", default_value = "64Mi",
+        value_parser = |s: &str| crate::units::bytes_in(s, 1 << 20, 1 << 40))]
+    pub response_budget: u64,
 }
 
 impl RuntimeArgs {
@@ -81,7 +86,10 @@ impl RuntimeArgs {
     /// When the policy file cannot be read or is invalid.
     pub fn builder(&self) -> anyhow::Result<RuntimeBuilder> {
         let artifact_dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(ArtifactCache::default_dir) };
-        Ok(Runtime::builder().allowances(self.host_policy()?.allowances()).artifact_dir(artifact_dir))
+        Ok(Runtime::builder()
+            .allowances(self.host_policy()?.allowances())
+            .artifact_dir(artifact_dir)
+            .response_budget(self.response_budget))
     }
 
     /// The policy file (if any) with the flags over its defaults.

@@ -10,7 +10,7 @@ use crate::units;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint};
+use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects};
 use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
 use crate::controller::leader::{LeaderElector, LeaseConfig};
@@ -150,6 +150,14 @@ impl AdmissionArgs {
             bind: self.admission_bind,
             endpoint: Some(endpoint),
             configuration_name: self.admission_configuration_name.clone(),
+            host: HostObjects {
+                namespace: None,
+                lease_namespace: pod_namespace(),
+                secret: match &certs {
+                    CertSource::Secret { namespace, name, .. } => Some((namespace.clone(), name.clone())),
+                    CertSource::Dir(_) => None,
+                },
+            },
             certs,
             max_in_flight: self.admission_max_in_flight,
         }))
@@ -312,7 +320,9 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     // Serving before the first pass registers any webhook; every replica serves, the leader
     // writes the configurations.
     let _admission = match args.admission.config()? {
-        Some(config) => {
+        Some(mut config) => {
+            config.host.namespace = std::env::var("POD_NAMESPACE").ok().filter(|ns| !ns.is_empty());
+            config.host.lease_namespace.clone_from(&lease_namespace);
             let bind = config.bind;
             let admission = Admission::start(config, Arc::clone(&manager))
                 .await

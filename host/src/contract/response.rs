@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::fields::{FieldError, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, check_child, check_delete, check_size};
 use super::kind::ObjectRef;
 use super::names::preview;
+use super::parsed_size::{PARSED_SIZE_FACTOR, parsed_size};
 
 /// Bounds on a plugin's output, checked before anything is parsed further.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +92,18 @@ pub enum ResponseError {
         /// The limit.
         limit: usize,
     },
+    /// The response's JSON would take more than [`PARSED_SIZE_FACTOR`] × [`OutputLimits::max_bytes`]
+    /// once parsed (estimated on its bytes, before parsing: [`parsed_size`]).
+    #[error(
+        "response would take about {estimate} bytes parsed, more than {PARSED_SIZE_FACTOR} times the limit of {limit} \
+         (its JSON is dense: many small values)"
+    )]
+    TooDense {
+        /// The estimate.
+        estimate: usize,
+        /// `maxResponseBytes`.
+        limit: usize,
+    },
     /// The response holds more entries than [`OutputLimits::max_actions`].
     #[error("response has {count} actions, more than the limit of {limit}")]
     TooManyActions {
@@ -147,7 +160,7 @@ impl RawResponse {
     ///
     /// # Errors
     /// The first [`ResponseError`] found; nothing of the response should be applied then.
-    pub fn validate(self, limits: &OutputLimits) -> Result<Response, ResponseError> {
+    pub fn validate(mut self, limits: &OutputLimits) -> Result<Response, ResponseError> {
         let bytes = self.bytes();
         if bytes > limits.max_bytes {
             return Err(ResponseError::TooLarge { bytes, limit: limits.max_bytes });
@@ -156,14 +169,20 @@ impl RawResponse {
         if count > limits.max_actions {
             return Err(ResponseError::TooManyActions { count, limit: limits.max_actions });
         }
+        let estimate = self.children.iter().chain(&self.status).map(|t| parsed_size(t)).fold(0, usize::saturating_add);
+        if estimate > limits.max_bytes.saturating_mul(PARSED_SIZE_FACTOR) {
+            return Err(ResponseError::TooDense { estimate, limit: limits.max_bytes });
+        }
         let mut seen = HashSet::new();
-        let children = self
-            .children
-            .iter()
+        // Each child's text is dropped once parsed: the text and the tree of one child at a
+        // time, not of all of them.
+        let children = std::mem::take(&mut self.children)
+            .into_iter()
             .enumerate()
             .map(|(i, text)| {
                 let what = format!("child #{i}");
-                let child = parse_object(&what, text)?;
+                let child = parse_object(&what, &text)?;
+                drop(text);
                 let present = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
                 for (value, name) in [
                     (child.get("apiVersion"), "apiVersion"),
@@ -233,7 +252,7 @@ impl RawResponse {
 
 impl RawResponse {
     /// Bytes of every string in the response, saturating.
-    fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         let strings = self
             .children
             .iter()
@@ -359,6 +378,25 @@ mod tests {
             children: vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}).to_string()],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn dense_json_under_the_byte_limit_is_refused_before_it_is_parsed() {
+        let limits = OutputLimits { max_bytes: 1 << 20, max_actions: 10 };
+        let zeros = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},\"z\":[{}0]}}",
+            "0,".repeat(400_000)
+        );
+        assert!(zeros.len() < limits.max_bytes);
+        let raw = RawResponse { children: vec![zeros], ..RawResponse::default() };
+        let err = raw.validate(&limits).unwrap_err();
+        assert!(matches!(err, ResponseError::TooDense { limit: 1_048_576, .. }), "{err}");
+        let plain = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},\"data\":{{\"k\":\"{}\"}}}}",
+            "a".repeat(900_000)
+        );
+        let raw = RawResponse { children: vec![plain], ..RawResponse::default() };
+        assert_eq!(raw.validate(&limits).unwrap().children.len(), 1, "as many bytes of string are fine");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 use serde_json::Value;
 
 use crate::contract::Manifest;
+use crate::contract::schema_bounds::{self, PATTERN_SIZE_LIMIT};
 use crate::policy::{CONFIG_MAP_KEYS, ConfigSource};
 
 /// Why a configuration is not used.
@@ -91,8 +92,7 @@ pub fn check(manifest: &Manifest, config: &Value) -> Result<(), ConfigError> {
     if empty && accepts_empty_object(schema) {
         return Ok(());
     }
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| ConfigError::BadSchema { plugin: manifest.name.clone(), message: e.to_string() })?;
+    let validator = compile(manifest, schema)?;
     match validator.iter_errors(config).next() {
         None => Ok(()),
         Some(error) => {
@@ -109,9 +109,18 @@ pub fn check(manifest: &Manifest, config: &Value) -> Result<(), ConfigError> {
 /// [`ConfigError::BadSchema`] when the schema does not compile.
 pub fn compile_schema(manifest: &Manifest) -> Result<(), ConfigError> {
     let Some(schema) = &manifest.config_schema else { return Ok(()) };
-    jsonschema::validator_for(schema)
-        .map(drop)
-        .map_err(|e| ConfigError::BadSchema { plugin: manifest.name.clone(), message: e.to_string() })
+    compile(manifest, schema).map(drop)
+}
+
+/// The validator of `schema`, the configuration schema of `manifest`: within the host's
+/// [bounds](crate::contract::schema_bounds) (a manifest loaded by the runtime was checked at
+/// load; this holds for every other caller), each regular expression compiled under
+/// [`PATTERN_SIZE_LIMIT`].
+fn compile(manifest: &Manifest, schema: &Value) -> Result<jsonschema::Validator, ConfigError> {
+    let bad = |message: String| ConfigError::BadSchema { plugin: manifest.name.clone(), message };
+    schema_bounds::check(schema).map_err(|e| bad(e.to_string()))?;
+    let patterns = jsonschema::PatternOptions::fancy_regex().size_limit(PATTERN_SIZE_LIMIT).dfa_size_limit(PATTERN_SIZE_LIMIT);
+    jsonschema::options().with_pattern_options(patterns).build(schema).map_err(|e| bad(e.to_string()))
 }
 
 /// Top-level keywords of a schema that cannot make `{}` invalid: they constrain properties an
@@ -263,6 +272,31 @@ mod tests {
         }
         let unknown_draft = with_schema(json!({"$schema": "https://example.com/no-such-draft", "type": "object"}));
         assert!(matches!(check(&unknown_draft, &json!({})), Err(ConfigError::BadSchema { .. })));
+    }
+
+    #[test]
+    fn a_schema_beyond_the_hosts_bounds_is_refused_before_compiling() {
+        let mut defs = serde_json::Map::new();
+        defs.insert("d0".into(), json!({"type": "string"}));
+        for i in 1..=60 {
+            let previous = format!("#/$defs/d{}", i - 1);
+            defs.insert(format!("d{i}"), json!({"allOf": [{"$ref": previous}, {"$ref": previous}]}));
+        }
+        let bomb = with_schema(json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/d60"}}, "$defs": defs}));
+        let started = std::time::Instant::now();
+        let err = check(&bomb, &json!({"x": "y"})).unwrap_err();
+        assert!(err.to_string().contains("with every $ref followed it has more than 100000 subschemas"), "{err}");
+        assert!(matches!(compile_schema(&bomb), Err(ConfigError::BadSchema { .. })));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_regular_expression_too_large_to_compile_small_is_refused() {
+        // Small as text, large compiled: `\p{L}` is a Unicode class of hundreds of ranges.
+        let schema =
+            with_schema(json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "[\\p{L}\\p{N}]{20}"}}}));
+        let err = check(&schema, &json!({"a": "x"})).unwrap_err();
+        assert!(matches!(err, ConfigError::BadSchema { .. }), "{err}");
     }
 
     #[test]

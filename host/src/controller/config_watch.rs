@@ -195,7 +195,7 @@ async fn watch_config_map(client: kube::Client, at: ConfigMapRef, controller: We
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &at.namespace);
     let from = described(&at);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));
-    let mut events = pin!(watcher::watcher(api, config).default_backoff());
+    let mut events = pin!(watcher::watcher(api, config).backoff(super::watch_backoff::WatchBackoff::default()));
     let mut listed = false;
     while let Some(event) = events.next().await {
         let read = match event {

@@ -20,6 +20,7 @@ mod rate_limit;
 mod reconcile;
 mod retirement;
 pub mod shard;
+pub mod watch_backoff;
 pub mod watches;
 
 use std::time::Duration;

@@ -71,7 +71,8 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         let cache: Arc<dyn ObjectCache> = watches.clone();
         let metrics = &controller.shared.metrics;
         let called = std::time::Instant::now();
-        let (response, stats) = match plugin.reconcile(&request, cache).await {
+        // The reservation of the response's bytes is held until it is written.
+        let (response, stats, _reserved) = match plugin.reconcile_reserved(&request, cache).await {
             Ok(ok) => ok,
             Err(e) => {
                 metrics.called(&manifest.name, called.elapsed().as_secs_f64(), 0, Some(e.reason()));

@@ -24,6 +24,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::initial_list::{InitialList, ListMode};
+use super::watch_backoff::WatchBackoff;
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
@@ -336,9 +337,9 @@ impl KindWatch {
 }
 
 /// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
-/// the objects `selector` matches (`None`: all); on errors retry with backoff (the API server
-/// going away is survived here) and relist. The kind is synced once every one of them has
-/// listed. Objects arrive stripped ([`WatchedObject`]).
+/// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`] (the API
+/// server going away is survived here, and its return noticed within seconds) and relist. The
+/// kind is synced once every one of them has listed. Objects arrive stripped ([`WatchedObject`]).
 async fn run_watch(
     kind: Kind,
     apis: Vec<(Option<String>, Api<WatchedObject>)>,
@@ -353,9 +354,9 @@ async fn run_watch(
     };
     let config = list_mode.apply(config).await;
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
-    let streams = apis
-        .into_iter()
-        .map(|(ns, api)| watcher(api, config.clone()).default_backoff().map(move |event| (ns.clone(), event)).boxed());
+    let streams = apis.into_iter().map(|(ns, api)| {
+        watcher(api, config.clone()).backoff(WatchBackoff::default()).map(move |event| (ns.clone(), event)).boxed()
+    });
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
     let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Object>>> = HashMap::new();

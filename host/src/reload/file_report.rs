@@ -31,7 +31,7 @@ pub fn rejection_reason(error: &PluginError) -> &'static str {
         PluginError::Load(LoadError::Componentize(_)) => "NotAComponent",
         PluginError::Load(LoadError::WrongWorld(_)) => "WrongWorld",
         PluginError::Load(LoadError::Describe(_)) => "ManifestFailed",
-        PluginError::Load(LoadError::Manifest(_)) => "InvalidManifest",
+        PluginError::Load(LoadError::Manifest(_) | LoadError::ConfigSchema(_)) => "InvalidManifest",
         PluginError::Load(LoadError::Compiler(_)) => "CompileFailed",
         PluginError::Duplicate(_) => "DuplicatePlugin",
         PluginError::Start(_) => "NotStarted",

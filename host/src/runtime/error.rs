@@ -43,6 +43,11 @@ pub enum LoadError {
     /// The manifest the plugin returned is invalid.
     #[error("invalid manifest: {0}")]
     Manifest(ManifestError),
+    /// The manifest's configuration schema would cost the host more than it accepts to compile
+    /// or to validate against (see [`schema_bounds`](crate::contract::schema_bounds)); refused
+    /// at load, once, before any JSON Schema compiler sees it.
+    #[error("invalid manifest: configSchema refused: {0}")]
+    ConfigSchema(crate::contract::schema_bounds::SchemaBoundError),
     /// The compiler (a `wasmop compile` process, or the task running it) failed, timed out or
     /// was abandoned, for a reason outside the bytes: the message says which, with the last
     /// line the process wrote on stderr.

@@ -9,7 +9,7 @@ use super::convert;
 use super::error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
 use super::log_budget::one_line;
 use super::state::HostState;
-use crate::contract::{Manifest, RawResponse, RawVerdict, Request};
+use crate::contract::{Manifest, RawResponse, RawVerdict, Request, schema_bounds};
 use wasmop_types::AdmissionRequest;
 
 /// The WIT package version a plugin was built against.
@@ -114,9 +114,9 @@ impl Exports {
         }
     }
 
-    /// Ask for the manifest and validate it.
+    /// Ask for the manifest and validate it, its configuration schema within the host's bounds.
     pub(super) async fn describe(&self, store: &mut Store<HostState>, instance: &Instance) -> Wasm<Result<Manifest, LoadError>> {
-        Ok(match self {
+        let manifest = match self {
             Exports::V0_1(guest) => {
                 let raw = guest.load(&mut *store, instance)?.call_manifest(store).await?;
                 convert::v0_1::manifest(raw).map_err(LoadError::from)
@@ -125,7 +125,11 @@ impl Exports {
                 let raw = plugin.load(&mut *store, instance)?.call_manifest(store).await?;
                 convert::v0_2::manifest(raw).map_err(LoadError::from)
             }
-        })
+        };
+        Ok(manifest.and_then(|m| match &m.config_schema {
+            Some(schema) => schema_bounds::check(schema).map(|()| m).map_err(LoadError::ConfigSchema),
+            None => Ok(m),
+        }))
     }
 
     /// Call `reconcile`; the response is not validated yet.

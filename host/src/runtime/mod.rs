@@ -31,6 +31,7 @@ mod log_budget;
 mod lookup;
 mod memory_limiter;
 mod plugin;
+mod response_budget;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,7 @@ pub use loader::{WasmFormat, componentize, detect, digest};
 pub use log_budget::{MAX_LOG_BYTES, MAX_LOG_LINES};
 pub use memory_limiter::MemoryLimitExceeded;
 pub use plugin::{CallStats, Plugin, admission_deadline};
+pub use response_budget::{DEFAULT_RESPONSE_BUDGET, Reservation, ResponseBudget};
 
 use crate::policy::Allowances;
 use bindings::{v0_1, v0_2};
@@ -72,9 +74,18 @@ pub struct RuntimeBuilder {
     artifact_dir: Option<PathBuf>,
     pooling: bool,
     compiler: Compiler,
+    response_budget: u64,
 }
 
 impl RuntimeBuilder {
+    /// The bytes of plugin responses held at once, every plugin's calls together (default
+    /// [`DEFAULT_RESPONSE_BUDGET`]); a call whose response does not fit waits.
+    #[must_use]
+    pub fn response_budget(mut self, bytes: u64) -> Self {
+        self.response_budget = bytes;
+        self
+    }
+
     /// The same limits for every plugin, no grants (default: [`Limits::default`]).
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
@@ -131,7 +142,16 @@ impl RuntimeBuilder {
         let ticker = Arc::new(EpochTicker::start(&engine));
         let compiler = self.compiler;
         Ok(Runtime {
-            inner: Arc::new(Inner { engine, linker, allowances: self.allowances, metered, artifacts, compiler, ticker }),
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                allowances: self.allowances,
+                metered,
+                artifacts,
+                compiler,
+                ticker,
+                budget: ResponseBudget::new(self.response_budget),
+            }),
         })
     }
 }
@@ -153,6 +173,8 @@ struct Inner {
     /// Shared with every plugin: deadlines need the epoch to advance for as long as any
     /// plugin can be called, even after the runtime handle is dropped.
     ticker: Arc<EpochTicker>,
+    /// Shared with every plugin: the bytes of responses held at once.
+    budget: ResponseBudget,
 }
 
 impl std::fmt::Debug for Inner {
@@ -173,6 +195,7 @@ impl Runtime {
             artifact_dir: ArtifactCache::default_dir(),
             pooling: true,
             compiler: Compiler::InProcess,
+            response_budget: DEFAULT_RESPONSE_BUDGET,
         }
     }
 
@@ -197,7 +220,12 @@ impl Runtime {
         let inner = &self.inner;
         let target = compiler::Target { engine: &inner.engine, metered: inner.metered, cache: inner.artifacts.as_ref() };
         let component = inner.compiler.compile(&target, Arc::new(bytes), &digest).await?;
-        let engine = plugin::Linked { engine: &self.inner.engine, linker: &self.inner.linker, metered: self.inner.metered };
+        let engine = plugin::Linked {
+            engine: &self.inner.engine,
+            linker: &self.inner.linker,
+            metered: self.inner.metered,
+            budget: &self.inner.budget,
+        };
         Plugin::new(engine, &component, digest, &self.inner.allowances, Arc::clone(&self.inner.ticker)).await
     }
 

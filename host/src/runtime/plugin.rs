@@ -10,6 +10,7 @@ use super::engine::{EPOCH_TICK, EpochTicker};
 use super::error::{CallError, LoadError};
 use super::exports::{Exports, WitVersion};
 use super::memory_limiter::MemoryLimitExceeded;
+use super::response_budget::{Reservation, ResponseBudget};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, ManifestError, Request, Response, Scope};
 use crate::objects::{ObjectCache, name_of, namespace_of};
@@ -35,6 +36,7 @@ struct Inner {
     name: Arc<str>,
     digest: String,
     allowance: Allowance,
+    budget: ResponseBudget,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -44,6 +46,8 @@ pub(super) struct Linked<'a> {
     pub linker: &'a wasmtime::component::Linker<HostState>,
     /// Whether the engine counts fuel (every store then needs some).
     pub metered: bool,
+    /// The runtime's budget of response bytes held at once.
+    pub budget: &'a ResponseBudget,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -72,7 +76,7 @@ impl Plugin {
         allowances: &Allowances,
         ticker: Arc<EpochTicker>,
     ) -> Result<Self, LoadError> {
-        let Linked { engine, linker, metered } = linked;
+        let Linked { engine, linker, metered, budget } = linked;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
         let pre = linker.instantiate_pre(component).map_err(wrong_world)?;
         let exports = Exports::find(&pre)?;
@@ -105,6 +109,7 @@ impl Plugin {
                 name,
                 digest,
                 allowance,
+                budget: budget.clone(),
                 _ticker: ticker,
             }),
         })
@@ -171,6 +176,21 @@ impl Plugin {
     /// malformed output, each typed; [`CallError::Host`] for a plugin that does not reconcile
     /// ([`Plugin::reconciles`]). The host is never affected.
     pub async fn reconcile(&self, request: &Request, cache: Arc<dyn ObjectCache>) -> Result<(Response, CallStats), CallError> {
+        self.reconcile_reserved(request, cache).await.map(|(response, stats, _)| (response, stats))
+    }
+
+    /// [`Plugin::reconcile`], the response's bytes reserved from the runtime's
+    /// [`ResponseBudget`] before it is parsed (waiting while they do not fit): the reservation
+    /// comes back with the response, for the caller to hold until it is done with it (planned
+    /// and written).
+    ///
+    /// # Errors
+    /// As [`Plugin::reconcile`].
+    pub async fn reconcile_reserved(
+        &self,
+        request: &Request,
+        cache: Arc<dyn ObjectCache>,
+    ) -> Result<(Response, CallStats, Reservation), CallError> {
         let manifest = Arc::clone(&self.inner.manifest);
         let namespace = match manifest.scope {
             Scope::Namespaced => namespace_of(&request.parent).map(str::to_owned),
@@ -190,7 +210,9 @@ impl Plugin {
             exports.reconcile(store, &instance, request).await
         })
         .await?;
-        Ok((raw?.validate(&self.inner.allowance.limits.output)?, stats))
+        let raw = raw?;
+        let reservation = self.inner.budget.reserve(raw.bytes()).await;
+        Ok((raw.validate(&self.inner.allowance.limits.output)?, stats, reservation))
     }
 }
 

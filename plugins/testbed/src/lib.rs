@@ -57,7 +57,9 @@
 //! | `secrets` (validating; `admits-secrets` build) | on *Secrets* labelled `testbed-admission=secrets`, which it does not declare: deny with `testbed saw secret <name>: <data keys>`, showing what it saw (hostile) |
 //!
 //! The capability attacks (builds `cluster-parent`, `twin`, `hostile-webhooks`,
-//! `forges-reports`, and their modes) are listed in `capability.rs`.
+//! `forges-reports`, and their modes) are listed in `capability.rs`. The builds attacking the
+//! host's own surface and bounds (webhooks on Leases, mutations of ownership, configuration
+//! schemas that cost more than they look) are listed in [`hostile_surface`].
 //!
 //! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
 //! the mode) answers `finalized` with a Normal event `Finalized`.
@@ -71,6 +73,7 @@ use serde_json::{Value, json};
 use wasmop_sdk::prelude::*;
 
 mod admission;
+pub mod hostile_surface;
 pub use admission::{ADMISSION_LABEL, admission_webhooks};
 mod capability;
 pub use capability::cluster_testbed_kind;
@@ -111,6 +114,13 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
+        let manifest =
+            if cfg!(feature = "vetoes-leases") { manifest.related(hostile_surface::lease_kind(), "") } else { manifest };
+        let manifest = hostile_surface::hostile_webhooks().into_iter().fold(manifest, Manifest::webhook);
+        let manifest = match hostile_surface::config_schema() {
+            Some(schema) => manifest.config_schema(schema),
+            None => manifest,
+        };
         let manifest = if cfg!(feature = "admission") {
             admission_webhooks().into_iter().fold(manifest, Manifest::webhook)
         } else {
@@ -123,7 +133,7 @@ impl Plugin for Testbed {
         if let Some(verdict) = capability::admit(webhook, &req) {
             return Ok(verdict);
         }
-        admission::admit(webhook, req, ctx)
+        hostile_surface::admit(webhook, &req).unwrap_or_else(|| admission::admit(webhook, req, ctx))
     }
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
@@ -176,6 +186,7 @@ impl Plugin for Testbed {
             }
             "big" => Ok(big(name, spec["count"].as_u64().unwrap_or(100_000))),
             "huge" => Ok(huge(name, spec["bytes"].as_u64().unwrap_or(100_000_000))),
+            "dense" => Ok(hostile_surface::dense(name, spec["bytes"].as_u64().unwrap_or(15_000_000))),
             "sleep-ms" => {
                 busy_wait(Duration::from_millis(spec["millis"].as_u64().unwrap_or(100)));
                 Ok(ok(name))

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{Reloader, Report};
 use crate::reload::compile_status::{CompileEnd, CompileReport, CompileTarget};
+use crate::reload::directory::read_plugin_file;
 use crate::reload::file_report::needs_report;
 use crate::runtime::{LoadError, Plugin, digest};
 
@@ -34,16 +35,29 @@ impl Reloader {
     pub(super) async fn sync_file(&self, path: &Path) {
         // Read through the visible path (it follows a ConfigMap volume's symlinks); a writer
         // may be mid-write: a truncated read fails to load and the next event retries.
-        let bytes = match tokio::fs::read(path).await {
+        let known = self.files.lock().expect("files lock").get(path).cloned().unwrap_or_default();
+        let bytes = match read_plugin_file(path).await {
             Ok(b) => b,
-            Err(e) => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Gone between the scan and the read (or a dangling link mid-swap): the next
+                // pass sees what is there.
                 tracing::warn!(file = %path.display(), error = %e, "cannot read plugin file");
                 self.retries.lock().expect("retries lock").remove(path);
                 return;
             }
+            Err(error) => {
+                // Not a file that can ever load (a directory, a symlink loop, a FIFO...):
+                // rejected once, with its line and file report, like every other bad file;
+                // passes after that see the same "content" and stay quiet.
+                let unreadable = format!("unreadable: {error}");
+                if known.digest != unreadable {
+                    self.abandon(path, true);
+                    self.apply(path, unreadable, Err(LoadError::Io { path: path.to_owned(), error })).await;
+                }
+                return;
+            }
         };
         let new_digest = digest(&bytes);
-        let known = self.files.lock().expect("files lock").get(path).cloned().unwrap_or_default();
         let compiling = self.compiles.lock().expect("compiles lock").get(path).map(|c| c.digest.clone());
         if compiling.as_deref() == Some(new_digest.as_str()) {
             return;

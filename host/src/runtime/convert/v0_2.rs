@@ -71,10 +71,7 @@ fn webhook(w: plugin::Webhook) -> Webhook {
 
 /// A manifest as the plugin returned it, validated.
 pub(in super::super) fn manifest(m: plugin::PluginManifest) -> Result<Manifest, ManifestError> {
-    let config_schema = m
-        .config_schema
-        .map(|s| serde_json::from_str(&s).map_err(|e| ManifestError::InvalidConfigSchema(format!("{e}"))))
-        .transpose()?;
+    let config_schema = m.config_schema.as_deref().map(super::config_schema).transpose()?;
     let manifest = Manifest {
         name: m.name,
         version: m.version,

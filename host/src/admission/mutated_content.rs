@@ -38,7 +38,7 @@ mod tests {
             "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
             "volumes": [{"name": "root", "hostPath": {"path": "/"}}]}));
         let refusal = content_refusal(&Grants::default(), &implant).expect("hostPath is refused");
-        assert!(refusal.contains("hostPath"), "{refusal}");
+        assert!(refusal.contains("mounts the host path \"/\""), "{refusal}");
         let granted = Grants { allow_host_access: true, ..Grants::default() };
         assert_eq!(content_refusal(&granted, &implant), None);
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hyper::Method;
 use serde_json::{Value, json};
-use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController, PluginError, StartError};
+use wasmop::controller::{ControllerConfig, InitialList, Manager, ObjectKey, PluginController, PluginError, StartError};
 use wasmop::runtime::{Plugin, Runtime};
 
 use super::server::{ApiServer, Call, mock_client};
@@ -48,6 +48,8 @@ async fn manager(client: kube::Client, path: PathBuf) -> (Manager, Plugin) {
         sync_timeout: Duration::from_secs(2),
         discovery_patience: Duration::from_secs(1),
         shutdown_grace: Duration::from_secs(1),
+        // The requests below are every one the host sends: one LIST per watch, no `/version`.
+        initial_list: InitialList::Paged,
         ..Default::default()
     };
     (Manager::new(client, runtime, config), plugin)

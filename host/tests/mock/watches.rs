@@ -9,6 +9,7 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
 use wasmop::contract::Scope;
+use wasmop::controller::InitialList;
 use wasmop::controller::watches::{Subscriber, Watches};
 use wasmop::objects::ObjectCache;
 
@@ -48,7 +49,7 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
 async fn a_kind_is_listed_and_watched_cluster_wide_without_selectors_and_cached_without_managed_fields() {
     let (client, mut server) = mock_client();
     server.add(config_map("a", "1"));
-    let watches = Watches::new(client, InstallScope::Cluster);
+    let watches = Watches::with_initial_list(client, InstallScope::Cluster, InitialList::Paged);
     let changes = Arc::new(Changes::default());
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps");
     let kind = config_map_kind();
@@ -80,7 +81,7 @@ async fn a_kind_is_listed_and_watched_cluster_wide_without_selectors_and_cached_
 #[tokio::test]
 async fn watch_events_update_the_cache_and_reach_the_subscribers() {
     let (client, mut server) = mock_client();
-    let watches = Watches::new(client, InstallScope::Cluster);
+    let watches = Watches::with_initial_list(client, InstallScope::Cluster, InitialList::Paged);
     let changes = Arc::new(Changes::default());
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps");
     let kind = config_map_kind();

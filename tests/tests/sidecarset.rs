@@ -266,8 +266,9 @@ async fn the_api_server_calls_the_sidecarset_webhooks_over_tls() -> Result<()> {
     assert_eq!(container_names(&other), ["web", "log-shipper", "witness"]);
     assert!(db.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key("sidecarset.wasmop.dev/log-shipper-hash")));
 
-    // The reconcile counts the injected Pods of both namespaces as updated.
-    wait_for_counts(&sets, "log-shipper", (2, 2, 0)).await?;
+    // The reconcile counts the injected Pods of both namespaces as updated, and as ready once
+    // they run on the simulated Nodes.
+    wait_for_counts(&sets, "log-shipper", (2, 2, 2)).await?;
     drop(admission);
     Ok(())
 }

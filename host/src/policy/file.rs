@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::grants::SecretAccess;
 use super::reconciled::ReconciledCondition;
 use super::removal::OnRemove;
-use super::webhook_reach::WebhookResourceEntry;
+use super::webhook_resources::WebhookResourceEntry;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]

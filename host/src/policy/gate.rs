@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::escalation::escalation_kind;
 use super::grants::Grants;
-use super::{host_access, host_objects};
-use crate::contract::{Kind, Scope};
+use super::{host_access, host_objects, webhook_reach};
+use crate::contract::{Kind, KindScopes, Manifest, Scope};
 
 /// Where the parent of a write is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +185,63 @@ impl Grants {
             return Err(Refusal::HostAccess { found });
         }
         Ok(())
+    }
+
+    /// What `manifest` declares that these grants do not cover, one line per item; empty when
+    /// the plugin may run. A plugin with ungranted declarations is not started: its watches
+    /// would need RBAC the host does not (and should not) have.
+    ///
+    /// Each child kind is judged by the gate ([`Grants::may_write_kind_from`]); the parent
+    /// kind, whose status and finalizers the plugin writes, too, but for its scope. Every
+    /// resource its webhooks' rules match must be declared or granted (see
+    /// [`super::webhook_reach`]).
+    ///
+    /// Kinds are scoped by `scopes`; a child kind whose scope `scopes` does not know is judged
+    /// without it (the host resolves every kind by discovery before calling this; offline
+    /// callers say which kinds they could not tell).
+    pub fn ungranted(&self, manifest: &Manifest, scopes: &dyn KindScopes) -> Vec<String> {
+        let mut missing = Vec::new();
+        let parent = match manifest.scope {
+            Scope::Namespaced => ParentScope::Namespaced(""),
+            Scope::Cluster => ParentScope::Cluster,
+        };
+        for child in &manifest.children {
+            for refusal in self.kind_refusals(child, scopes.scope_of(child), parent) {
+                missing.push(format!("writes {}", writes_hint(child, &refusal, manifest.scope)));
+            }
+        }
+        let read_only = manifest.related.iter().map(|r| &r.kind).filter(|k| !manifest.children.contains(k));
+        for kind in read_only.filter(|k| !self.may_read_kind(k)) {
+            missing.push(format!("reads {kind} (grant secrets: read)"));
+        }
+        if !self.may_read_kind(&manifest.parent) {
+            missing.push(format!("reconciles {} (grant secrets: write)", manifest.parent));
+        } else if let Err(Refusal::Escalation { why, .. }) = self.may_write_kind_from(&manifest.parent, None, parent) {
+            let kind = &manifest.parent;
+            missing.push(format!("reconciles {kind}, which {why} (grant escalationKinds: [{kind}])"));
+        }
+        missing.extend(webhook_reach::uncovered(self, manifest, scopes));
+        missing
+    }
+}
+
+/// What the start-up check says of a child kind the gate refuses: the kind and the grant.
+fn writes_hint(child: &Kind, refusal: &Refusal, parent: Scope) -> String {
+    match (refusal, parent) {
+        (Refusal::Secrets { .. }, _) => format!("{child} (grant secrets: write)"),
+        (Refusal::ClusterScoped { .. }, Scope::Namespaced) => {
+            format!("the cluster-scoped {child} from a namespaced parent (grant clusterScopedChildren: [{child}])")
+        }
+        (Refusal::ClusterScoped { .. }, Scope::Cluster) => {
+            format!("the cluster-scoped {child} (grant clusterScopedChildren: [{child}])")
+        }
+        (Refusal::NamespaceNotGranted { .. }, _) => {
+            format!(
+                "the namespaced {child} from a cluster-scoped parent, in no namespace granted (grant writeNamespaces: [NAMESPACE, ...])"
+            )
+        }
+        (Refusal::Escalation { why, .. }, _) => format!("{child}, which {why} (grant escalationKinds: [{child}])"),
+        (refusal, _) => format!("{child}, which {refusal}"),
     }
 }
 

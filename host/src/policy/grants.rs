@@ -14,9 +14,8 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::gate::{ParentScope, Refusal};
-use super::webhook_reach::{self, WebhookResources};
-use crate::contract::{Kind, KindScopes, Manifest, Scope};
+use super::webhook_resources::WebhookResources;
+use crate::contract::Kind;
 
 /// Access to `v1/Secret` objects. Secrets are never available to a plugin unless granted,
 /// even when its manifest declares them.
@@ -201,70 +200,13 @@ impl Grants {
     pub fn may_write_cluster_scoped(&self, kind: &Kind) -> bool {
         self.cluster_scoped_children.contains(kind)
     }
-
-    /// What `manifest` declares that these grants do not cover, one line per item; empty when
-    /// the plugin may run. A plugin with ungranted declarations is not started: its watches
-    /// would need RBAC the host does not (and should not) have.
-    ///
-    /// Each child kind is judged by the gate ([`Grants::may_write_kind_from`]); the parent
-    /// kind, whose status and finalizers the plugin writes, too, but for its scope. Every
-    /// resource its webhooks' rules match must be declared or granted (see
-    /// [`super::webhook_reach`]).
-    ///
-    /// Kinds are scoped by `scopes`; a child kind whose scope `scopes` does not know is judged
-    /// without it (the host resolves every kind by discovery before calling this; offline
-    /// callers say which kinds they could not tell).
-    pub fn ungranted(&self, manifest: &Manifest, scopes: &dyn KindScopes) -> Vec<String> {
-        let mut missing = Vec::new();
-        let parent = match manifest.scope {
-            Scope::Namespaced => ParentScope::Namespaced(""),
-            Scope::Cluster => ParentScope::Cluster,
-        };
-        for child in &manifest.children {
-            for refusal in self.kind_refusals(child, scopes.scope_of(child), parent) {
-                missing.push(format!("writes {}", writes_hint(child, &refusal, manifest.scope)));
-            }
-        }
-        let read_only = manifest.related.iter().map(|r| &r.kind).filter(|k| !manifest.children.contains(k));
-        for kind in read_only.filter(|k| !self.may_read_kind(k)) {
-            missing.push(format!("reads {kind} (grant secrets: read)"));
-        }
-        if !self.may_read_kind(&manifest.parent) {
-            missing.push(format!("reconciles {} (grant secrets: write)", manifest.parent));
-        } else if let Err(Refusal::Escalation { why, .. }) = self.may_write_kind_from(&manifest.parent, None, parent) {
-            let kind = &manifest.parent;
-            missing.push(format!("reconciles {kind}, which {why} (grant escalationKinds: [{kind}])"));
-        }
-        missing.extend(webhook_reach::uncovered(self, manifest, scopes));
-        missing
-    }
-}
-
-/// What the start-up check says of a child kind the gate refuses: the kind and the grant.
-fn writes_hint(child: &Kind, refusal: &Refusal, parent: Scope) -> String {
-    match (refusal, parent) {
-        (Refusal::Secrets { .. }, _) => format!("{child} (grant secrets: write)"),
-        (Refusal::ClusterScoped { .. }, Scope::Namespaced) => {
-            format!("the cluster-scoped {child} from a namespaced parent (grant clusterScopedChildren: [{child}])")
-        }
-        (Refusal::ClusterScoped { .. }, Scope::Cluster) => {
-            format!("the cluster-scoped {child} (grant clusterScopedChildren: [{child}])")
-        }
-        (Refusal::NamespaceNotGranted { .. }, _) => {
-            format!(
-                "the namespaced {child} from a cluster-scoped parent, in no namespace granted (grant writeNamespaces: [NAMESPACE, ...])"
-            )
-        }
-        (Refusal::Escalation { why, .. }, _) => format!("{child}, which {why} (grant escalationKinds: [{child}])"),
-        (refusal, _) => format!("{child}, which {refusal}"),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::KnownKinds;
     use crate::contract::manifest::fixtures;
+    use crate::contract::{KnownKinds, Manifest, Scope};
 
     fn secret() -> Kind {
         Kind::new("", "v1", "Secret")

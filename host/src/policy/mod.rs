@@ -79,6 +79,7 @@ mod reconciled;
 mod removal;
 mod view;
 mod webhook_reach;
+mod webhook_resources;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -95,7 +96,7 @@ pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse
 pub use reconciled::ReconciledCondition;
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
-pub use webhook_reach::{WebhookMode, WebhookResourceEntry, WebhookResources};
+pub use webhook_resources::{WebhookMode, WebhookResourceEntry, WebhookResources};
 
 use crate::contract::Kind;
 use crate::units::{parse_bytes, parse_duration};

@@ -320,7 +320,7 @@ cmd_up() {
     local bin
     bin=$(cmd_install | tail -n1)
     has_binaries "$bin" "${REQUIRED[@]}" || die "no binaries in $bin"
-    command -v openssl >/dev/null || die "openssl not found (it makes the service-account key)"
+    command -v openssl >/dev/null || die "openssl not found (it makes the service-account key; scripts/setup.sh installs it)"
 
     # State layout.
     mkdir -p "$dir/certs" "$dir/etcd" "$dir/logs"

@@ -4,6 +4,7 @@
 #
 #   - the wasm32-wasip2 and wasm32-wasip1 Rust targets (plugins);
 #   - the rustfmt and clippy components (the gates scripts/test.sh runs first);
+#   - openssl (Debian), for the control planes' service-account keys;
 #   - the control planes, built from Go modules once and cached (scripts/control-plane.sh
 #     install): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kubectl
 #     of Kubernetes 1.37 (the newest) and, unless WASMOP_K8S_VERSION picks one version, 1.33
@@ -33,6 +34,15 @@ for component in rustfmt clippy; do
         rustup component add "$component" >&2
     fi
 done
+
+# openssl makes the control planes' service-account keys (scripts/control-plane.sh and the
+# test harness).
+if ! command -v openssl >/dev/null; then
+    log "installing openssl (Debian)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends openssl >&2
+fi
 
 tools=$(bash scripts/tools.sh | tail -n 1)
 log "helm 4 and kubectl 1.35 in $tools"

@@ -103,7 +103,7 @@ impl ControlPlane {
 
     /// Like [`ControlPlane::start`], with `extra` static tokens besides [`ADMIN_TOKEN`].
     pub async fn start_with_tokens(extra: &[StaticToken]) -> Result<ControlPlane> {
-        let bin = bin_dir()?;
+        let bin = control_plane_bin_dir()?;
         // Ports are chosen by binding port 0 and releasing them, so another process may grab
         // one before etcd/apiserver binds it: retry with fresh ports in that (rare) case.
         let mut attempt = 1;
@@ -517,18 +517,13 @@ fn csv_groups(groups: &[String]) -> String {
     }
 }
 
-/// The directory of the control plane's binaries (and the kubectl of the same version),
-/// provisioned by `scripts/control-plane.sh install` (once per process).
+/// The directory of the control plane's binaries (and the kubectl of the same version):
+/// `scripts/control-plane.sh install` runs once per process, and this is the last line of its
+/// stdout.
 ///
 /// # Errors
 /// When the script fails (its output is on stderr).
 pub fn control_plane_bin_dir() -> Result<PathBuf> {
-    bin_dir()
-}
-
-/// Runs `scripts/control-plane.sh install` once per process and returns the bin dir
-/// (the last line of its stdout).
-fn bin_dir() -> Result<PathBuf> {
     static BIN: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

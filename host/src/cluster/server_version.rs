@@ -49,14 +49,20 @@ pub enum VersionError {
 /// # Errors
 /// [`VersionError`] when the server is too old or its version unreadable.
 pub fn check(info: &Info) -> Result<(u32, u32), VersionError> {
-    let number = |s: &str| s.trim_end_matches('+').parse::<u32>().ok();
-    let (Some(major), Some(minor)) = (number(&info.major), number(&info.minor)) else {
+    let Some((major, minor)) = major_minor(info) else {
         return Err(VersionError::Unreadable { major: info.major.clone(), minor: info.minor.clone() });
     };
     if (major, minor) < OLDEST_SUPPORTED {
         return Err(VersionError::TooOld { found: format!("{major}.{minor}") });
     }
     Ok((major, minor))
+}
+
+/// `(major, minor)` as a server reports them; providers' minor versions with a suffix (`"27+"`)
+/// count as their number. `None` when either is not a number.
+pub fn major_minor(info: &Info) -> Option<(u32, u32)> {
+    let number = |s: &str| s.trim_end_matches('+').parse::<u32>().ok();
+    Some((number(&info.major)?, number(&info.minor)?))
 }
 
 #[cfg(test)]

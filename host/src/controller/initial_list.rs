@@ -10,6 +10,8 @@
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::runtime::watcher;
 
+use crate::cluster::server_version::major_minor;
+
 /// The initial list of every watch of the host.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum InitialList {
@@ -34,11 +36,10 @@ impl InitialList {
     /// assert!(InitialList::served_by(&info("37+")));
     /// ```
     pub fn served_by(info: &Info) -> bool {
-        let number = |s: &str| s.trim_end_matches('+').parse::<u32>().ok();
-        match (number(&info.major), number(&info.minor)) {
-            (Some(1), Some(minor)) => minor == 32 || minor >= 34,
-            (Some(major), Some(_)) => major > 1,
-            _ => false,
+        match major_minor(info) {
+            Some((1, minor)) => minor == 32 || minor >= 34,
+            Some((major, _)) => major > 1,
+            None => false,
         }
     }
 }

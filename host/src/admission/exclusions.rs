@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use crate::contract::HOST_API_GROUP;
 use crate::policy::NamespaceGrant;
 
 /// The label the API server puts on every namespace, holding its name.
@@ -28,9 +29,6 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The namespace of the cluster's own components.
 pub const KUBE_SYSTEM: &str = "kube-system";
-
-/// The API group of the host's own kinds (`WasmPlugin`).
-pub const HOST_GROUP: &str = "wasmop.dev";
 
 /// The objects the host runs on, which every webhook it registers excludes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +81,7 @@ impl HostObjects {
             }),
             json!({
                 "name": "wasmop-excludes-host-kinds",
-                "expression": format!("request.resource.group != '{HOST_GROUP}'"),
+                "expression": format!("request.resource.group != '{HOST_API_GROUP}'"),
             }),
             json!({
                 "name": "wasmop-excludes-host-webhook-configurations",

@@ -8,12 +8,15 @@
 //! Nor may it change who owns the object or what the host keeps on it: a mutation that adds,
 //! changes or removes `metadata.ownerReferences` (the garbage collector would delete the object
 //! with a foreign owner), `metadata.finalizers` (it could hold the object forever), a label or
-//! annotation of the host's (`wasmop.dev/...`, `<sub>.wasmop.dev/...`, and
+//! annotation of the host's (`wasmop.dev/...`, sharding's `drain.wasmop.dev/shard`, and
 //! `app.kubernetes.io/managed-by` to or from `wasmop`: the host's ownership marks) is refused
 //! the same way. Denying is the safe choice: dropping the patch would admit an object the plugin
 //! meant to change, and dropping only the refused part would admit one nobody wrote.
 
 use serde_json::Value;
+
+use crate::contract::HOST_API_GROUP;
+use crate::controller::shard::DRAIN_LABEL;
 
 /// Why a mutated object is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,9 +48,12 @@ pub enum PatchError {
     },
 }
 
-/// The host's own label and annotation keys: `wasmop.dev/<name>` and `<sub>.wasmop.dev/<name>`.
+/// The host's own label and annotation keys: `wasmop.dev/<name>`, and sharding's drain mark
+/// ([`DRAIN_LABEL`]). Other subdomains of `wasmop.dev` are not the host's: plugins (the
+/// SidecarSet example's `sidecarset.wasmop.dev/<name>-hash`) keep their own keys there.
 pub fn is_reserved_key(key: &str) -> bool {
-    key.split_once('/').is_some_and(|(prefix, _)| prefix == "wasmop.dev" || prefix.ends_with(".wasmop.dev"))
+    let drain = DRAIN_LABEL.split_once('/').map_or(DRAIN_LABEL, |(prefix, _)| prefix);
+    key.split_once('/').is_some_and(|(prefix, _)| prefix == HOST_API_GROUP || prefix == drain)
 }
 
 /// The first field of `metadata` naming who owns the object or what the host keeps on it that
@@ -190,7 +196,7 @@ mod tests {
             ("labels", "wasmop.dev/plugin"),
             ("labels", "wasmop.dev/parent-uid"),
             ("annotations", "wasmop.dev/parent"),
-            ("labels", "shard.wasmop.dev/x"),
+            ("labels", "drain.wasmop.dev/shard"),
         ] {
             let err = mutation_patch(Some(&pod()), &with(map, key, "forged")).unwrap_err();
             assert_eq!(err, PatchError::OwnershipChanged { field: format!("metadata.{map}[{key:?}]") });

@@ -421,14 +421,17 @@ KC
         --service-account-private-key-file "$dir/sa.key" \
         --root-ca-file "$ca"
 
-    # 6. Nodes that run Pods: kube-scheduler binds them, kwok plays every Node's kubelet.
+    # 6. Nodes that run Pods: kube-scheduler binds them, kwok plays every Node's kubelet. Its
+    # heartbeats are Leases in kube-node-lease (renewed every 10 s): without them
+    # kube-controller-manager marks the Nodes NotReady after its grace period, and their Pods
+    # unready, until kwok's next status heartbeat minutes later.
     if has_binaries "$bin" "${NODES[@]}"; then
         start_bg "$dir" kube-scheduler "$bin/kube-scheduler" \
             --kubeconfig "$dir/kubeconfig" --leader-elect=false --secure-port 0
         start_bg "$dir" kwok "$bin/kwok" \
             --kubeconfig "$dir/kubeconfig" --config "$bin/kwok-stages.yaml" \
             --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-            --cidr 10.244.0.0/16 --node-ip 127.0.0.1
+            --cidr 10.244.0.0/16 --node-ip 127.0.0.1 --node-lease-duration-seconds 40
         local i nodes=${WASMOP_NODES:-2}
         for ((i = 0; i < nodes; i++)); do
             node_yaml "node-$i"

@@ -232,7 +232,11 @@ impl ControlPlane {
                 .arg("--config")
                 .arg(self.bin.join("kwok-stages.yaml"))
                 .args(["--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake"])
-                .args(["--cidr", "10.244.0.0/16", "--node-ip", "127.0.0.1"]),
+                .args(["--cidr", "10.244.0.0/16", "--node-ip", "127.0.0.1"])
+                // Heartbeats through Leases in kube-node-lease, renewed every 10 s: without them
+                // kube-controller-manager marks the Nodes NotReady after its grace period, and
+                // their Pods unready, until kwok's next status heartbeat (minutes later).
+                .args(["--node-lease-duration-seconds", "40"]),
             &d.join("logs/kwok.log"),
         )?;
         *lock(&self.kwok) = Some(kwok);

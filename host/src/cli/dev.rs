@@ -29,8 +29,9 @@ pub struct DevArgs {
     pub keep: bool,
 }
 
-/// The demo's host policy: the Database plugin writes its credentials Secret.
-const DEMO_POLICY: &str = "plugins: {database: {grants: {secrets: write}}}\n";
+/// The demo's host policy: the Database plugin writes its credentials Secret; the SidecarSet
+/// plugin's webhook mutates Pods (it injects the sidecar), which it does not declare as children.
+const DEMO_POLICY: &str = "plugins:\n  database: {grants: {secrets: write}}\n  sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}\n";
 
 /// The demo's volume for the Database sample's claim.
 const DEMO_VOLUME: &str = "wasmop-dev-orders";
@@ -135,7 +136,10 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     let policy = match &runtime.policy {
         Some(_) => runtime.host_policy()?,
         None => {
-            eprintln!("    host policy (the demo's, `--policy FILE` for another):\n      {}", DEMO_POLICY.trim_end());
+            eprintln!(
+                "    host policy (the demo's, `--policy FILE` for another):\n      {}",
+                DEMO_POLICY.trim_end().replace('\n', "\n      ")
+            );
             HostPolicy::from_yaml(DEMO_POLICY)?.with_default_limits(runtime.deadline, runtime.memory)
         }
     };
@@ -262,4 +266,14 @@ fn summarize(status: Option<&Value>) -> String {
         .collect();
     parts.extend(status.iter().filter(|(k, _)| *k != "conditions").map(|(k, v)| format!("{k}: {v}")));
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_policy_is_a_valid_host_policy() {
+        HostPolicy::from_yaml(DEMO_POLICY).expect("the demo's policy parses");
+    }
 }

@@ -277,7 +277,8 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     if let Some(kinds) = &entry.grants.escalation_kinds {
         let parsed: Result<BTreeSet<Kind>, String> = kinds.iter().map(|k| parse_kind(k)).collect();
         let parsed = parsed.map_err(|e| bad("grants.escalationKinds", e))?;
-        if let Some(k) = parsed.iter().find(|k| escalation_kind(&k.group, &k.kind).is_none()) {
+        let known = |k: &Kind| escalation_kind(&k.group, &k.kind).is_some() || object_escalation::is_object_escalation_grant(k);
+        if let Some(k) = parsed.iter().find(|k| !known(k)) {
             return Err(bad("grants.escalationKinds", format!("{k} is not an escalation kind (see docs/security.md)")));
         }
         policy.grants.escalation_kinds = parsed;

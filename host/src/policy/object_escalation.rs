@@ -17,6 +17,16 @@ use serde_json::Value;
 use super::host_objects::is_token_secret;
 use crate::contract::Kind;
 
+/// The kinds (group, kind) `escalationKinds` may name for an object-level escalation although
+/// they are not escalation kinds themselves.
+const GRANT_KINDS: &[(&str, &str)] = &[("", "Service")];
+
+/// Whether `kind` is one `escalationKinds` may name to allow an escalation in objects' content
+/// (besides the escalation kinds, TokenRequest among them).
+pub fn is_object_escalation_grant(kind: &Kind) -> bool {
+    GRANT_KINDS.iter().any(|(group, name)| kind.group == *group && kind.kind == *name)
+}
+
 /// One escalation an object's content asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectEscalation {
@@ -84,6 +94,14 @@ mod tests {
         assert_eq!(found[0].grant, Kind::new("authentication.k8s.io", "v1", "TokenRequest"));
         assert!(object_escalations(&secret, &json!({"type": "Opaque"})).is_empty());
         assert!(object_escalations(&Kind::new("", "v1", "ConfigMap"), &token).is_empty(), "only a Secret is filled");
+    }
+
+    #[test]
+    fn a_policy_may_name_the_service_kind_in_escalation_kinds_but_not_any_kind() {
+        let policy = super::super::HostPolicy::from_yaml("plugins: {p: {grants: {escalationKinds: [v1/Service]}}}").unwrap();
+        assert!(policy.for_plugin("p").grants.escalation_kinds.contains(&Kind::new("", "v1", "Service")));
+        let err = super::super::HostPolicy::from_yaml("plugins: {p: {grants: {escalationKinds: [v1/ConfigMap]}}}").unwrap_err();
+        assert!(err.to_string().contains("v1/ConfigMap is not an escalation kind"), "{err}");
     }
 
     #[test]

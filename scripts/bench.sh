@@ -16,7 +16,8 @@
 # Each bench prints one JSON line per figure on stdout ({"bench", "metric", "value", "baseline",
 # "ratio", "unit", "target", "pass"}) besides its human output; the host's reconcile bench prints
 # a table, which scripts/bench_summary.py reads. A bench that fails does not stop the others; its
-# row says so. Needs the control plane of scripts/setup.sh (KUBEBUILDER_ASSETS) for the e2e benches.
+# row says so. The e2e benches run on the control plane of scripts/control-plane.sh: Kubernetes
+# 1.37 unless WASMOP_K8S_VERSION (or KUBEBUILDER_ASSETS) says otherwise; the summary names it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,10 +30,11 @@ out=${BENCH_OUT:-${CARGO_TARGET_DIR:-target}/bench-results}
 rm -rf "$out"
 mkdir -p "$out"
 
-if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
-    eval "$(bash scripts/setup.sh)"
-    export KUBEBUILDER_ASSETS WASMOP_TOOLS
-fi
+eval "$(bash scripts/setup.sh)"
+export WASMOP_TOOLS
+# The server the e2e benches start (the harness picks the same directory).
+server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail -n 1)}
+server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
 benches=(reconcile containment memory converge converge-10k admission reload churn sharding)
@@ -113,10 +115,11 @@ commit=$(git rev-parse --short HEAD)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 memory=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
 python3 - "$out/meta.json" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$commit" "$load_before" "$(loadavg)" \
-    "$(nproc) cores ($cpu), $memory, Linux $(uname -r)" <<'EOF'
+    "$(nproc) cores ($cpu), $memory, Linux $(uname -r)" "Kubernetes ${server:-?} (kube-apiserver, kwok nodes)" <<'EOF'
 import json, sys
-path, date, commit, before, after, machine = sys.argv[1:]
-json.dump({"date": date, "commit": commit, "load_before": before, "load_after": after, "machine": machine}, open(path, "w"))
+path, date, commit, before, after, machine, server = sys.argv[1:]
+json.dump({"date": date, "commit": commit, "load_before": before, "load_after": after, "machine": machine,
+           "server": server}, open(path, "w"))
 EOF
 
 if [ -z "${BENCH_NO_REWRITE:-}" ]; then

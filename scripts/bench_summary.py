@@ -5,7 +5,7 @@ Usage:
     bench_summary.py --results DIR --benchmarks BENCHMARKS.md [--mode quick|full]
 
 DIR holds, per bench, `<bench>.out` (its stdout), `<bench>.cmd` (the command that ran it, one
-line) and `<bench>.rc` (its exit status), plus `meta.json` (`date`, `commit`, `load_before`,
+line) and `<bench>.rc` (its exit status), plus `meta.json` (`date`, `commit`, `load_before`, `server`,
 `load_after`, `machine`). A figure is one line of a bench's stdout that is a JSON object with
 the keys `bench`, `metric`, `value`, `unit` and optionally `baseline`, `ratio`, `target` (text)
 and `pass` (true / false / null). The host's reconcile bench prints a table instead; its p50
@@ -111,7 +111,7 @@ def render(results, meta, mode):
         "## Summary of the last `scripts/bench.sh` run",
         "",
         f"Mode **{mode}**; {meta.get('date', '?')}; commit `{meta.get('commit', '?')}`; "
-        f"{meta.get('machine', '?')}; load average (1 min) {meta.get('load_before', '?')} before, "
+        f"{meta.get('server', 'Kubernetes ?')}; {meta.get('machine', '?')}; load average (1 min) {meta.get('load_before', '?')} before, "
         f"{meta.get('load_after', '?')} after. Each baseline is from the same run as its figure; "
         "ratio = figure / baseline. Written by `scripts/bench_summary.py`: edit outside the markers.",
         "",

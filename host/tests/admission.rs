@@ -111,3 +111,17 @@ async fn lookups_see_the_parent_kind_in_the_admitted_objects_namespace_only() {
     let (verdict, _) = plugin.admit("lookup", &request, Arc::new(cache)).await.unwrap();
     assert_eq!(verdict.warnings(), ["testbeds: a,b"]);
 }
+
+#[tokio::test]
+async fn a_verdict_waits_for_room_in_the_response_budget_and_is_refused_past_its_deadline() {
+    let limits = Limits { deadline: Duration::from_millis(300), ..Limits::default() };
+    let runtime = Runtime::builder().limits(limits).response_budget(1 << 10).artifact_dir(None).build().expect("runtime starts");
+    let plugin = runtime.load_file(plugin_with_features("testbed", "wasm32-wasip2", &["admission"])).await.unwrap();
+    // A reconcile's response holds the whole 1 KiB budget until its reservation is dropped.
+    let request = wasmop::contract::Request::new(testbed_cr("default", "held"));
+    let (_, _, held) = plugin.reconcile_reserved(&request, empty_cache()).await.unwrap();
+    let err = admit(&plugin, "label").await.unwrap_err();
+    assert!(matches!(&err, CallError::Host(m) if m.contains("response budget")), "{err}");
+    drop(held);
+    assert!(matches!(admit(&plugin, "label").await.unwrap(), Verdict::Allowed { .. }), "room again");
+}

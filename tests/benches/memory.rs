@@ -623,8 +623,6 @@ fn foreign_deployment(i: usize) -> serde_json::Value {
                 "spec": {"containers": [{"name": "app", "image": "registry.invalid/foreign:1"}]}}}})
 }
 
-/// User plus system CPU time of a process so far, in seconds (`/proc/PID/stat`, fields 14 and
-/// 15, in clock ticks of 1/100 s on Linux).
 /// VmHWM of `pid` (its peak resident set since it started), in MiB.
 fn peak_rss(pid: u32) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -636,6 +634,8 @@ fn peak_rss(pid: u32) -> Result<f64> {
     Ok(kib / 1024.0)
 }
 
+/// User plus system CPU time of a process so far, in seconds (`/proc/PID/stat`, fields 14 and
+/// 15, in clock ticks of 1/100 s on Linux).
 fn cpu_seconds(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("process {pid} is gone"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.

@@ -1,14 +1,23 @@
 //! Resolving the kinds plugins declare to API resources, by discovery.
 //!
+//! The first lookup reads the server's aggregated discovery (`/api` and `/apis` as
+//! `APIGroupDiscoveryList`, served from Kubernetes 1.26 and GA in 1.30): two requests answer
+//! every kind the server serves, however many plugins and group-versions there are, where
+//! per-group discovery costs one request per group-version. A kind missing from that snapshot
+//! (a CRD installed since, which aggregated discovery publishes a moment after the CRD is
+//! established) is asked for on its own group-version, as is every kind of a server (or an
+//! aggregated API server in front of it) that does not serve aggregated discovery.
+//!
 //! [`Discovery`] is also the host's online [`KindScopes`]: once a kind is resolved (every kind a
 //! plugin declares is, before the plugin starts), its scope is known without a request.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::api::GroupVersionKind;
-use kube::discovery::{ApiResource, Scope as DiscoveredScope, pinned_kind};
+use kube::discovery::{ApiCapabilities, ApiResource, Scope as DiscoveredScope, pinned_kind};
 
 use crate::contract::{Kind, KindScopes, Scope};
 
@@ -38,18 +47,51 @@ pub struct Resolved {
 pub struct Discovery {
     client: kube::Client,
     cache: Mutex<HashMap<Kind, Resolved>>,
+    /// Whether the aggregated snapshot is still to be read (once, on the first lookup).
+    snapshot: tokio::sync::Mutex<Snapshot>,
+    requests: AtomicU64,
+}
+
+/// Where the aggregated snapshot stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Snapshot {
+    /// Not read yet.
+    Pending,
+    /// Read into the cache.
+    Read,
+    /// The server does not serve aggregated discovery: every kind is asked for on its own.
+    Unserved,
 }
 
 impl std::fmt::Debug for Discovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Discovery").field("cached", &self.cache.lock().map(|c| c.len()).unwrap_or_default()).finish()
+        f.debug_struct("Discovery")
+            .field("cached", &self.cache.lock().map(|c| c.len()).unwrap_or_default())
+            .field("requests", &self.requests())
+            .finish()
     }
 }
 
 impl Discovery {
     /// An empty cache over `client`.
     pub fn new(client: kube::Client) -> Self {
-        Self { client, cache: Mutex::default() }
+        Self {
+            client,
+            cache: Mutex::default(),
+            snapshot: tokio::sync::Mutex::new(Snapshot::Pending),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// How many discovery requests this cache has sent to the API server so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Whether the kinds came from the server's aggregated discovery (`false` before the first
+    /// lookup, and for a server that does not serve it).
+    pub async fn aggregated(&self) -> bool {
+        *self.snapshot.lock().await == Snapshot::Read
     }
 
     /// Resolve `kind`, asking the API server on first use. Transient failures (the API server
@@ -59,13 +101,18 @@ impl Discovery {
     /// [`DiscoveryError::NotServed`] when the server answers that it does not serve the kind,
     /// or stays unreachable past `patience`.
     pub async fn resolve(&self, kind: &Kind, patience: Duration) -> Result<Resolved, DiscoveryError> {
-        if let Some(r) = self.cache.lock().expect("discovery lock").get(kind) {
-            return Ok(r.clone());
+        if let Some(r) = self.cached(kind) {
+            return Ok(r);
+        }
+        self.read_snapshot().await;
+        if let Some(r) = self.cached(kind) {
+            return Ok(r);
         }
         let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
         let started = tokio::time::Instant::now();
         let mut delay = Duration::from_millis(100);
         let (resource, caps) = loop {
+            self.requests.fetch_add(1, Ordering::Relaxed);
             match pinned_kind(&self.client, &gvk).await {
                 Ok(found) => break found,
                 Err(e) => {
@@ -80,13 +127,59 @@ impl Discovery {
                 }
             }
         };
+        let resolved = Resolved::new(resource, &caps);
+        self.cache.lock().expect("discovery lock").insert(kind.clone(), resolved.clone());
+        Ok(resolved)
+    }
+
+    fn cached(&self, kind: &Kind) -> Option<Resolved> {
+        self.cache.lock().expect("discovery lock").get(kind).cloned()
+    }
+
+    /// Read the server's aggregated discovery into the cache, once; concurrent first lookups
+    /// wait for the one read. A failure (not served, or the server away) leaves the per-kind
+    /// path: a server away is then retried there, within each lookup's patience.
+    async fn read_snapshot(&self) {
+        let mut snapshot = self.snapshot.lock().await;
+        if *snapshot != Snapshot::Pending {
+            return;
+        }
+        self.requests.fetch_add(2, Ordering::Relaxed);
+        match kube::discovery::Discovery::new(self.client.clone()).run_aggregated().await {
+            Ok(served) => {
+                let mut cache = self.cache.lock().expect("discovery lock");
+                for group in served.groups() {
+                    for version in group.versions() {
+                        for (resource, caps) in group.versioned_resources(version) {
+                            let kind = Kind::new(&resource.group, &resource.version, &resource.kind);
+                            cache.entry(kind).or_insert_with(|| Resolved::new(resource, &caps));
+                        }
+                    }
+                }
+                tracing::debug!(kinds = cache.len(), "read the server's aggregated discovery");
+                *snapshot = Snapshot::Read;
+            }
+            Err(kube::Error::Api(status)) if status.code < 500 && status.code != 429 => {
+                tracing::debug!(error = %status, "the server does not serve aggregated discovery; asking per kind");
+                *snapshot = Snapshot::Unserved;
+            }
+            Err(e @ (kube::Error::SerdeError(_) | kube::Error::Discovery(_))) => {
+                tracing::debug!(error = %e, "the server's aggregated discovery is unreadable; asking per kind");
+                *snapshot = Snapshot::Unserved;
+            }
+            // The server away or overloaded: the next first lookup tries again.
+            Err(e) => tracing::debug!(error = %e, "aggregated discovery failed; asking per kind this time"),
+        }
+    }
+}
+
+impl Resolved {
+    fn new(resource: ApiResource, caps: &ApiCapabilities) -> Self {
         let scope = match caps.scope {
             DiscoveredScope::Namespaced => Scope::Namespaced,
             DiscoveredScope::Cluster => Scope::Cluster,
         };
-        let resolved = Resolved { resource, scope };
-        self.cache.lock().expect("discovery lock").insert(kind.clone(), resolved.clone());
-        Ok(resolved)
+        Self { resource, scope }
     }
 }
 

@@ -79,6 +79,15 @@ pub enum VerdictError {
 }
 
 impl RawVerdict {
+    /// Bytes of every string in the verdict (the mutated object's JSON most of all), saturating.
+    pub fn bytes(&self) -> usize {
+        let (warnings, text) = match self {
+            RawVerdict::Allowed { warnings, mutated } => (warnings, mutated.as_ref().map_or(0, String::len)),
+            RawVerdict::Denied { message, warnings, .. } => (warnings, message.len()),
+        };
+        warnings.iter().map(String::len).fold(text, usize::saturating_add)
+    }
+
     /// Check the verdict against the request it answers and the webhook that asked: a denial
     /// has a code 400–599 and a message; only a mutating webhook mutates, only an object that
     /// exists, within [`MAX_MUTATED_OBJECT`] and `limits.max_bytes`, into a JSON object with

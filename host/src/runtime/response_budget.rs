@@ -8,7 +8,9 @@
 //! into the host only with a reservation of its bytes from one budget shared by every call of the
 //! runtime; the reservation is held while the response is parsed, planned and written, and a call
 //! that does not fit waits for others to finish (it never fails for it). A response larger than
-//! the whole budget waits until it is alone.
+//! the whole budget waits until it is alone. An admission verdict (a mutated object, up to
+//! 3 MiB) is reserved from the same budget while it is parsed and checked; it waits at most its
+//! call's deadline, and is then refused (the request denied) rather than answered late.
 
 use std::sync::Arc;
 

@@ -195,6 +195,14 @@ impl ApiServer {
             let path = parts.uri.path().to_owned();
             let query = decode_query(parts.uri.query().unwrap_or_default());
             self.requests.push(format!("{} {}", parts.method, parts.uri));
+            // The group lists (aggregated discovery included) are not served: discovery falls
+            // back to asking each group-version, as with a server without aggregated discovery.
+            if parts.method == Method::GET && (path == "/api" || path == "/apis") {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                    "message": "mock: the group lists are not served", "code": 404});
+                respond.send_response(json_response(StatusCode::NOT_FOUND, &status));
+                continue;
+            }
             let target = Target::parse(&path).unwrap_or_else(|| panic!("not a Kubernetes API path: {path}"));
             let get = parts.method == Method::GET;
             match (&target.plural, &target.name) {

@@ -26,7 +26,7 @@ use wasmop::admission::{Admission, AdmissionConfig, CertSource, HostObjects};
 use wasmop::contract::{KnownKinds, Manifest};
 use wasmop::controller::{BreakerConfig, Manager};
 use wasmop::policy::HostPolicy;
-use wasmop::reload::{PluginSetObserver, ReloadConfig, Reloader};
+use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_test_output};

@@ -132,9 +132,32 @@ pub fn violations(kind: &Kind, object: &Value) -> Vec<String> {
 /// let moved = json!({"spec": {"nodeName": "control-plane", "containers": [{"name": "c"}]}});
 /// assert_eq!(host_access::added_violations(&pod, Some(&scheduled), &moved).len(), 1);
 /// ```
+///
+/// Entries are compared without their list positions (containers, volumes and sysctls are
+/// named in each line): a mutation inserting a sidecar before a container does not make that
+/// container's settings new.
 pub fn added_violations(kind: &Kind, before: Option<&Value>, after: &Value) -> Vec<String> {
-    let had = before.map(|b| violations(kind, b)).unwrap_or_default();
-    violations(kind, after).into_iter().filter(|v| !had.contains(v)).collect()
+    let had: Vec<String> = before.map(|b| violations(kind, b)).unwrap_or_default().iter().map(|v| unindexed(v)).collect();
+    violations(kind, after).into_iter().filter(|v| !had.contains(&unindexed(v))).collect()
+}
+
+/// `line` without its list positions (`[0]`, `[12]`).
+fn unindexed(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(open) = rest.find('[') {
+        let (head, tail) = rest.split_at(open);
+        out.push_str(head);
+        match tail[1..].find(']') {
+            Some(close) if close > 0 && tail[1..=close].bytes().all(|b| b.is_ascii_digit()) => rest = &tail[close + 2..],
+            _ => {
+                out.push('[');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Every Pod spec `object` (of `kind`) carries, with its path for messages.
@@ -433,6 +456,14 @@ mod tests {
         let moved = json!({"spec": {"nodeName": "control-plane", "containers": [{"name": "c"}]}});
         assert_eq!(added_violations(&pod, Some(&scheduled), &moved).len(), 1, "a changed nodeName is the mutation's");
         assert_eq!(added_violations(&pod, None, &scheduled).len(), 1, "nothing before: everything is added");
+        let privileged = json!({"spec": {"containers": [{"name": "c", "securityContext": {"privileged": true}}]}});
+        let sidecar_first = json!({"spec": {"containers": [{"name": "log"},
+            {"name": "c", "securityContext": {"privileged": true}}]}});
+        assert!(added_violations(&pod, Some(&privileged), &sidecar_first).is_empty(), "a position is not a change");
+        let privileged_sidecar = json!({"spec": {"containers": [{"name": "log", "securityContext": {"privileged": true}},
+            {"name": "c", "securityContext": {"privileged": true}}]}});
+        assert_eq!(added_violations(&pod, Some(&privileged), &privileged_sidecar), ["spec.containers[0] (log) is privileged"]);
+        assert_eq!(unindexed("a.sysctls[10] sets \"x[1]\" b[k]"), "a.sysctls sets \"x\" b[k]");
     }
 
     #[test]

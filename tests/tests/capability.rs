@@ -9,7 +9,9 @@
 //! - a second plugin on the same parent kind taking over, or pruning, the first's child;
 //! - a mutating webhook on a kind declared only as related (Pods), a validating webhook on
 //!   Leases;
-//! - a plugin declaring the host's `WasmPlugin` kind.
+//! - a plugin declaring the host's `WasmPlugin` kind;
+//! - Endpoints pointing a Service at the API server without the grant, a Service with
+//!   `externalIPs`, and a mutating webhook giving Pods `seccompProfile: Unconfined`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,9 +19,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
+use wasmop::admission::{Admission, AdmissionConfig, CertSource, HostObjects};
 use wasmop::contract::{KnownKinds, Manifest};
 use wasmop::controller::{BreakerConfig, Manager};
 use wasmop::policy::HostPolicy;
@@ -156,6 +159,15 @@ async fn a_cluster_scoped_parent_writes_only_where_granted_and_never_with_the_ho
     .await?;
     let file = plugin_with_features("testbed", "wasm32-wasip2", &["cluster-parent"]);
     let client = host_client(&cp, &admin, &[&file], CLUSTER_PARENT_GRANTS).await?;
+    // The RBAC `wasmop rbac` printed matches the gate: the host's identity writes ConfigMaps in
+    // `tenant` (a Role there), not in every namespace (a ClusterRole).
+    let probe: kube::api::DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe"}}))?;
+    let elsewhere = api_for(&client, "v1", "ConfigMap", Some("default")).await?.create(&PostParams::default(), &probe).await;
+    assert!(
+        matches!(&elsewhere, Err(kube::Error::Api(status)) if status.code == 403),
+        "the host's identity must not write ConfigMaps outside writeNamespaces: {elsewhere:?}"
+    );
     // Every refused parent is retried and reported on its own: the breaker never trips here.
     let mut config = Host::test_config();
     config.breaker = BreakerConfig::default().window_calls(1_000_000);
@@ -287,5 +299,106 @@ async fn a_plugin_declaring_the_hosts_wasmplugin_kind_is_refused_at_load() -> Re
     assert!(manager.controller("testbed").is_none());
     let wasmplugins = api_for(&admin, "wasmop.dev/v1alpha1", "WasmPlugin", None).await?;
     assert!(wasmplugins.get_opt("testbed").await?.is_none(), "no report of a plugin that never ran, forged or not");
+    Ok(())
+}
+
+/// The address of the API server, as its `default/kubernetes` Endpoints (or, without them, the
+/// Service) name it.
+async fn api_server_address(admin: &kube::Client) -> Result<String> {
+    let endpoints = api_for(admin, "v1", "Endpoints", Some("default")).await?;
+    let listed = endpoints
+        .get_opt("kubernetes")
+        .await?
+        .and_then(|e| e.data.pointer("/subsets/0/addresses/0/ip").and_then(Value::as_str).map(str::to_owned));
+    if let Some(ip) = listed {
+        return Ok(ip);
+    }
+    let services = api_for(admin, "v1", "Service", Some("default")).await?;
+    let service = services.get("kubernetes").await?;
+    Ok(service.data.pointer("/spec/clusterIP").and_then(Value::as_str).context("kubernetes Service clusterIP")?.to_owned())
+}
+
+#[tokio::test]
+async fn a_plugin_declaring_endpoints_is_not_started_without_the_grant_and_points_no_service_at_the_api_server() -> Result<()> {
+    let (cp, admin) = control_plane().await?;
+    let file = plugin_with_features("testbed", "wasm32-wasip2", &["edge-kinds"]);
+    let client = host_client(&cp, &admin, &[&file], "").await?;
+    let started = Host::start_with(client, &[&file], Host::test_config(), runtime("")?).await;
+    let message = format!("{:#}", started.as_ref().err().context("the plugin must not start without the Endpoints grant")?);
+    assert!(
+        message.contains(
+            "writes v1/Endpoints, which points a Service at any address, the API server's or a metadata endpoint's \
+             (grant escalationKinds: [v1/Endpoints])"
+        ),
+        "{message}"
+    );
+    let ip = api_server_address(&admin).await?;
+    apply(&admin, &testbed("hijack", json!({"mode": "endpoints-to-apiserver", "ip": ip}))).await?;
+    let endpoints = api_for(&admin, "v1", "Endpoints", Some("default")).await?;
+    assert!(!exists_after_a_while(&endpoints, "hijack-api").await?, "no Endpoints pointing at the API server");
+    Ok(())
+}
+
+/// The `edge-kinds` build granted Endpoints: it may point its own Service anywhere, nothing more.
+const EDGE_GRANTS: &str = "plugins: {testbed: {grants: {escalationKinds: [v1/Endpoints]}}}";
+
+#[tokio::test]
+async fn a_service_with_external_ips_and_a_mutation_unconfining_pods_are_refused_under_the_hosts_rbac() -> Result<()> {
+    let (cp, admin) = control_plane().await?;
+    let file = plugin_with_features("testbed", "wasm32-wasip2", &["edge-kinds"]);
+    let client = host_client(&cp, &admin, &[&file], EDGE_GRANTS).await?;
+    let host = Host::start_with(client, &[&file], Host::test_config(), runtime(EDGE_GRANTS)?).await?;
+    let parents = api_for(&admin, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    let services = api_for(&admin, "v1", "Service", Some("default")).await?;
+
+    // Granted, Endpoints are written (so what follows is the gate, not a broken plugin).
+    apply(&admin, &testbed("granted", json!({"mode": "endpoints-to-apiserver", "ip": "10.1.2.3"}))).await?;
+    let endpoints = api_for(&admin, "v1", "Endpoints", Some("default")).await?;
+    eventually("Endpoints granted-api applied", WAIT, || async { Ok(endpoints.get_opt("granted-api").await?) }).await?;
+
+    let ip = api_server_address(&admin).await?;
+    apply(&admin, &testbed("intercept", json!({"mode": "external-ips", "ip": ip}))).await?;
+    let message = refused(&parents, "intercept", "ActionRefused").await?;
+    assert!(
+        message.contains(&format!("is a Service with spec.externalIPs {ip}, which intercepts the traffic"))
+            && message.contains("(grant escalationKinds: [v1/Service])"),
+        "{message}"
+    );
+    assert!(services.get_opt("intercept-intercept").await?.is_none(), "no Service with externalIPs");
+
+    // The webhook mutates Pods, a declared child kind: allowed, but not into unconfined ones.
+    let certs = CertSource::Secret {
+        namespace: "wasmop-system".into(),
+        name: "wasmop-admission-tls".into(),
+        names: vec!["127.0.0.1".into()],
+    };
+    let config = AdmissionConfig {
+        host: HostObjects {
+            namespace: Some("wasmop-system".into()),
+            lease_namespace: "wasmop-system".into(),
+            secret: Some(("wasmop-system".into(), "wasmop-admission-tls".into())),
+        },
+        ..AdmissionConfig::new(certs)
+    };
+    let admission = Admission::start(config, Arc::clone(&host.manager)).await?;
+    admission.observer().plugins_changed(None).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "victim", "labels": {"testbed-admission": "unconfine"}},
+        "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]}}))?;
+    // Until the API server calls the webhook, a create is stored: take it back and retry.
+    let denied = eventually("the unconfining mutation denied", WAIT, || async {
+        Ok(match pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {
+                pods.delete("victim", &Default::default()).await?;
+                anyhow::bail!("stored")
+            }
+            Err(e) if e.to_string().contains("InvalidMutation") || e.to_string().contains("denied") => Some(e.to_string()),
+            Err(e) => anyhow::bail!("{e}"),
+        })
+    })
+    .await?;
+    assert!(denied.contains("spec.containers[0] (web).securityContext.seccompProfile.type is Unconfined"), "{denied}");
+    assert!(pods.get_opt("victim").await?.is_none_or(|p| p.metadata.deletion_timestamp.is_some()));
     Ok(())
 }

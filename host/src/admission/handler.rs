@@ -176,7 +176,7 @@ impl Handler {
                         let patch = mutation_patch(original.as_ref(), m)
                             .map_err(|e| CallFailure { reason: "InvalidMutation", message: format!("plugin {plugin}: {e}") })?;
                         if patch.is_some()
-                            && let Some(refusal) = content_refusal(&self.admitter.grants(plugin), m)
+                            && let Some(refusal) = content_refusal(&self.admitter.grants(plugin), original.as_ref(), m)
                         {
                             return Err(CallFailure {
                                 reason: "InvalidMutation",

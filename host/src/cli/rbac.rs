@@ -21,8 +21,8 @@ use super::RuntimeArgs;
 use crate::admission::certs::ADMISSION_SECRET;
 use crate::cluster::install_scope::namespace_name;
 use crate::cluster::{Discovery, InstallScope};
-use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest};
-use crate::policy::{ConfigSource, HostPolicy};
+use crate::contract::{Kind, KindInfo, KindsError, KnownKinds, Manifest, Scope};
+use crate::policy::{ConfigSource, HostPolicy, NamespaceGrant};
 use crate::reload::scan;
 
 /// Arguments of `wasmop rbac`.
@@ -84,9 +84,54 @@ pub fn kinds_of(manifests: &[Manifest]) -> BTreeSet<Kind> {
 /// ConfigMap adds read of that ConfigMap by name (`resourceNames`; the host lists and watches
 /// it with a `metadata.name` field selector, which such a rule allows).
 ///
+/// These are the cluster-wide rules. A plugin with a cluster-scoped parent whose policy grants
+/// writes in named namespaces only (`writeNamespaces: [NS, ...]`) gets only the read of its
+/// namespaced child kinds here (the host watches a kind once, cluster-wide); their writes are
+/// in [`namespace_write_rules`], as the gate allows them.
+///
 /// # Errors
 /// [`KindsError::Unknown`] for a kind `kinds` does not know.
 pub fn rules(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) -> Result<Vec<Value>, KindsError> {
+    Ok(cluster_install_rules(manifests, policy, kinds)?.into_json())
+}
+
+/// Per namespace, the write rules of the plugins whose writes the policy grants only there
+/// (a cluster-scoped parent with `writeNamespaces` naming namespaces): what the gate
+/// ([`crate::policy::Grants::may_write`]) lets them write, and no more. Empty when every
+/// plugin writes wherever its parents are, or everywhere (`"*"`: the cluster-wide role has it).
+/// A right the cluster-wide rules already give is not repeated.
+///
+/// # Errors
+/// [`KindsError::Unknown`] for a kind `kinds` does not know.
+pub fn namespace_write_rules(
+    manifests: &[Manifest],
+    policy: &HostPolicy,
+    kinds: &KnownKinds,
+) -> Result<BTreeMap<String, Vec<Value>>, KindsError> {
+    let rules = cluster_install_rules(manifests, policy, kinds)?;
+    let mut out = BTreeMap::new();
+    for (ns, grants) in &rules.in_namespaces {
+        let json: Vec<Value> = grants
+            .iter()
+            .filter_map(|((group, resource), verbs)| {
+                let everywhere = rules.grants.get(&(group.clone(), resource.clone()));
+                let verbs: Vec<&str> = verbs.iter().copied().filter(|v| !everywhere.is_some_and(|e| e.contains(v))).collect();
+                (!verbs.is_empty()).then(|| json!({"apiGroups": [group], "resources": [resource], "verbs": verbs}))
+            })
+            .collect();
+        if !json.is_empty() {
+            out.insert(ns.clone(), json);
+        }
+    }
+    Ok(out)
+}
+
+/// Everything a cluster-wide host needs (see [`rules`] and [`namespace_write_rules`]).
+fn cluster_install_rules<'k>(
+    manifests: &[Manifest],
+    policy: &HostPolicy,
+    kinds: &'k KnownKinds,
+) -> Result<Rules<'k>, KindsError> {
     let mut rules = Rules::new(kinds);
     rules.plugins(manifests, policy, &InstallScope::Cluster)?;
     let [event, lease, _] = host_kinds();
@@ -94,7 +139,7 @@ pub fn rules(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) ->
     rules.grant(&lease, None, LEASES)?;
     rules.reports()?;
     rules.webhook_configurations();
-    Ok(rules.into_json())
+    Ok(rules)
 }
 
 /// Verbs on events: kube's recorder creates them and patches a repeated one.
@@ -108,13 +153,15 @@ const LEASES: &[&str] = &["get", "list", "create", "update", "patch", "delete"];
 struct Rules<'k> {
     kinds: &'k KnownKinds,
     grants: BTreeMap<(String, String), BTreeSet<&'static str>>,
+    /// Rules in one namespace only: the writes of plugins granted only named namespaces.
+    in_namespaces: BTreeMap<String, BTreeMap<(String, String), BTreeSet<&'static str>>>,
     /// ConfigMaps the plugins are configured by, read by name.
     config_maps: BTreeSet<String>,
 }
 
 impl<'k> Rules<'k> {
     fn new(kinds: &'k KnownKinds) -> Self {
-        Self { kinds, grants: BTreeMap::new(), config_maps: BTreeSet::new() }
+        Self { kinds, grants: BTreeMap::new(), in_namespaces: BTreeMap::new(), config_maps: BTreeSet::new() }
     }
 
     /// `verbs` on `kind` (its subresource `sub`, when given).
@@ -133,8 +180,25 @@ impl<'k> Rules<'k> {
         for m in manifests.iter().filter(|m| left_out(m, policy, self.kinds, install).is_none()) {
             self.grant(&m.parent, None, &["get", "list", "watch", "patch", "update"])?;
             self.grant(&m.parent, Some("status"), &["get", "patch", "update"])?;
+            // The gate lets a cluster-scoped parent's plugin write namespaced objects only in the
+            // namespaces `writeNamespaces` names: its rights are there, not cluster-wide.
+            let write_namespaces = policy.for_plugin(&m.name).grants.write_namespaces;
+            let only_in = match (m.scope, &write_namespaces) {
+                (Scope::Cluster, NamespaceGrant::Also(names)) => Some(names),
+                _ => None,
+            };
             for child in &m.children {
-                self.grant(child, None, WRITE)?;
+                match only_in {
+                    Some(names) if self.kinds.resolve(child)?.scope == Scope::Namespaced => {
+                        self.grant(child, None, READ)?;
+                        let plural = self.kinds.resolve(child)?.plural.clone();
+                        for ns in names {
+                            let rules = self.in_namespaces.entry(ns.clone()).or_default();
+                            rules.entry((child.group.clone(), plural.clone())).or_default().extend(WRITE);
+                        }
+                    }
+                    _ => self.grant(child, None, WRITE)?,
+                }
             }
             for related in &m.related {
                 self.grant(&related.kind, None, READ)?;
@@ -193,6 +257,8 @@ pub(super) fn left_out(m: &Manifest, policy: &HostPolicy, kinds: &KnownKinds, in
 
 /// The ClusterRole and its ClusterRoleBinding to `namespace/service_account`, as YAML. A
 /// comment names every plugin left out because the policy does not grant what it declares.
+/// The writes a plugin is granted in named namespaces only ([`namespace_write_rules`]) follow
+/// as a Role and RoleBinding `<name>-writes` in each of those namespaces.
 ///
 /// # Errors
 /// [`KindsError::Unknown`] for a kind `kinds` does not know; a YAML serialization failure.
@@ -218,8 +284,28 @@ pub fn render(
         "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
     });
     let (secret_role, secret_binding) = admission_secret_role(name, namespace, service_account);
+    let mut writes = String::new();
+    for (ns, rules) in namespace_write_rules(manifests, policy, kinds)? {
+        let writes_name = format!("{name}-writes");
+        let role = json!({
+            "apiVersion": RBAC_V1, "kind": "Role",
+            "metadata": {"name": writes_name, "namespace": ns, "annotations": {"wasmop.dev/plugins": names.join(",")}},
+            "rules": rules,
+        });
+        let binding = json!({
+            "apiVersion": RBAC_V1, "kind": "RoleBinding",
+            "metadata": {"name": writes_name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": writes_name},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+        });
+        writes.push_str(&format!(
+            "---\n# In {ns} only: the writes of plugins with a cluster-scoped parent granted this namespace (writeNamespaces).\n{}---\n{}",
+            serde_yaml::to_string(&role)?,
+            serde_yaml::to_string(&binding)?
+        ));
+    }
     Ok(format!(
-        "# Generated by `wasmop rbac` for plugins: {}\n{left_out}{}---\n{}---\n{}---\n{}",
+        "# Generated by `wasmop rbac` for plugins: {}\n{left_out}{}---\n{}---\n{}---\n{}{writes}",
         names.join(", "),
         serde_yaml::to_string(&role)?,
         serde_yaml::to_string(&binding)?,
@@ -460,6 +546,72 @@ mod tests {
         assert_eq!(config_maps, [&want]);
         let none = super::rules(&[fixtures::memcached("")], &HostPolicy::default(), &kinds()).unwrap();
         assert!(none.iter().all(|r| r["resources"][0] != "configmaps"));
+    }
+
+    /// A plugin with a cluster-scoped parent (Namespace) writing ConfigMaps and ClusterRoles.
+    fn tenant_plugin() -> Manifest {
+        let mut m = fixtures::memcached("");
+        m.name = "tenants".into();
+        m.parent = Kind::new("", "v1", "Namespace");
+        m.scope = Scope::Cluster;
+        m.related.clear();
+        m.children = vec![Kind::new("", "v1", "ConfigMap"), Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole")];
+        m
+    }
+
+    /// [`WRITE`] as rules list it (sorted).
+    const WRITES: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
+    const TENANT_GRANTS: &str = "plugins: {tenants: {grants: {escalationKinds: [v1/Namespace, \
+        rbac.authorization.k8s.io/v1/ClusterRole], clusterScopedChildren: [rbac.authorization.k8s.io/v1/ClusterRole], \
+        writeNamespaces: WRITE}}}";
+
+    #[test]
+    fn writes_granted_in_named_namespaces_are_a_role_in_each_and_only_reads_are_cluster_wide() {
+        let policy = HostPolicy::from_yaml(&TENANT_GRANTS.replace("WRITE", "[team-a, team-b]")).unwrap();
+        let m = tenant_plugin();
+        let cluster = rules(std::slice::from_ref(&m), &policy, &kinds()).unwrap();
+        let find = |res: &str| cluster.iter().find(|r| r["resources"][0] == res).cloned();
+        assert_eq!(find("configmaps").unwrap()["verbs"], json!(["get", "list", "watch"]), "the watch is cluster-wide");
+        assert_eq!(find("clusterroles").unwrap()["verbs"], json!(WRITES), "a cluster-scoped kind has no namespace");
+        let per_namespace = namespace_write_rules(std::slice::from_ref(&m), &policy, &kinds()).unwrap();
+        assert_eq!(per_namespace.keys().collect::<Vec<_>>(), ["team-a", "team-b"]);
+        for rules in per_namespace.values() {
+            let writes =
+                json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete", "patch", "update"]});
+            assert_eq!(rules, &[writes], "the reads are cluster-wide already");
+        }
+        let text = render(std::slice::from_ref(&m), &policy, &kinds(), "w", "ops", "sa").unwrap();
+        let documents = documents(&text);
+        let roles: Vec<(&str, &str)> = documents
+            .iter()
+            .filter(|d| d["kind"] == "Role" && d["metadata"]["name"] == "w-writes")
+            .map(|d| (d["metadata"]["namespace"].as_str().unwrap(), d["rules"][0]["resources"][0].as_str().unwrap()))
+            .collect();
+        assert_eq!(roles, [("team-a", "configmaps"), ("team-b", "configmaps")]);
+        let bindings = documents.iter().filter(|d| d["kind"] == "RoleBinding" && d["metadata"]["name"] == "w-writes");
+        for binding in bindings {
+            assert_eq!(binding["subjects"][0], json!({"kind": "ServiceAccount", "name": "sa", "namespace": "ops"}));
+        }
+    }
+
+    #[test]
+    fn writes_granted_everywhere_or_by_namespaced_parents_stay_cluster_wide() {
+        let policy = HostPolicy::from_yaml(&TENANT_GRANTS.replace("WRITE", "[\"*\"]")).unwrap();
+        let m = tenant_plugin();
+        let cluster = rules(std::slice::from_ref(&m), &policy, &kinds()).unwrap();
+        let config_maps = cluster.iter().find(|r| r["resources"][0] == "configmaps").unwrap();
+        assert_eq!(config_maps["verbs"], json!(WRITES));
+        assert!(namespace_write_rules(&[m], &policy, &kinds()).unwrap().is_empty());
+        // Another plugin writing ConfigMaps wherever its parents are: the cluster-wide right
+        // covers the named namespaces, nothing is repeated.
+        let limited = HostPolicy::from_yaml(&TENANT_GRANTS.replace("WRITE", "[team-a]")).unwrap();
+        let mut memcached = fixtures::memcached("");
+        memcached.children.push(Kind::new("", "v1", "ConfigMap"));
+        let both = [tenant_plugin(), memcached];
+        assert!(namespace_write_rules(&both, &limited, &kinds()).unwrap().is_empty());
+        let text = render(&both, &limited, &kinds(), "w", "ops", "sa").unwrap();
+        assert!(!text.contains("w-writes"), "{text}");
     }
 
     #[test]

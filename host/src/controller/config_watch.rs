@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, Weak};
 use arc_swap::ArcSwap;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
@@ -195,7 +194,7 @@ async fn watch_config_map(client: kube::Client, at: ConfigMapRef, controller: We
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &at.namespace);
     let from = described(&at);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));
-    let mut events = pin!(watcher::watcher(api, config).backoff(super::watch_backoff::WatchBackoff::default()));
+    let mut events = pin!(super::watch_backoff::with_backoff(watcher::watcher(api, config)));
     let mut listed = false;
     while let Some(event) = events.next().await {
         let read = match event {

@@ -19,12 +19,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::discovery::ApiResource;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::initial_list::{InitialList, ListMode};
-use super::watch_backoff::WatchBackoff;
+use super::watch_backoff::with_backoff;
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
@@ -337,7 +337,7 @@ impl KindWatch {
 }
 
 /// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
-/// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`] (the API
+/// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`](super::watch_backoff::WatchBackoff) (the API
 /// server going away is survived here, and its return noticed within seconds) and relist. The
 /// kind is synced once every one of them has listed. Objects arrive stripped ([`WatchedObject`]).
 async fn run_watch(
@@ -354,9 +354,9 @@ async fn run_watch(
     };
     let config = list_mode.apply(config).await;
     let mut unsynced: BTreeSet<Option<String>> = apis.iter().map(|(ns, _)| ns.clone()).collect();
-    let streams = apis.into_iter().map(|(ns, api)| {
-        watcher(api, config.clone()).backoff(WatchBackoff::default()).map(move |event| (ns.clone(), event)).boxed()
-    });
+    let streams = apis
+        .into_iter()
+        .map(|(ns, api)| with_backoff(watcher(api, config.clone())).map(move |event| (ns.clone(), event)).boxed());
     let mut stream = futures::stream::select_all(streams);
     // Relists in progress, per namespace (`None`: the whole cluster).
     let mut relists: HashMap<Option<String>, BTreeMap<Key, Arc<Object>>> = HashMap::new();

@@ -1,6 +1,7 @@
 //! Escalation kinds: kinds whose objects give their writer (or, through a webhook, their
 //! vetoer) power over the cluster beyond the objects themselves — RBAC, admission, API
-//! extension, namespaces, credentials, host storage, nodes and leader election.
+//! extension, namespaces, credentials, host storage, nodes, leader election, where Services
+//! send their traffic (Endpoints, EndpointSlices), scheduling priority and container runtimes.
 //!
 //! A plugin declares, writes, mutates or vetoes objects of these kinds only when the host's
 //! policy names the kind in `escalationKinds` (see [`super::Grants::escalation_kinds`]);
@@ -58,6 +59,15 @@ pub const ESCALATION_KINDS: &[EscalationKind] = &[
     },
     entry("certificates.k8s.io", "CertificateSigningRequest", "certificatesigningrequests", "mints credentials"),
     entry("coordination.k8s.io", "Lease", "leases", "holds or blocks leader election"),
+    entry("", "Endpoints", "endpoints", "points a Service at any address, the API server's or a metadata endpoint's"),
+    entry(
+        "discovery.k8s.io",
+        "EndpointSlice",
+        "endpointslices",
+        "points a Service at any address, the API server's or a metadata endpoint's",
+    ),
+    entry("scheduling.k8s.io", "PriorityClass", "priorityclasses", "preempts every workload of a lower priority"),
+    entry("node.k8s.io", "RuntimeClass", "runtimeclasses", "picks the runtime handler Pods run under on the nodes"),
 ];
 
 /// The escalation kind `group`/`kind` is, whatever the version.
@@ -113,6 +123,18 @@ mod tests {
         assert!(escalation_kind("", "Namespace").is_some());
         assert!(escalation_kind("example.com", "ClusterRole").is_none(), "only the real group");
         assert!(escalation_kind("apps", "Deployment").is_none());
+    }
+
+    #[test]
+    fn endpoints_priority_and_runtime_classes_are_escalation_kinds_with_their_reason() {
+        let why = |group, kind| escalation_kind(group, kind).map(|e| e.why);
+        assert_eq!(why("", "Endpoints"), Some("points a Service at any address, the API server's or a metadata endpoint's"));
+        assert_eq!(why("discovery.k8s.io", "EndpointSlice"), why("", "Endpoints"));
+        assert_eq!(why("scheduling.k8s.io", "PriorityClass"), Some("preempts every workload of a lower priority"));
+        assert_eq!(why("node.k8s.io", "RuntimeClass"), Some("picks the runtime handler Pods run under on the nodes"));
+        assert_eq!(kinds("", "endpoints"), ["Endpoints"]);
+        assert_eq!(kinds("discovery.k8s.io", "*"), ["EndpointSlice"]);
+        assert!(kinds("", "services").is_empty(), "a Service itself is not escalation (its externalIPs are)");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::escalation::escalation_kind;
 use super::grants::Grants;
+use super::object_escalation::object_escalations;
 use super::{host_access, host_objects, webhook_reach};
 use crate::contract::{Kind, KindScopes, Manifest, Scope};
 
@@ -86,6 +87,18 @@ pub enum Refusal {
     HostObject {
         /// Why.
         why: String,
+    },
+    /// An object whose content is an escalation ([`super::object_escalations`]: a
+    /// service-account-token Secret, a Service with `externalIPs`) the policy's
+    /// `escalationKinds` does not allow.
+    #[error("is {what}, which {why}: the host's policy must allow it (grant escalationKinds: [{grant}])")]
+    ObjectEscalation {
+        /// What the object is.
+        what: String,
+        /// What its writer can do.
+        why: &'static str,
+        /// The kind `escalationKinds` must name.
+        grant: String,
     },
     /// A Pod or workload template with host access, without `allowHostAccess: true`.
     #[error("asks for host access, which the host's policy does not grant (allowHostAccess): {}", .found.join("; "))]
@@ -164,23 +177,42 @@ impl Grants {
     }
 
     /// Whether the plugin may write `object` (of `kind`, named `name`; its content when it is
-    /// applied, `None` for a delete): not one of the host's own objects, and no host access
-    /// unless `allowHostAccess` is granted.
+    /// applied, `None` for a delete): not one of the host's own objects, no escalation in its
+    /// content ([`super::object_escalations`]) unless `escalationKinds` allows it, and no host
+    /// access unless `allowHostAccess` is granted.
     ///
     /// # Errors
-    /// [`Refusal::HostObject`] or [`Refusal::HostAccess`].
+    /// [`Refusal::HostObject`], [`Refusal::ObjectEscalation`] or [`Refusal::HostAccess`].
     pub fn may_write_object(&self, kind: &Kind, name: &str, object: Option<&Value>) -> Result<(), Refusal> {
-        if let Some(why) = host_objects::host_object(kind, name, object) {
+        self.may_change_object(kind, name, None, object)
+    }
+
+    /// [`Grants::may_write_object`] for a write that changes `before` (of a mutating webhook:
+    /// the object as admitted) into `after`: the content checks refuse only what the change
+    /// adds or changes — an object admitted on UPDATE carries what it already had (an already
+    /// scheduled Pod its `nodeName`), which is not the plugin's doing. `before: None` judges all
+    /// of `after`. The host's own objects are refused whatever changed.
+    ///
+    /// # Errors
+    /// As [`Grants::may_write_object`].
+    pub fn may_change_object(
+        &self,
+        kind: &Kind,
+        name: &str,
+        before: Option<&Value>,
+        after: Option<&Value>,
+    ) -> Result<(), Refusal> {
+        if let Some(why) = host_objects::host_object(kind, name, after) {
             return Err(Refusal::HostObject { why });
         }
-        let token_request = Kind::new("authentication.k8s.io", "v1", "TokenRequest");
-        if object.is_some_and(|o| host_objects::is_token_secret(kind, o)) && !self.escalation_kinds.contains(&token_request) {
-            return Err(Refusal::Escalation {
-                kind: format!("{token_request} (a Secret of type kubernetes.io/service-account-token)"),
-                why: "mints credentials",
-            });
+        let Some(after) = after else { return Ok(()) };
+        let had = before.map(|b| object_escalations(kind, b)).unwrap_or_default();
+        let escalation =
+            object_escalations(kind, after).into_iter().find(|e| !had.contains(e) && !self.escalation_kinds.contains(&e.grant));
+        if let Some(e) = escalation {
+            return Err(Refusal::ObjectEscalation { what: e.what, why: e.why, grant: e.grant.to_string() });
         }
-        let found = object.map(|o| host_access::violations(kind, o)).unwrap_or_default();
+        let found = host_access::added_violations(kind, before, after);
         if !found.is_empty() && !self.allow_host_access {
             return Err(Refusal::HostAccess { found });
         }
@@ -340,9 +372,52 @@ mod tests {
             "metadata": {"annotations": {"kubernetes.io/service-account.name": "builder"}}});
         let write = Grants { secrets: SecretAccess::Write, ..Grants::default() };
         let err = write.may_write_object(&secret, "t", Some(&token)).unwrap_err();
-        assert!(matches!(err, Refusal::Escalation { why: "mints credentials", .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "is a Secret of type kubernetes.io/service-account-token (for ServiceAccount \"builder\"), which mints \
+             credentials: the host's policy must allow it (grant escalationKinds: [authentication.k8s.io/v1/TokenRequest])"
+        );
         let tokens = Grants { escalation_kinds: [Kind::new("authentication.k8s.io", "v1", "TokenRequest")].into(), ..write };
         tokens.may_write_object(&secret, "t", Some(&token)).unwrap();
+    }
+
+    #[test]
+    fn a_service_with_external_ips_needs_the_service_named_in_escalation_kinds() {
+        let service = Kind::new("", "v1", "Service");
+        let intercept = json!({"spec": {"ports": [{"port": 443}], "externalIPs": ["10.96.0.1"]}});
+        let err = Grants::default().may_write_object(&service, "s", Some(&intercept)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "is a Service with spec.externalIPs 10.96.0.1, which intercepts the traffic of every Pod and node to those \
+             addresses, cluster-wide: the host's policy must allow it (grant escalationKinds: [v1/Service])"
+        );
+        let plain = json!({"spec": {"ports": [{"port": 443}]}});
+        Grants::default().may_write_object(&service, "s", Some(&plain)).unwrap();
+        Grants::default().may_write_object(&service, "s", None).unwrap();
+        let granted = Grants { escalation_kinds: [service.clone()].into(), ..Grants::default() };
+        granted.may_write_object(&service, "s", Some(&intercept)).unwrap();
+    }
+
+    #[test]
+    fn a_change_is_refused_only_for_the_escalation_and_host_access_it_adds() {
+        let service = Kind::new("", "v1", "Service");
+        let intercept = json!({"spec": {"externalIPs": ["10.96.0.1"]}});
+        let relabelled = json!({"metadata": {"labels": {"a": "b"}}, "spec": {"externalIPs": ["10.96.0.1"]}});
+        let none = Grants::default();
+        none.may_change_object(&service, "s", Some(&intercept), Some(&relabelled)).unwrap();
+        let moved = json!({"spec": {"externalIPs": ["10.96.0.1", "169.254.169.254"]}});
+        assert!(matches!(
+            none.may_change_object(&service, "s", Some(&intercept), Some(&moved)),
+            Err(Refusal::ObjectEscalation { .. })
+        ));
+        let pod = Kind::new("", "v1", "Pod");
+        let scheduled = json!({"spec": {"nodeName": "node-1", "containers": [{"name": "c"}]}});
+        let sidecar = json!({"spec": {"nodeName": "node-1", "containers": [{"name": "c"}, {"name": "log"}]}});
+        none.may_change_object(&pod, "p", Some(&scheduled), Some(&sidecar)).unwrap();
+        let err = none.may_change_object(&pod, "p", None, Some(&scheduled)).unwrap_err();
+        assert!(err.to_string().contains("spec.nodeName \"node-1\" binds it to a node"), "{err}");
+        let wasmop = Kind::new("coordination.k8s.io", "v1", "Lease");
+        assert!(none.may_change_object(&wasmop, "wasmop", Some(&json!({})), Some(&json!({}))).is_err());
     }
 
     #[test]

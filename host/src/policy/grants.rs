@@ -124,18 +124,25 @@ pub struct Grants {
     pub secrets: SecretAccess,
     /// Escalation kinds ([`super::ESCALATION_KINDS`]: RBAC, admission configurations and
     /// policies, CRDs, APIServices, Namespaces, Nodes, PersistentVolumes, StorageClasses,
-    /// TokenRequests, CertificateSigningRequests, Leases) the plugin may declare and write,
-    /// and its webhooks mutate or validate (`escalationKinds` in the policy file), by exact
-    /// group, version and kind. A cluster-scoped one needs `clusterScopedChildren` as well.
+    /// TokenRequests, CertificateSigningRequests, Leases, Endpoints, EndpointSlices,
+    /// PriorityClasses, RuntimeClasses) the plugin may declare and write, and its webhooks
+    /// mutate or validate (`escalationKinds` in the policy file), by exact group, version and
+    /// kind. A cluster-scoped one needs `clusterScopedChildren` as well.
+    ///
+    /// It also allows the escalations in an object's content ([`super::object_escalations`]):
+    /// `authentication.k8s.io/v1/TokenRequest` a Secret of type
+    /// `kubernetes.io/service-account-token`, `v1/Service` a Service with `externalIPs`.
     ///
     /// # Caveats
     /// Even so, the host's own objects are never written, and no binding to the host's roles
     /// (see [`super::host_object`]).
     pub escalation_kinds: BTreeSet<Kind>,
-    /// Whether the plugin may write Pods and workload templates with host access: host
-    /// namespaces, `hostPath` volumes, host ports, privileged containers, added capabilities,
-    /// privilege escalation, an unmasked `/proc` (`allowHostAccess` in the policy file; see
-    /// [`super::host_access`]).
+    /// Whether the plugin may write Pods and workload templates with host access: what the
+    /// Pod Security Standards' baseline profile forbids — host namespaces, `hostPath` volumes,
+    /// host ports, privileged containers, capabilities beyond the default set, an unmasked
+    /// `/proc`, seccomp or AppArmor unconfined, SELinux labels beyond the container types,
+    /// unsafe sysctls, Windows host processes — and a `nodeName` (`allowHostAccess` in the
+    /// policy file; see [`super::host_access`]).
     pub allow_host_access: bool,
     /// Whether the plugin's manifest's `adoptUnowned` takes effect (`adoptUnowned` in the
     /// policy file): without it the plugin never takes over an object nobody controls.

@@ -75,6 +75,7 @@ mod grants;
 pub mod host_access;
 mod host_objects;
 mod limits;
+mod object_escalation;
 mod reconciled;
 mod removal;
 mod view;
@@ -93,6 +94,7 @@ pub use gate::{ParentScope, Refusal};
 pub use grants::{Grants, NamespaceGrant, SYSTEM_NAMESPACES, SecretAccess, parse_kind};
 pub use host_objects::{HOST_NAME, SHARD_LEASE_LABEL, host_object, is_host_name};
 pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_deadline, parse_memory};
+pub use object_escalation::{ObjectEscalation, object_escalations};
 pub use reconciled::ReconciledCondition;
 pub use removal::OnRemove;
 pub use view::{grants_json, limits_json};
@@ -275,7 +277,8 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     if let Some(kinds) = &entry.grants.escalation_kinds {
         let parsed: Result<BTreeSet<Kind>, String> = kinds.iter().map(|k| parse_kind(k)).collect();
         let parsed = parsed.map_err(|e| bad("grants.escalationKinds", e))?;
-        if let Some(k) = parsed.iter().find(|k| escalation_kind(&k.group, &k.kind).is_none()) {
+        let known = |k: &Kind| escalation_kind(&k.group, &k.kind).is_some() || object_escalation::is_object_escalation_grant(k);
+        if let Some(k) = parsed.iter().find(|k| !known(k)) {
             return Err(bad("grants.escalationKinds", format!("{k} is not an escalation kind (see docs/security.md)")));
         }
         policy.grants.escalation_kinds = parsed;

@@ -59,7 +59,9 @@
 //! The capability attacks (builds `cluster-parent`, `twin`, `hostile-webhooks`,
 //! `forges-reports`, and their modes) are listed in `capability.rs`. The builds attacking the
 //! host's own surface and bounds (webhooks on Leases, mutations of ownership, configuration
-//! schemas that cost more than they look) are listed in [`hostile_surface`].
+//! schemas that cost more than they look) are listed in [`hostile_surface`]; the build attacking
+//! the next variants of the host's classes (Endpoints, `externalIPs`, unconfining mutations) in
+//! `edges.rs`.
 //!
 //! In the `finalizer` build the manifest asks for a finalizer, and a finalizing call (whatever
 //! the mode) answers `finalized` with a Normal event `Finalized`.
@@ -76,6 +78,7 @@ mod admission;
 pub mod hostile_surface;
 pub use admission::{ADMISSION_LABEL, admission_webhooks};
 mod capability;
+mod edges;
 pub use capability::cluster_testbed_kind;
 
 /// The plugin version (0.2.0 in the `test-v2` build used by the circuit breaker tests).
@@ -126,7 +129,7 @@ impl Plugin for Testbed {
         } else {
             manifest
         };
-        capability::extend(manifest)
+        edges::extend(capability::extend(manifest))
     }
 
     fn admit(webhook: &str, req: AdmissionRequest, ctx: &Context) -> Result<Verdict, Error> {
@@ -136,7 +139,7 @@ impl Plugin for Testbed {
         {
             return verdict;
         }
-        if let Some(verdict) = capability::admit(webhook, &req) {
+        if let Some(verdict) = capability::admit(webhook, &req).or_else(|| edges::admit(webhook, &req)) {
             return Ok(verdict);
         }
         admission::admit(webhook, req, ctx)
@@ -228,7 +231,9 @@ impl Plugin for Testbed {
                 black_box(recurse(spec["depth"].as_u64().unwrap_or(u64::MAX)));
                 Ok(ok(name))
             }
-            other => capability::reconcile(other, &req).ok_or_else(|| Error::terminal(format!("unknown spec.mode {other:?}"))),
+            other => capability::reconcile(other, &req)
+                .or_else(|| edges::reconcile(other, &req))
+                .ok_or_else(|| Error::terminal(format!("unknown spec.mode {other:?}"))),
         }
     }
 }

@@ -98,9 +98,9 @@ impl Feeds {
         let store = writer.as_reader();
         let changed = Arc::clone(&self.changed);
         let kind = resource.kind.clone();
-        let events = watcher(api, config)
-            .modify(|m: &mut Meta| m.metadata.managed_fields = None)
-            .backoff(crate::controller::watch_backoff::WatchBackoff::default());
+        let events = crate::controller::watch_backoff::with_backoff(
+            watcher(api, config).modify(|m: &mut Meta| m.metadata.managed_fields = None),
+        );
         let task = tokio::spawn(async move {
             reflector::reflector(writer, events)
                 .for_each(|event| {

@@ -107,9 +107,10 @@ async fn a_hot_looping_plugin_is_throttled_and_a_fixed_version_closes_its_breake
     let ready = condition(&wp, "Ready").expect("the file's Ready condition is kept");
     assert_eq!(ready["status"], "True");
     let events = api_for(&s.client, "events.k8s.io/v1", "Event", None).await?;
-    eventually("a Warning event about WasmPlugin testbed", WAIT, || async {
+    eventually("a Warning event about WasmPlugin testbed in default", WAIT, || async {
         let found = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
             e.data["reason"] == "CircuitBreakerOpened"
+                && e.metadata.namespace.as_deref() == Some("default")
                 && e.data["type"] == "Warning"
                 && e.data.pointer("/regarding/kind") == Some(&json!("WasmPlugin"))
                 && e.data.pointer("/regarding/name") == Some(&json!("testbed"))

@@ -203,7 +203,7 @@ async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
             ("team-b", "wasmop"),
             (NAMESPACE, "wasmop-leader-election"),
             (NAMESPACE, "wasmop-admission"),
-            ("kube-system", "wasmop-events"),
+            ("default", "wasmop-events"),
         ]
         .into();
         assert_eq!(roles, expected, "kubectl 1.{}", kubectl.minor);

@@ -286,8 +286,9 @@ impl ClusterStatus {
     /// A Warning event `CircuitBreakerOpened` about the `WasmPlugin` object.
     ///
     /// # Caveats
-    /// Written to `kube-system`: for a cluster-scoped object, `events.k8s.io/v1` on 1.20 accepts
-    /// no other namespace (newer servers also accept `default`, where kube's recorder writes).
+    /// Written to `default`: an `events.k8s.io/v1` Event about a cluster-scoped object lives in
+    /// `default` or `kube-system` (the API server accepts no other namespace), and the host
+    /// stays out of `kube-system`; `default` is also where kube's recorder writes such events.
     async fn warn_opened(&self, plugin: &str, object: &DynamicObject, message: &str) {
         use k8s_openapi::api::core::v1::ObjectReference;
         use k8s_openapi::api::events::v1::Event as KubeEvent;
@@ -314,7 +315,7 @@ impl ClusterStatus {
             reporting_instance: Some(instance.chars().take(128).collect()),
             ..KubeEvent::default()
         };
-        let events: Api<KubeEvent> = Api::namespaced(self.client.clone(), "kube-system");
+        let events: Api<KubeEvent> = Api::namespaced(self.client.clone(), "default");
         if let Err(e) = events.create(&PostParams::default(), &event).await {
             tracing::warn!(plugin, error = %e, "cannot record the CircuitBreakerOpened event");
         }

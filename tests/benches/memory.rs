@@ -12,7 +12,9 @@
 //! - `PLUGINS` (default `1,10,50`): plugin counts measured without objects (distinct copies of
 //!   the memcached component, below);
 //! - `FOREIGN` (default 5000): Deployments without the wasmop label created last (`0`: skip);
-//! - `SETTLE` (default 5): seconds between a process going quiet and its RSS being read.
+//! - `SETTLE` (default 5): seconds between a process going quiet and its RSS being read;
+//! - `WORST` (default 8): parents answered at once with the densest response the bounds allow
+//!   (`0`: skip section 4).
 //!
 //! Every figure is the VmRSS of one process, read from `/proc/PID/status` (median of five
 //! readings 200 ms apart): the host runs as `wasmop run` (concurrency 16, no resync, artifacts
@@ -35,7 +37,11 @@
 //! 3. `FOREIGN` paused Deployments without the wasmop label added (kube-controller-manager
 //!    creates no ReplicaSet for a paused Deployment); the host restarted, measured (its child
 //!    watch selects `app.kubernetes.io/managed-by=wasmop` server-side); the native controller,
-//!    whose Deployment watch is unfiltered, measured.
+//!    whose Deployment watch is unfiltered, measured;
+//! 4. the host on the testbed plugin with `maxResponseBytes: 16Mi`, measured idle, then `WORST`
+//!    parents in mode `dense` created at once: each answer is the densest JSON the parsed-size
+//!    bound admits (about 7 MB, estimated just under 4 × 16 MiB parsed); the host's peak RSS
+//!    (VmHWM) once all are answered, against that idle reading.
 //!
 //! Printed: a table of every reading (VmRSS, RssAnon, RssFile in MiB), a second one of where
 //! those pages are (`/proc/PID/smaps`: the executable, libraries, other files, the main heap,
@@ -513,6 +519,17 @@ async fn bench() -> Result<()> {
         None
     };
 
+    // ---- 4. the worst responses the bounds allow ----
+    let worst = if env_usize("WORST", 8)? > 0 {
+        Some(worst_allowed_responses(&bin, &cp, &client, root.path(), &artifacts, settle).await?)
+    } else {
+        None
+    };
+    if let Some((idle, peak)) = worst {
+        measure("host, testbed idle (maxResponseBytes 16 MiB)".into(), idle);
+        eprintln!("[memory] host peak RSS answering the densest allowed responses: {peak:.1} MiB");
+    }
+
     println!("\nResident memory (MiB), one process each; {} cores, load average {}", num_cpus(), loadavg());
     println!("{:<58} {:>8} {:>8} {:>8}", "process and state", "VmRSS", "RssAnon", "RssFile");
     for r in &readings {
@@ -597,8 +614,105 @@ async fn bench() -> Result<()> {
             Goal::None,
         );
     }
+    if let Some((idle, peak)) = worst {
+        let parents = env_usize("WORST", 8)?;
+        figure(
+            "memory",
+            &format!(
+                "peak RSS, {parents} parents answered at once with the densest response the bounds allow \
+                 (maxResponseBytes 16 MiB, {} MB of JSON each), vs the same host idle",
+                WORST_DENSE_BYTES / 1_000_000
+            ),
+            peak,
+            Some(idle.total),
+            "MiB",
+            Goal::None,
+        );
+    }
     drop(cp);
     Ok(())
+}
+
+/// Bytes of the densest response the bounds allow with `maxResponseBytes: 16Mi`: testbed mode
+/// `dense` (members `"k<i>":""`, two values each) of this size is estimated at just under
+/// `PARSED_SIZE_FACTOR` × 16 MiB parsed, so the host parses it instead of refusing it.
+const WORST_DENSE_BYTES: u64 = 7_000_000;
+
+/// Section 4: the host on the testbed plugin (`maxResponseBytes: 16Mi`), idle, then `WORST`
+/// parents (default 8) created at once in mode `dense`, each answered with
+/// [`WORST_DENSE_BYTES`] of the densest JSON the parsed-size bound admits (the child is too
+/// large for the API server, so every apply fails after the host has parsed it). Returns the
+/// idle reading and the host's peak RSS (VmHWM) once every parent has been answered once.
+async fn worst_allowed_responses(
+    bin: &Path,
+    cp: &ControlPlane,
+    client: &kube::Client,
+    root: &Path,
+    artifacts: &Path,
+    settle: Duration,
+) -> Result<(Rss, f64)> {
+    let parents = env_usize("WORST", 8)?;
+    let estimate = wasmop::contract::parsed_size::parsed_size(&dense_text(WORST_DENSE_BYTES));
+    ensure!(
+        estimate < wasmop::contract::parsed_size::PARSED_SIZE_FACTOR * (16 << 20),
+        "the dense response ({estimate} bytes parsed, estimated) is not one the bounds allow"
+    );
+    apply_file(client, &workspace().join("crds/testbed.yaml")).await?;
+    let dir = root.join("plugins-testbed");
+    std::fs::create_dir_all(&dir)?;
+    let testbed = tokio::task::spawn_blocking(|| plugin("testbed", "wasm32-wasip2")).await?;
+    std::fs::copy(&testbed, dir.join("testbed.wasm"))?;
+    let policy = root.join("worst-policy.yaml");
+    std::fs::write(&policy, "plugins:\n  testbed: {deadline: 10s, memory: 256Mi, maxResponseBytes: 16Mi}\n")?;
+    let policy_arg = policy.to_string_lossy().into_owned();
+    let mut host = HostProc::start_with(bin, cp, &dir, artifacts, 1, &["--policy", &policy_arg]).await?;
+    tokio::time::sleep(settle).await;
+    let idle = Rss::settled(host.proc.pid()).await?;
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("test.wasmop.dev", "v1", "Testbed"),
+        "testbeds",
+    );
+    let testbeds: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+    create_all(parents, |i| {
+        let testbeds = testbeds.clone();
+        let parent = DynamicObject::new(&format!("worst-{i}"), &ar)
+            .within(NAMESPACE)
+            .data(json!({"spec": {"mode": "dense", "bytes": WORST_DENSE_BYTES}}));
+        async move { testbeds.create(&PostParams::default(), &parent).await.map(drop) }
+    })
+    .await?;
+    // Every parent answered once (an apply that fails counts: its response was parsed).
+    let started = Instant::now();
+    loop {
+        host.proc.check_running("wasmop run")?;
+        let (_, page) = get(host.port, "/metrics")?;
+        let answered = metric_sum(&page, "controller_runtime_reconcile_total");
+        if answered >= parents as f64 {
+            break;
+        }
+        ensure!(
+            started.elapsed() < CONVERGE_TIMEOUT,
+            "{answered} of {parents} dense parents answered after {CONVERGE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let peak = peak_rss(host.proc.pid())?;
+    Ok((idle, peak))
+}
+
+/// The JSON text of testbed mode `dense` at `bytes` (the same shape, for the estimate).
+fn dense_text(bytes: u64) -> String {
+    let mut text = String::from(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x-dense"},"data":{"#);
+    let mut i = 0_u64;
+    while (text.len() as u64) < bytes {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&format!(r#""k{i}":"""#));
+        i += 1;
+    }
+    text.push_str("}}");
+    text
 }
 
 /// Run `create(i)` for i in 0..count, 32 at a time.

@@ -263,11 +263,9 @@ impl Plugin {
         // The verdict's bytes are held while it is parsed and checked, within the runtime's
         // response budget as a reconcile's are; an admission does not wait past its deadline
         // for room (the caller denies).
-        let _reservation = tokio::time::timeout(deadline, self.inner.budget.reserve(raw.bytes())).await.map_err(|_| {
-            CallError::Host(format!(
-                "no room within {deadline:?} in the host's response budget for a {}-byte verdict",
-                raw.bytes()
-            ))
+        let bytes = raw.bytes();
+        let _reservation = tokio::time::timeout(deadline, self.inner.budget.reserve(bytes)).await.map_err(|_| {
+            CallError::Host(format!("no room within {deadline:?} in the host's response budget for a {bytes}-byte verdict"))
         })?;
         let verdict = raw.validate(request, declared.type_, &self.inner.allowance.limits.output)?;
         Ok((verdict, stats))

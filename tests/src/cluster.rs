@@ -14,6 +14,12 @@ use wasmop::runtime::Runtime;
 /// Field manager of objects the tests write.
 pub const TEST_MANAGER: &str = "wasmop-e2e";
 
+/// How long a test waits for kube-controller-manager's garbage collector to remove a child
+/// whose owner is gone. The collector learns of a kind installed after it started (every CRD
+/// a test installs) at its next discovery resync, every 30 s, and only then sees its objects'
+/// deletions: a collection can take a resync period plus the work queued before it.
+pub const GARBAGE_COLLECTION: Duration = Duration::from_secs(90);
+
 /// Send the host's logs to the test's captured output, filtered by `RUST_LOG` (default
 /// `warn`). Idempotent: the first call in a test binary installs the subscriber.
 pub fn log_to_test_output() {

@@ -16,7 +16,7 @@ use wasmop::policy::HostPolicy;
 use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually, log_to_test_output};
+use wasmop_e2e::cluster::{GARBAGE_COLLECTION, Host, api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -127,7 +127,7 @@ async fn with_the_grant_a_cluster_scoped_child_names_its_parent_by_label_and_out
     // The parent goes: the garbage collector removes its ConfigMap, not its ClusterRole (as
     // documented: nothing collects a cluster-scoped child of a namespaced parent).
     crs.delete("tenant", &DeleteParams::foreground()).await?;
-    eventually("Testbed tenant and its ConfigMap are gone", Duration::from_secs(60), || async {
+    eventually("Testbed tenant and its ConfigMap are gone", GARBAGE_COLLECTION, || async {
         let gone = crs.get_opt("tenant").await?.is_none() && cms.get_opt("tenant-out").await?.is_none();
         Ok(gone.then_some(()))
     })

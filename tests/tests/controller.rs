@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use wasmop::controller::{ControllerConfig, ObjectKey};
 use wasmop::policy::HostPolicy;
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
+use wasmop_e2e::cluster::{GARBAGE_COLLECTION, Host, api_for, apply, apply_file, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -131,8 +131,10 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     // Deleting the CR removes its children (ownerReference garbage collection).
     crs.delete("sample", &DeleteParams::default()).await?;
     let api = deployments(&client).await?;
-    eventually("deployment garbage-collected", WAIT, || async { Ok(api.get_opt("sample").await?.is_none().then_some(())) })
-        .await?;
+    eventually("deployment garbage-collected", GARBAGE_COLLECTION, || async {
+        Ok(api.get_opt("sample").await?.is_none().then_some(()))
+    })
+    .await?;
     Ok(())
 }
 

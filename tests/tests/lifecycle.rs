@@ -14,7 +14,7 @@ use wasmop::controller::{ControllerConfig, Manager};
 use wasmop::policy::HostPolicy;
 use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
-use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
+use wasmop_e2e::cluster::{GARBAGE_COLLECTION, api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 use wasmop_e2e::{ControlPlane, StaticToken};
 
@@ -143,7 +143,10 @@ async fn a_finalizer_is_added_called_on_deletion_and_removed_so_deletion_complet
     // the parent, and the cache may still show it (with the finalizer) when that runs.
     assert!(!events(&client, "tb", "Finalized").await?.is_empty(), "the finalizing call happened");
     // The child goes with its owner (kube-controller-manager's garbage collector).
-    wait_gone(&cms, "tb-out").await?;
+    eventually("tb-out garbage-collected", GARBAGE_COLLECTION, || async {
+        Ok(cms.get_opt("tb-out").await?.is_none().then_some(()))
+    })
+    .await?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 # bench.sh — every benchmark of wasmop in one command: build once in release, run each bench,
 # collect its figures and rewrite the summary table at the top of BENCHMARKS.md.
 #
-#   scripts/bench.sh                 the sizes (converge at N = 1,000 and 10,000, 1,000
+#   scripts/bench.sh                 the full sizes (converge at N = 1,000 and 10,000, 1,000
 #                                    parents and 1/10/50 plugins for memory, …): an hour or more
 #   BENCH_QUICK=1 scripts/bench.sh   small sizes, same figures (~15 min on 2 cores)
 #
@@ -45,7 +45,7 @@ wanted() {
     return 1
 }
 
-# Knobs per bench: quick, then full (the sizes).
+# Knobs per bench: quick, then full.
 knobs() {
     case "$mode:$1" in
     quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;

@@ -21,7 +21,7 @@
 # Environment: WASMOP_BIN (default $CARGO_TARGET_DIR/release/wasmop, else target/release/wasmop),
 # KUBECTL (default kubectl on PATH or in $WASMOP_TOOLS), ALIGNED_BIN: a build of the same code
 # with every function on a page of its own, profiled too. A page of WASMOP_BIN holds about ten
-# functions, so its touched pages over-count what ran (27,626 symbols, 8.3 MiB, stop 20); a
+# functions, so its touched pages over-count what ran (27,626 symbols, 8.3 MiB, when the list was made); a
 # function that ran is on a touched page of both builds, so the list keeps what both profiles
 # name (19,377 symbols, 6.0 MiB). Build it with
 #   CARGO_TARGET_DIR=DIR WASMOP_NO_SYMBOL_ORDER=1 RUSTFLAGS="-C llvm-args=-align-all-functions=12" \

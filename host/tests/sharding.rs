@@ -22,7 +22,7 @@ use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
 
-/// Parents: the 300.
+/// Parents: as many as the sharding bench's default run.
 const PARENTS: usize = 300;
 /// The shard Lease duration the hosts run with.
 const LEASE: Duration = Duration::from_secs(4);

@@ -11,7 +11,7 @@
 //! top-level keywords cannot reject an empty object (`type: object`, `properties`,
 //! `additionalProperties`, annotations) is accepted as is, so a host whose plugins run with
 //! their default configuration never runs the JSON Schema compiler (about 1.3 MiB of the
-//! executable's code that would otherwise be paged in at every start, issue 12). Such a
+//! executable's code that would otherwise be paged in at every start). Such a
 //! schema is compiled, and so checked, with the first configuration that is not empty.
 
 use serde_json::Value;

@@ -23,7 +23,7 @@ async fn run() -> std::process::ExitCode {
         wasmop::cli::LogFormat::Text => logs.compact().init(),
     }
     match wasmop::cli::run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             // 1, or the kind of a plugin file's rejection (read back by a host running `wasmop compile`).

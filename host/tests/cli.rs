@@ -73,6 +73,8 @@ fn memcached_reconcile_matches_golden_output() {
         ])
     );
     assert_eq!(response["statusPatch"]["status"]["conditions"][0]["status"], "True");
+    // The sample has no metadata.generation: reconciled as just created, generation 1.
+    assert_eq!(response["statusPatch"]["status"]["conditions"][0]["observedGeneration"], 1);
     assert_golden("memcached-reconcile.json", &text);
 }
 
@@ -342,4 +344,21 @@ fn reconcile_and_inspect_check_the_config_as_run_does() {
     assert_eq!(v["config"], serde_json::json!({"source": "ConfigMap ops/memcached-config"}));
     let plain = serde_json::from_slice::<serde_json::Value>(&wasmop(&["inspect", m, "-o", "json"]).stdout).unwrap();
     assert_eq!(plain["config"], serde_json::json!({"source": "none", "inUse": {}, "valid": true}));
+}
+
+#[test]
+fn crds_prints_the_shipped_wasmplugin_crd() {
+    let out = wasmop(&["crds"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("YAML");
+    assert_eq!(
+        (printed["kind"].as_str(), printed["metadata"]["name"].as_str()),
+        (Some("CustomResourceDefinition"), Some("wasmplugins.wasmop.dev"))
+    );
+    for shipped in
+        ["crds/wasmplugin.yaml", "deploy/kustomize/base/crds/wasmplugin.yaml", "deploy/helm/wasmop/crds/wasmplugin.yaml"]
+    {
+        let text = std::fs::read_to_string(workspace().join(shipped)).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), text, "{shipped}");
+    }
 }

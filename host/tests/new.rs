@@ -3,7 +3,8 @@
 //! `wasmop reconcile` on the sample; and a plugin that picks its own Kubernetes version of
 //! k8s-openapi next to the SDK.
 //!
-//! The crates depend on this checkout's SDK by path (`wasmop new --sdk-path`). They are built
+//! The crates depend on this checkout's SDK by path (what `wasmop new` picks for a binary built
+//! from a checkout, or `--sdk-path`). They are built
 //! offline, with this workspace's `Cargo.lock` copied in so that cargo picks the versions already
 //! downloaded; their target directory is shared (`$CARGO_TARGET_DIR/outside-plugins`), so only
 //! the first run compiles the dependencies.
@@ -58,7 +59,6 @@ fn wasmop(args: &[&str]) -> String {
 fn a_new_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
     let dir = tmp.path().join("hello");
-    let sdk = workspace().join("guest-sdk");
     let created = wasmop(&[
         "new",
         "hello",
@@ -68,15 +68,24 @@ fn a_new_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() 
         "v1/ConfigMap",
         "--dir",
         dir.to_str().unwrap(),
-        "--sdk-path",
-        sdk.to_str().unwrap(),
+        "--webhook",
+        "validating:check",
+        "--webhook",
+        "mutating:set-defaults",
     ]);
     assert!(created.starts_with("created plugin hello in "), "{created}");
+    // Built from this checkout, wasmop depends the crate on the checkout's SDK by default.
+    let sdk = std::fs::canonicalize(workspace().join("guest-sdk")).unwrap();
+    assert!(
+        created.contains(&format!("it depends on the SDK at {} (the checkout wasmop was built from", sdk.display())),
+        "{created}"
+    );
+    assert!(created.contains("--sdk-path DIR") && created.contains("--dir DIR"), "{created}");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(manifest.contains(&format!("wasmop-sdk = {{ path = {:?} }}", sdk.to_str().unwrap())), "{manifest}");
 
     let tests = cargo(&dir, &["test"]);
-    assert!(tests.contains("test result: ok. 3 passed"), "{tests}");
+    assert!(tests.contains("test result: ok. 5 passed"), "three reconcile tests and one per webhook: {tests}");
     cargo(&dir, &["build", "--target", "wasm32-wasip2", "--release"]);
 
     let wasm = target_dir().join("wasm32-wasip2/release/hello.wasm");
@@ -88,6 +97,8 @@ fn a_new_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() 
         wasm.to_str().unwrap(),
         "--object",
         sample.to_str().unwrap(),
+        "--crds",
+        dir.join("crd.yaml").to_str().unwrap(),
         "--now",
         "2024-01-01T00:00:00Z",
         "--output",
@@ -102,6 +113,26 @@ fn a_new_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() 
     assert_eq!(conditions[0]["status"], "False", "the ConfigMap does not exist yet");
     assert_eq!(conditions[1]["type"], "Reconciled");
     assert_eq!(conditions[1]["status"], "True");
+    assert_eq!(conditions[1]["observedGeneration"], 1, "the sample is reconciled as just created");
+
+    // Each webhook, called offline on the sample and on a Hello without a message.
+    let crd = dir.join("crd.yaml");
+    let admit = |webhook: &str, object: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(["admit", "--no-cache", "--plugin", wasm.to_str().unwrap(), "--webhook", webhook])
+            .args(["--object", object.to_str().unwrap(), "--crds", crd.to_str().unwrap()])
+            .output()
+            .expect("wasmop runs")
+    };
+    let silent = tmp.path().join("silent.yaml");
+    std::fs::write(&silent, "apiVersion: example.com/v1\nkind: Hello\nmetadata: {name: silent}\nspec: {}\n").unwrap();
+    assert_eq!(check("wasmop admit check", admit("check", &sample)), "allowed\n");
+    let denied = admit("check", &silent);
+    assert_eq!(denied.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&denied.stdout), "denied (422): spec.message must not be empty\n");
+    let defaulted = check("wasmop admit set-defaults", admit("set-defaults", &silent));
+    assert!(defaulted.starts_with("allowed\npatch (RFC 6902 JSON Patch):\n"), "{defaulted}");
+    assert!(defaulted.contains(r#""path": "/spec/message""#) && defaulted.contains(r#""value": "hello""#), "{defaulted}");
 }
 
 /// Before the SDK left the version to the plugin, this failed with k8s-openapi's "Both v1_33 and

@@ -12,8 +12,9 @@ use futures::future::BoxFuture;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
 use crate::controller::{Finished, Manager, ObjectKey, Serving};
+use crate::objects::ObjectCache;
 use crate::policy::Grants;
-use crate::runtime::CallError;
+use crate::runtime::{CallError, CallStats, Plugin};
 
 /// Why a webhook is not served.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -54,8 +55,28 @@ impl CallFailure {
         UNAVAILABLE.contains(&self.reason)
     }
 
-    fn from_call(plugin: &str, error: &CallError) -> Self {
+    /// The failure of a call of `plugin` that failed with `error`.
+    pub fn from_call(plugin: &str, error: &CallError) -> Self {
         Self { reason: error.reason(), message: format!("plugin {plugin}: {error}") }
+    }
+}
+
+/// Call `plugin`'s `webhook` on `request` with `cache` as its object cache, interrupted after
+/// `deadline` at the latest (a [`CallError::Timeout`]): one call, as every admitter makes it.
+///
+/// # Errors
+/// The [`CallError`] of the call (timeout, trap, memory, malformed answer...).
+pub async fn call_within(
+    plugin: &Plugin,
+    webhook: &str,
+    request: &AdmissionRequest,
+    cache: Arc<dyn ObjectCache>,
+    deadline: Duration,
+) -> Result<(Verdict, CallStats), CallError> {
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(deadline, plugin.admit(webhook, request, cache)).await {
+        Ok(called) => called,
+        Err(_) => Err(CallError::Timeout { deadline, elapsed: started.elapsed() }),
     }
 }
 
@@ -124,18 +145,12 @@ impl Admitter for Manager {
                 name: request.name.clone().unwrap_or_else(|| "(generated name)".into()),
             };
             let started = std::time::Instant::now();
-            let called = tokio::time::timeout(deadline, version.admit(&webhook, &request, controller.cache())).await;
-            let result = match called {
-                Ok(Ok((verdict, stats))) => {
+            let result = match call_within(&version, &webhook, &request, controller.cache(), deadline).await {
+                Ok((verdict, stats)) => {
                     metrics.called(&plugin, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
                     Ok(verdict)
                 }
-                Ok(Err(error)) => {
-                    metrics.called(&plugin, started.elapsed().as_secs_f64(), 0, Some(error.reason()));
-                    Err(CallFailure::from_call(&plugin, &error))
-                }
-                Err(_) => {
-                    let error = CallError::Timeout { deadline, elapsed: started.elapsed() };
+                Err(error) => {
                     metrics.called(&plugin, started.elapsed().as_secs_f64(), 0, Some(error.reason()));
                     Err(CallFailure::from_call(&plugin, &error))
                 }

@@ -125,22 +125,38 @@ impl Handler {
             Err(e @ ReviewError::TooLarge { .. }) => return error(StatusCode::PAYLOAD_TOO_LARGE, &e),
             Err(e) => return error(StatusCode::BAD_REQUEST, &e),
         };
+        match self.answer(plugin, &declared, request).await {
+            Ok(answer) => Reply::Review(answer.to_review()),
+            Err(failure) => error(StatusCode::SERVICE_UNAVAILABLE, &format!("wasmop: {}", failure.message)),
+        }
+    }
+
+    /// The answer to `request` for `plugin`'s `webhook`: the plugin's verdict after the host's
+    /// checks (a validating webhook's object unchanged; a mutation's identity, owners,
+    /// finalizers and host labels unchanged, its content allowed by the plugin's grants), or a
+    /// denial naming why the plugin failed (fail closed). `wasmop run` answers the API server
+    /// with it and `wasmop admit` prints it: both judge a verdict through this one function.
+    ///
+    /// # Errors
+    /// The [`CallFailure`] of a call the host did not make ([`CallFailure::is_unavailable`]):
+    /// the webhook is unavailable and the API server applies its `failurePolicy`.
+    pub async fn answer(&self, plugin: &str, webhook: &Webhook, request: AdmissionRequest) -> Result<Answer, CallFailure> {
         let uid = request.uid.clone();
-        let answer = match self.admit(plugin, &declared, request).await {
-            Ok(answer) => answer,
+        let name = webhook.name.as_str();
+        match self.admit(plugin, webhook, request).await {
+            Ok(answer) => Ok(answer),
             Err(failure) if failure.is_unavailable() => {
-                tracing::warn!(plugin, webhook, reason = failure.reason, error = %failure.message,
+                tracing::warn!(plugin, webhook = name, reason = failure.reason, error = %failure.message,
                     "admission webhook unavailable; the API server applies its failurePolicy");
-                self.metrics.outcome(plugin, webhook, Outcome::Error, failure.reason);
-                return error(StatusCode::SERVICE_UNAVAILABLE, &format!("wasmop: {}", failure.message));
+                self.metrics.outcome(plugin, name, Outcome::Error, failure.reason);
+                Err(failure)
             }
             Err(failure) => {
-                tracing::warn!(plugin, webhook, reason = failure.reason, error = %failure.message, "admission call failed; request denied");
-                self.metrics.outcome(plugin, webhook, Outcome::Error, failure.reason);
-                Answer::deny(&uid, 500, format!("denied by wasmop (fail closed): {}", failure.message))
+                tracing::warn!(plugin, webhook = name, reason = failure.reason, error = %failure.message, "admission call failed; request denied");
+                self.metrics.outcome(plugin, name, Outcome::Error, failure.reason);
+                Ok(Answer::deny(&uid, 500, format!("denied by wasmop (fail closed): {}", failure.message)))
             }
-        };
-        Reply::Review(answer.to_review())
+        }
     }
 
     /// Call the plugin and turn its verdict into an answer; a failure or an unacceptable answer

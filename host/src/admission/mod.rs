@@ -10,6 +10,8 @@
 //! - [`exclusions`]: what no registered webhook reaches (the host's namespace, `kube-system`,
 //!   the host's own objects).
 //! - [`handler`]: one request to one answer; every failure is a denial with the reason.
+//! - [`offline`]: the request the API server would send for an object from a file, answered
+//!   by the handler without a cluster (`wasmop admit`).
 //! - [`server`]: HTTPS (rustls, `ring`) and HTTP/1.1.
 //! - [`certs`]: the serving certificate, generated and shared in a Secret, or read from a
 //!   directory and reloaded.
@@ -24,6 +26,7 @@ pub mod exclusions;
 pub mod handler;
 pub mod metrics;
 pub mod mutated_content;
+pub mod offline;
 pub mod patch;
 pub mod registration;
 pub mod review;
@@ -35,5 +38,6 @@ pub use certs::{CertResolver, ServingCert};
 pub use exclusions::HostObjects;
 pub use handler::{Handler, webhook_path};
 pub use metrics::AdmissionMetrics;
+pub use offline::OfflineAdmitter;
 pub use registration::{Endpoint, Registrar};
 pub use setup::{Admission, AdmissionConfig, CertSource};

@@ -1,7 +1,9 @@
 //! The `wasmop` command line. `main.rs` only parses arguments and calls [`run`].
 
+mod admit;
 pub mod apply;
 mod compile;
+mod crds;
 mod dev;
 mod inspect;
 pub mod new;
@@ -55,7 +57,7 @@ pub struct RuntimeArgs {
     #[arg(long, global = true, value_name = "SIZE", value_parser = runtime::parse_memory)]
     pub memory: Option<u64>,
     /// Host policy file: per-plugin limits and grants (Secrets, extra namespaces). Owned by
-    /// the host's operator; see `wasmop::policy` and the README.
+    /// the host's operator; every key is explained under "Policy keys" in docs/security.md.
     #[arg(long, global = true, env = "WASMOP_POLICY")]
     pub policy: Option<PathBuf>,
     /// Directory of precompiled plugins (default `$WASMOP_CACHE_DIR` or `~/.cache/wasmop/artifacts`).
@@ -135,6 +137,9 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Run a plugin once, offline, on an object and fixtures; print its response.
     Reconcile(reconcile::ReconcileArgs),
+    /// Call a plugin's admission webhook offline on an object; print the verdict, warnings and
+    /// JSON Patch `run` would answer (exit 0 allowed, 2 denied).
+    Admit(admit::AdmitArgs),
     /// Run the operator host: reconcile every plugin in a directory against a cluster.
     Run(Box<run::RunArgs>),
     /// Local demo: control plane, example plugins, host and samples in one command.
@@ -142,6 +147,9 @@ pub enum Command {
     /// Print the RBAC a host needs for a plugins directory: a ClusterRole, or with `--namespace`
     /// a Role per namespace.
     Rbac(rbac::RbacArgs),
+    /// Print the CustomResourceDefinitions the host itself needs (the `WasmPlugin` CRD), for
+    /// `kubectl apply -f -`.
+    Crds(crds::CrdsArgs),
     /// Write a new plugin crate: Cargo.toml, reconcile skeleton, unit tests, CRD and sample.
     New(new::NewArgs),
     /// Print the webhook configurations a host registers for a plugins directory (YAML).
@@ -151,19 +159,23 @@ pub enum Command {
     Compile(compile::CompileArgs),
 }
 
-/// Run a parsed command line.
+/// Run a parsed command line; the exit code is success unless the command's answer says
+/// otherwise (`admit`: a denied request).
 ///
 /// # Errors
 /// Whatever the command failed with; `main` prints it on one line and exits non-zero.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    let done = match cli.command {
+        Command::Admit(args) => return admit::run(args, &cli.runtime).await,
         Command::Inspect(args) => inspect::run(args, &cli.runtime).await,
         Command::Reconcile(args) => reconcile::run(args, &cli.runtime).await,
         Command::Run(args) => run::run(*args, &cli.runtime).await,
         Command::Dev(args) => dev::run(args, &cli.runtime).await,
         Command::Rbac(args) => rbac::run(args, &cli.runtime).await,
         Command::New(args) => new::run(args),
+        Command::Crds(args) => crds::run(args),
         Command::Webhooks(args) => webhooks::run(args, &cli.runtime).await,
         Command::Compile(args) => compile::run(args),
-    }
+    };
+    done.map(|()| std::process::ExitCode::SUCCESS)
 }

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::ValueEnum;
 
+use wasmop_types::WebhookType;
+
 use crate::contract::{Kind, is_dns1123_label};
 
 /// Arguments of `wasmop new`.
@@ -33,10 +35,50 @@ pub struct NewArgs {
     /// Where to write the project (a new or empty directory) [default: ./NAME].
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Rust only: a local checkout's SDK (`.../wasmop/guest-sdk`) to depend on by path, instead
-    /// of the git repository (`wasmop-sdk = { git = "...", tag = "vVERSION" }`).
+    /// Rust only: a local checkout's SDK (`.../wasmop/guest-sdk`) to depend on by path
+    /// [default: the SDK of the checkout this `wasmop` was built from when it is still there,
+    /// else the git repository (`wasmop-sdk = { git = "...", tag = "vVERSION" }`)].
     #[arg(long, value_name = "DIR")]
     pub sdk_path: Option<PathBuf>,
+    /// An admission webhook on the parent kind's CREATE and UPDATE, `validating:NAME` or
+    /// `mutating:NAME` (repeatable): declared in the manifest, with a trivial function to
+    /// replace and its unit test.
+    #[arg(long = "webhook", value_name = "validating:NAME|mutating:NAME", value_parser = parse_webhook)]
+    pub webhooks: Vec<NewWebhook>,
+}
+
+/// A webhook `wasmop new` declares: its type and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWebhook {
+    /// Validating (refuses a parent with an empty `spec.message`) or mutating (sets an absent
+    /// `spec.message` to `hello`).
+    pub type_: WebhookType,
+    /// The webhook's name, a DNS-1123 label.
+    pub name: String,
+}
+
+impl NewWebhook {
+    /// `name` with `-` as `_`: the webhook's function is `admit_<ident>`.
+    pub fn ident(&self) -> String {
+        self.name.replace('-', "_")
+    }
+
+    /// Whether it may change the object.
+    pub fn is_mutating(&self) -> bool {
+        self.type_ == WebhookType::Mutating
+    }
+}
+
+fn parse_webhook(text: &str) -> Result<NewWebhook, String> {
+    let (type_, name) = match text.split_once(':') {
+        Some(("validating", name)) => (WebhookType::Validating, name),
+        Some(("mutating", name)) => (WebhookType::Mutating, name),
+        _ => return Err(format!("{text:?} is not validating:NAME or mutating:NAME")),
+    };
+    if !is_dns1123_label(name) {
+        return Err(format!("webhook name {name:?} is not a DNS-1123 label: lowercase letters, digits and '-', at most 63"));
+    }
+    Ok(NewWebhook { type_, name: name.to_owned() })
 }
 
 /// A plugin language.
@@ -55,6 +97,9 @@ pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {
     let files = generate(&args)?;
     write_all(&dir, &files)?;
     println!("created plugin {} in {}", args.name, dir.display());
+    if args.lang == Lang::Rust {
+        println!("it depends on {}", rust::sdk_dependency(&args)?.source);
+    }
     println!("next, in {}:", dir.display());
     let steps = match args.lang {
         Lang::Rust => rust::next_steps(&args),
@@ -63,6 +108,12 @@ pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {
     };
     for step in steps {
         println!("  {step}");
+    }
+    match args.lang {
+        Lang::Rust => println!(
+            "(wasmop new --dir DIR writes the project elsewhere; --sdk-path DIR depends on another checkout's guest-sdk)"
+        ),
+        Lang::Python | Lang::Js => println!("(wasmop new --dir DIR writes the project elsewhere)"),
     }
     Ok(())
 }
@@ -82,6 +133,11 @@ pub fn generate(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
     }
     if let Some(child) = args.children.iter().find(|c| **c == args.parent) {
         bail!("{child} is the parent: it cannot also be a child");
+    }
+    for (i, webhook) in args.webhooks.iter().enumerate() {
+        if args.webhooks[..i].iter().any(|w| w.name == webhook.name) {
+            bail!("webhook {:?} is given twice: webhook names are unique within a plugin", webhook.name);
+        }
     }
     if args.sdk_path.is_some() && args.lang != Lang::Rust {
         let lang = args.lang.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
@@ -129,6 +185,21 @@ fn common_values(args: &NewArgs) -> [(&'static str, String); 5] {
         ("api_version", args.parent.api_version()),
         ("plural", plural(&args.parent.kind)),
     ]
+}
+
+/// ` --crds crd.yaml` for a plugin with webhooks: offline commands resolve the parent's
+/// resource name (its webhooks' rules) from the CRD; nothing without webhooks.
+fn crds_flag(args: &NewArgs) -> &'static str {
+    if args.webhooks.is_empty() { "" } else { " --crds crd.yaml" }
+}
+
+/// The `wasmop admit` command of each webhook, on the sample, for the plugin file `wasm`.
+fn admit_steps(args: &NewArgs, wasm: &str) -> Vec<String> {
+    let steps = args
+        .webhooks
+        .iter()
+        .map(|w| format!("wasmop admit --plugin {wasm} --webhook {} --object sample.yaml --crds crd.yaml", w.name));
+    steps.collect()
 }
 
 /// Write the files into `dir`, which must not exist or be empty.
@@ -278,6 +349,7 @@ mod tests {
             lang,
             dir: None,
             sdk_path: None,
+            webhooks: vec![],
         }
     }
 
@@ -316,6 +388,27 @@ mod tests {
     }
 
     #[test]
+    fn webhooks_make_every_language_build_world_operator_with_nothing_left_to_fill() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            let mut new = args("my-db", "example.com/v1/Database", &["v1/ConfigMap"], lang);
+            new.webhooks = vec![parse_webhook("validating:check").unwrap(), parse_webhook("mutating:set-defaults").unwrap()];
+            let files = generate(&new).unwrap();
+            for (path, text) in &files {
+                assert!(!text.contains("{{") && !text.contains("{ident}"), "{lang:?}: {path}:\n{text}");
+            }
+            let build = match lang {
+                Lang::Rust => continue,
+                Lang::Python => file(&files, "build.sh"),
+                Lang::Js => file(&files, "package.json"),
+            };
+            assert!(build.contains("operator") && !build.contains("controller"), "{lang:?}: {build}");
+        }
+        let plain = generate(&args("my-db", "example.com/v1/Database", &[], Lang::Js)).unwrap();
+        assert!(file(&plain, "package.json").contains("--world-name controller"));
+        assert!(!file(&plain, "my-db.js").contains("export const admission"));
+    }
+
+    #[test]
     fn python_and_javascript_build_against_a_copy_of_wit_0_2_0() {
         let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/v0.2.0");
         let mut names: Vec<String> =
@@ -347,6 +440,22 @@ mod tests {
         assert_eq!(
             err,
             "--sdk-path is the Rust SDK's: a --lang python plugin builds against the WIT it is given, drop --sdk-path"
+        );
+    }
+
+    #[test]
+    fn webhooks_are_validating_or_mutating_with_a_unique_label() {
+        assert_eq!(
+            parse_webhook("mutating:set-defaults"),
+            Ok(NewWebhook { type_: WebhookType::Mutating, name: "set-defaults".into() })
+        );
+        assert_eq!(parse_webhook("check").unwrap_err(), "\"check\" is not validating:NAME or mutating:NAME");
+        assert!(parse_webhook("validating:Check").unwrap_err().contains("is not a DNS-1123 label"));
+        let mut twice = args("x", "example.com/v1/X", &[], Lang::Rust);
+        twice.webhooks = vec![parse_webhook("validating:a").unwrap(), parse_webhook("mutating:a").unwrap()];
+        assert_eq!(
+            generate(&twice).unwrap_err().to_string(),
+            "webhook \"a\" is given twice: webhook names are unique within a plugin"
         );
     }
 

@@ -26,7 +26,8 @@ pub struct ReconcileArgs {
     #[arg(long)]
     pub plugin: PathBuf,
     /// The parent object (YAML or JSON, one object). Without `metadata.uid` it gets a
-    /// placeholder uid.
+    /// placeholder uid; without `metadata.generation`, generation 1 (as the API server sets it
+    /// on create).
     #[arg(long)]
     pub object: PathBuf,
     /// Observed children (YAML/JSON, any number of objects per file; repeatable). An object
@@ -80,6 +81,11 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     }
     if parent.pointer("/metadata/uid").and_then(Value::as_str).is_none_or(str::is_empty) {
         parent["metadata"]["uid"] = Value::String(PLACEHOLDER_UID.into());
+    }
+    // The API server sets generation 1 on create: an object written without one (a sample)
+    // reconciles as just created, and conditions carry their observedGeneration.
+    if parent.pointer("/metadata/generation").is_none() {
+        parent["metadata"]["generation"] = Value::from(1);
     }
     let observed = observe(&manifest, plugin.grants(), &parent, &args.children, &args.related)?;
     for warning in &observed.warnings {

@@ -9,6 +9,8 @@
 //! Each object carries the [`SCOPE_ANNOTATION`] of the host that wrote it (`*`, or its
 //! namespaces): hosts of different namespaces share the cluster's `WasmPlugin`s, and one host
 //! never deletes or marks another's at start.
+//!
+//! The CRD itself is [`WASMPLUGIN_CRD`], built into the binary (`wasmop crds` prints it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,10 @@ use crate::contract::{Condition, ConditionStatus};
 use crate::controller::{BreakerPhase, BreakerStatus};
 use crate::policy::{grants_json, limits_json};
 use crate::runtime::Plugin;
+
+/// The `WasmPlugin` CustomResourceDefinition (`crds/wasmplugin.yaml`, copied into `deploy/`),
+/// as the binary was built with it: the one CRD the host itself needs.
+pub const WASMPLUGIN_CRD: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/wasmplugin.yaml"));
 
 /// The field manager of the file reports (the file's fields and `Ready`).
 pub(super) const FIELD_MANAGER: &str = "wasmop";
@@ -70,7 +76,7 @@ impl ClusterStatus {
                 Ok((resource, _)) => *api = Some(Api::all_with(self.client.clone(), &resource)),
                 Err(e) => {
                     if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                        tracing::info!(error = %e, "WasmPlugin objects are not written: install crds/wasmplugin.yaml to see plugins with kubectl");
+                        tracing::info!(error = %e, "WasmPlugin objects are not written: install their CRD (`wasmop crds | kubectl apply -f -`) to see plugins with kubectl");
                     }
                     return None;
                 }

@@ -21,7 +21,7 @@ mod file_status;
 mod reloader;
 mod report_name;
 
-pub use cluster_status::{ClusterStatus, SCOPE_ANNOTATION};
+pub use cluster_status::{ClusterStatus, SCOPE_ANNOTATION, WASMPLUGIN_CRD};
 pub use compile_status::{COMPILING, CompileEnd, CompileReport, CompileTarget};
 pub use config_status::CONFIG_VALID;
 pub use directory::{DirectoryEvents, scan};

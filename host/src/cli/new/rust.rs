@@ -2,6 +2,7 @@
 //! dependency and the release profile, `.cargo/config.toml` with the guest stack size, and `src/lib.rs`: a reconcile skeleton with unit tests).
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
@@ -11,21 +12,62 @@ use crate::contract::Kind;
 /// The git repository of the SDK, for the default dependency line.
 const REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
 
+/// The SDK of the checkout this binary was built from (`<checkout>/guest-sdk`), known at build
+/// time; `None` when that directory is gone (a binary installed elsewhere, a removed checkout).
+fn checkout_sdk() -> Option<PathBuf> {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    std::fs::canonicalize(sdk).ok().filter(|p| p.join("Cargo.toml").is_file())
+}
+
+/// The SDK dependency of a new crate, and where it comes from in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SdkDependency {
+    /// The line in `Cargo.toml`.
+    pub line: String,
+    /// `the SDK at PATH (--sdk-path)`, `...(the checkout wasmop was built from)` or `the SDK
+    /// from REPOSITORY, tag vVERSION`.
+    pub source: String,
+}
+
+/// `--sdk-path` when given, else the checkout this binary was built from when its SDK is
+/// there, else the git repository at this version's tag.
+///
+/// # Errors
+/// An `--sdk-path` that is not a directory with a `Cargo.toml`.
+pub(super) fn sdk_dependency(args: &NewArgs) -> anyhow::Result<SdkDependency> {
+    choose_sdk(args.sdk_path.as_deref(), checkout_sdk())
+}
+
+fn choose_sdk(sdk_path: Option<&Path>, checkout: Option<PathBuf>) -> anyhow::Result<SdkDependency> {
+    let by_path = |path: &Path, why: &str| SdkDependency {
+        line: format!("wasmop-sdk = {{ path = {:?} }}", path.display().to_string()),
+        source: format!("the SDK at {} ({why})", path.display()),
+    };
+    Ok(match (sdk_path, checkout) {
+        (Some(path), _) => {
+            let path = std::fs::canonicalize(path).with_context(|| format!("SDK path {}", path.display()))?;
+            if !path.join("Cargo.toml").is_file() {
+                bail!("SDK path {}: no Cargo.toml there (give the checkout's guest-sdk directory)", path.display());
+            }
+            by_path(&path, "--sdk-path")
+        }
+        (None, Some(checkout)) => by_path(&checkout, "the checkout wasmop was built from; --sdk-path picks another"),
+        (None, None) => {
+            let tag = format!("v{}", env!("CARGO_PKG_VERSION"));
+            SdkDependency {
+                line: format!("wasmop-sdk = {{ git = {REPOSITORY:?}, tag = {tag:?} }}"),
+                source: format!("the SDK from {REPOSITORY}, tag {tag} (--sdk-path DIR depends on a local checkout's)"),
+            }
+        }
+    })
+}
+
 /// The crate's own files (the CRD and the sample are added by the caller).
 ///
 /// # Errors
 /// An `--sdk-path` that is not a directory with a `Cargo.toml`.
 pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
-    let sdk = match &args.sdk_path {
-        Some(path) => {
-            let path = std::fs::canonicalize(path).with_context(|| format!("SDK path {}", path.display()))?;
-            if !path.join("Cargo.toml").is_file() {
-                bail!("SDK path {}: no Cargo.toml there (give the checkout's guest-sdk directory)", path.display());
-            }
-            format!("wasmop-sdk = {{ path = {:?} }}", path.display().to_string())
-        }
-        None => format!("wasmop-sdk = {{ git = {REPOSITORY:?}, tag = \"v{}\" }}", env!("CARGO_PKG_VERSION")),
-    };
+    let sdk = sdk_dependency(args)?.line;
     Ok(vec![
         ("Cargo.toml".into(), CARGO_TOML.replace("{name}", &args.name).replace("{sdk}", &sdk)),
         ("src/lib.rs".into(), lib_rs(args)),
@@ -37,11 +79,14 @@ pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
 /// The commands to run in the new crate, one a line.
 pub(super) fn next_steps(args: &NewArgs) -> Vec<String> {
     let lib = args.name.replace('-', "_");
-    vec![
+    let wasm = format!("target/wasm32-wasip2/release/{lib}.wasm");
+    let mut steps = vec![
         "cargo test".into(),
         "cargo build --target wasm32-wasip2 --release".into(),
-        format!("wasmop reconcile --plugin target/wasm32-wasip2/release/{lib}.wasm --object sample.yaml"),
-    ]
+        format!("wasmop reconcile --plugin {wasm} --object sample.yaml{}", super::crds_flag(args)),
+    ];
+    steps.extend(super::admit_steps(args, &wasm));
+    steps
 }
 
 /// `Kind::new("group", "version", "Kind")` as Rust source.
@@ -58,6 +103,11 @@ fn lib_rs(args: &NewArgs) -> String {
         let _ = write!(manifest_children, "\n            .child({})", kind_expr(child));
     }
     LIB_RS
+        .replace("{manifest_webhooks}", &manifest_webhooks(args))
+        .replace("{admit}", &admit(args))
+        .replace("{webhook_functions}", &webhook_functions(args))
+        .replace("{webhook_tests}", &webhook_tests(args))
+        .replace("{admission_helper}", if args.webhooks.is_empty() { "" } else { ADMISSION_HELPER_RS })
         .replace("{name}", &args.name)
         .replace("{Kind}", &parent.kind)
         .replace("{api_version}", &parent.api_version())
@@ -66,6 +116,121 @@ fn lib_rs(args: &NewArgs) -> String {
         .replace("{manifest_children}", &manifest_children)
         .replace("{child_count}", &args.children.len().to_string())
 }
+
+/// The manifest's `.webhook(...)` calls: each on the parent's CREATE and UPDATE.
+fn manifest_webhooks(args: &NewArgs) -> String {
+    let parent = &args.parent;
+    let plural = super::plural(&parent.kind);
+    let mut text = String::new();
+    for webhook in &args.webhooks {
+        let constructor = if webhook.is_mutating() { "mutating" } else { "validating" };
+        let _ = write!(
+            text,
+            "\n            .webhook(Webhook::{constructor}({:?}).with_rule(Rule::new([Operation::Create, Operation::Update], {:?}, {:?}, {plural:?})))",
+            webhook.name, parent.group, parent.version
+        );
+    }
+    text
+}
+
+/// `Plugin::admit`, dispatching on the webhook's name; nothing without webhooks.
+fn admit(args: &NewArgs) -> String {
+    if args.webhooks.is_empty() {
+        return String::new();
+    }
+    let mut arms = String::new();
+    for webhook in &args.webhooks {
+        let reference = if webhook.is_mutating() { "" } else { "&" };
+        let _ = writeln!(arms, "            {:?} => admit_{}({reference}req),", webhook.name, webhook.ident());
+    }
+    ADMIT_RS.replace("{arms}", &arms)
+}
+
+/// One function per webhook: the trivial check or default to replace.
+fn webhook_functions(args: &NewArgs) -> String {
+    args.webhooks
+        .iter()
+        .map(|w| {
+            let template = if w.is_mutating() { MUTATING_RS } else { VALIDATING_RS };
+            template.replace("{webhook}", &w.name).replace("{ident}", &w.ident()).replace("{Kind}", &args.parent.kind)
+        })
+        .collect()
+}
+
+/// One unit test per webhook.
+fn webhook_tests(args: &NewArgs) -> String {
+    args.webhooks
+        .iter()
+        .map(|w| {
+            let template = if w.is_mutating() { MUTATING_TEST_RS } else { VALIDATING_TEST_RS };
+            template.replace("{ident}", &w.ident())
+        })
+        .collect()
+}
+
+const ADMISSION_HELPER_RS: &str = r#"
+    fn admission(spec: Value) -> AdmissionRequest {
+        AdmissionRequest::new(Operation::Create, json!({
+            "apiVersion": "{api_version}", "kind": "{Kind}",
+            "metadata": {"name": "sample", "namespace": "default"},
+            "spec": spec,
+        }))
+    }
+"#;
+
+const ADMIT_RS: &str = r#"
+
+    fn admit(webhook: &str, req: AdmissionRequest, _ctx: &Context) -> Result<Verdict, Error> {
+        match webhook {
+{arms}            other => Err(Error::terminal(format!("no webhook named {other:?}"))),
+        }
+    }"#;
+
+const VALIDATING_RS: &str = r#"
+/// The `{webhook}` webhook (validating, on {Kind} CREATE and UPDATE): a {Kind} with an empty
+/// `spec.message` is refused. Replace this check with your own.
+pub fn admit_{ident}(req: &AdmissionRequest) -> Result<Verdict, Error> {
+    let object: {Kind} = req.object_as()?;
+    Ok(if object.spec.message.is_empty() {
+        Verdict::deny_with(422, "spec.message must not be empty")
+    } else {
+        Verdict::allow()
+    })
+}
+"#;
+
+const MUTATING_RS: &str = r#"
+/// The `{webhook}` webhook (mutating, on {Kind} CREATE and UPDATE): a {Kind} without
+/// `spec.message` gets `hello`. Replace this default with your own; the host computes the JSON
+/// Patch from the object returned.
+pub fn admit_{ident}(req: AdmissionRequest) -> Result<Verdict, Error> {
+    let mut object = req.object.ok_or_else(|| Error::terminal("the request has no object"))?;
+    let spec_is_object = object["spec"].is_object() || object["spec"].is_null();
+    if object.pointer("/spec/message").is_some() || !spec_is_object {
+        return Ok(Verdict::allow());
+    }
+    object["spec"]["message"] = json!("hello");
+    Ok(Verdict::mutate(object))
+}
+"#;
+
+const VALIDATING_TEST_RS: &str = r#"
+    #[test]
+    fn webhook_{ident}_refuses_an_empty_message() {
+        assert!(admit_{ident}(&admission(json!({"message": "hi"}))).unwrap().is_allowed());
+        let verdict = admit_{ident}(&admission(json!({}))).unwrap();
+        assert_eq!(verdict.message(), Some("spec.message must not be empty"));
+    }
+"#;
+
+const MUTATING_TEST_RS: &str = r#"
+    #[test]
+    fn webhook_{ident}_sets_an_absent_message() {
+        let verdict = admit_{ident}(admission(json!({}))).unwrap();
+        assert_eq!(verdict.mutated().unwrap()["spec"]["message"], "hello");
+        assert_eq!(admit_{ident}(admission(json!({"message": "hi"}))).unwrap(), Verdict::allow());
+    }
+"#;
 
 const CARGO_TOML: &str = r#"[package]
 name = "{name}"
@@ -85,7 +250,8 @@ serde_json = "1"
 # Typed Kubernetes objects (`Kind::of::<Deployment>()`, `req.children_as::<Deployment>(..)`): the
 # plugin, not the SDK, picks the Kubernetes version of k8s-openapi. Uncomment to use it:
 # k8s-openapi = { version = "0.29", features = ["v1_33"] }
-# wasmop-sdk's `k8s-openapi` feature (on by default) then gives `Kind::of`.
+# and add `features = ["k8s-openapi"]` to the wasmop-sdk line for `Kind::of` (the SDK's
+# `k8s-openapi` feature, off by default).
 
 # Its own workspace: the crate builds the same inside or outside another repository.
 [workspace]
@@ -151,7 +317,7 @@ pub fn desired(kind: &Kind, req: &Request, spec: &Spec) -> Value {
     let mut child = json!({
         "apiVersion": kind.api_version(),
         "kind": kind.kind,
-        "metadata": {"name": req.name(), "namespace": req.namespace(), "labels": {"app.kubernetes.io/managed-by": "{name}"}},
+        "metadata": {"name": req.name(), "namespace": req.namespace()},
     });
     if kind.group.is_empty() && kind.kind == "ConfigMap" {
         child["data"] = json!({"message": spec.message});
@@ -168,7 +334,7 @@ impl Plugin for {Kind}Reconciler {
         Manifest::new("{name}", env!("CARGO_PKG_VERSION"))
             .description("Reconciles {Kind}")
             .parent(parent_kind(), Scope::Namespaced){manifest_children}
-            .prune(true)
+            .prune(true){manifest_webhooks}
     }
 
     fn reconcile(req: Request, _ctx: &Context) -> Result<Response, Error> {
@@ -188,9 +354,9 @@ impl Plugin for {Kind}Reconciler {
             Condition::false_("Ready", "Creating", format!("waiting for {}", waiting.join(", ")))
         };
         Ok(response.status(json!({"children": child_kinds().len() - waiting.len()})).condition(ready))
-    }
+    }{admit}
 }
-
+{webhook_functions}
 wasmop_sdk::export_plugin!({Kind}Reconciler);
 
 #[cfg(test)]
@@ -211,7 +377,7 @@ mod tests {
         let ctx = Context::fixture_for(&req, vec![]).restrict_to(&{Kind}Reconciler::manifest());
         {Kind}Reconciler::reconcile(req, &ctx)?.validate()
     }
-
+{admission_helper}
     #[test]
     fn applies_one_child_of_each_kind_and_waits_for_them() {
         let response = reconcile(sample(json!({"message": "hi"}))).unwrap();
@@ -238,7 +404,7 @@ mod tests {
         assert!(!error.is_retryable());
         assert!(error.message().contains("does not match the expected type"), "{error}");
     }
-}
+{webhook_tests}}
 "#;
 
 #[cfg(test)]
@@ -249,7 +415,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_crate_declares_parent_and_children_and_depends_on_the_sdk_by_git() {
+    fn the_crate_declares_parent_and_children_and_depends_on_this_checkouts_sdk() {
         let files =
             generate(&args("my-db", "example.com/v1/Database", &["v1/ConfigMap", "apps/v1/Deployment"], Lang::Rust)).unwrap();
         assert_eq!(paths(&files), [".cargo/config.toml", ".gitignore", "Cargo.toml", "crd.yaml", "sample.yaml", "src/lib.rs"]);
@@ -259,9 +425,69 @@ mod tests {
         assert!(lib.contains("pub struct DatabaseReconciler;"), "{lib}");
         let cargo = file(&files, "Cargo.toml");
         assert!(cargo.contains("name = \"my-db\""), "{cargo}");
-        let sdk = format!("wasmop-sdk = {{ git = \"{REPOSITORY}\", tag = \"v{}\" }}", env!("CARGO_PKG_VERSION"));
-        assert!(cargo.contains(&sdk), "{cargo}");
+        let checkout = std::fs::canonicalize(concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk")).unwrap();
+        let sdk = format!("wasmop-sdk = {{ path = {:?} }}", checkout.display().to_string());
+        assert!(cargo.contains(&sdk), "built from this checkout, the crate depends on its SDK: {cargo}");
         assert!(cargo.contains("[profile.release]\nopt-level = 3"), "{cargo}");
         assert!(file(&files, ".cargo/config.toml").contains("link-arg=-zstack-size=131072"));
+    }
+
+    #[test]
+    fn the_sdk_is_the_flags_else_the_checkouts_else_the_git_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]\n").unwrap();
+        let given = std::fs::canonicalize(dir.path()).unwrap();
+        let checkout = PathBuf::from("/src/wasmop/guest-sdk");
+        let flag = choose_sdk(Some(dir.path()), Some(checkout.clone())).unwrap();
+        assert_eq!(flag.line, format!("wasmop-sdk = {{ path = {:?} }}", given.display().to_string()));
+        assert!(flag.source.ends_with("(--sdk-path)"), "{}", flag.source);
+        let built = choose_sdk(None, Some(checkout)).unwrap();
+        assert_eq!(built.line, "wasmop-sdk = { path = \"/src/wasmop/guest-sdk\" }");
+        assert!(built.source.contains("the checkout wasmop was built from"), "{}", built.source);
+        let git = choose_sdk(None, None).unwrap();
+        let tag = format!("v{}", env!("CARGO_PKG_VERSION"));
+        assert_eq!(git.line, format!("wasmop-sdk = {{ git = \"{REPOSITORY}\", tag = \"{tag}\" }}"));
+        let empty = tempfile::tempdir().unwrap();
+        let err = choose_sdk(Some(empty.path()), None).unwrap_err().to_string();
+        assert!(err.contains("no Cargo.toml there"), "{err}");
+    }
+
+    #[test]
+    fn the_child_carries_no_label_the_host_overwrites_and_the_feature_comment_is_true() {
+        let files = generate(&args("my-db", "example.com/v1/Database", &["v1/ConfigMap"], Lang::Rust)).unwrap();
+        assert!(!file(&files, "src/lib.rs").contains("managed-by"));
+        let cargo = file(&files, "Cargo.toml");
+        assert!(cargo.contains("`k8s-openapi` feature, off by default"), "{cargo}");
+        let sdk_manifest = include_str!("../../../../guest-sdk/Cargo.toml");
+        assert!(sdk_manifest.contains("default = [\"bump-alloc\"]"), "the SDK's default features changed: update the comment");
+    }
+
+    #[test]
+    fn webhooks_are_declared_dispatched_and_tested() {
+        let mut new = args("my-db", "example.com/v1/Database", &[], Lang::Rust);
+        new.webhooks = vec![
+            super::super::NewWebhook { type_: wasmop_types::WebhookType::Validating, name: "check".into() },
+            super::super::NewWebhook { type_: wasmop_types::WebhookType::Mutating, name: "set-defaults".into() },
+        ];
+        let lib = file(&generate(&new).unwrap(), "src/lib.rs");
+        for expected in [
+            r#".webhook(Webhook::validating("check").with_rule(Rule::new([Operation::Create, Operation::Update], "example.com", "v1", "databases")))"#,
+            r#".webhook(Webhook::mutating("set-defaults")"#,
+            r#""check" => admit_check(&req),"#,
+            r#""set-defaults" => admit_set_defaults(req),"#,
+            "pub fn admit_check(req: &AdmissionRequest) -> Result<Verdict, Error> {",
+            "let object: Database = req.object_as()?;",
+            "fn webhook_set_defaults_sets_an_absent_message() {",
+            r#""apiVersion": "example.com/v1", "kind": "Database","#,
+        ] {
+            assert!(lib.contains(expected), "{expected}\nnot in\n{lib}");
+        }
+        let steps = next_steps(&new);
+        assert_eq!(
+            steps.last().unwrap(),
+            "wasmop admit --plugin target/wasm32-wasip2/release/my_db.wasm --webhook set-defaults --object sample.yaml --crds crd.yaml"
+        );
+        let plain = file(&generate(&args("my-db", "example.com/v1/Database", &[], Lang::Rust)).unwrap(), "src/lib.rs");
+        assert!(!plain.contains("fn admit") && !plain.contains(".webhook("), "{plain}");
     }
 }

@@ -1,8 +1,8 @@
 // The {{name}} wasmop plugin: reconciles {{Kind}} ({{api_version}}).
 //
-// A WebAssembly component of world `controller` of `wasmop:plugin@0.2.0` (the WIT in `wit/`):
+// A WebAssembly component of world `{{world}}` of `wasmop:plugin@0.2.0` (the WIT in `wit/`):
 // it exports `plugin` (the manifest) and `reconciler`. Build it with `npm run build`, which runs
-//     componentize-js --wit wit --world-name controller -o {{name}}.wasm {{name}}.js
+//     componentize-js --wit wit --world-name {{world}} -o {{name}}.wasm {{name}}.js
 // and test it with `npm test` (`node --test`): the file imports nothing from wasmop, so Node
 // runs it as it is. console.log and console.error reach the host's log (info and warn). Every
 // call starts from a fresh instance: nothing kept in a variable survives to the next reconcile.
@@ -15,7 +15,7 @@ const VERSION = '0.1.0';
 const PARENT = {{parent}};
 const CHILDREN = [
 {{children}}];
-
+{{webhook_list}}
 /** A permanent failure for this version of the parent (an invalid spec): the host records the
  * message and waits for the object to change. */
 export class Terminal extends Error {
@@ -51,7 +51,7 @@ function specOf(parent) {
 /** The object of `kind` the plugin wants for `parent`: named like the parent, in its namespace.
  * Fill in each kind's fields here (a Deployment needs its spec). */
 function desired(kind, parent, spec) {
-  const metadata = { name: parent.metadata.name, labels: { 'app.kubernetes.io/managed-by': NAME } };
+  const metadata = { name: parent.metadata.name };
   if (parent.metadata.namespace !== undefined) metadata.namespace = parent.metadata.namespace;
   const child = { apiVersion: apiVersion(kind), kind: kind.kind, metadata };
   if (kind.group === '' && kind.kind === 'ConfigMap') child.data = { message: spec.message };
@@ -75,7 +75,7 @@ export const plugin = {
       prune: true,
       adoptUnowned: false,
       configSchema: undefined,
-      webhooks: [],
+      webhooks: {{manifest_webhooks}},
     };
   },
 };
@@ -104,3 +104,4 @@ export const reconciler = {
     };
   },
 };
+{{admission_export}}

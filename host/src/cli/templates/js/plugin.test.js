@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Terminal, plugin, reconciler } from './{{name}}.js';
+import { Terminal, {{admission_test_import}}plugin, reconciler } from './{{name}}.js';
 
 const sample = (spec) =>
   JSON.stringify({
@@ -42,3 +42,4 @@ test('a spec of the wrong shape is a terminal error', () => {
     return true;
   });
 });
+{{webhook_tests}}

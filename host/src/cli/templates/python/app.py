@@ -1,16 +1,16 @@
-"""The {{name}} wasmop plugin as a WebAssembly component: world `controller` of
+"""The {{name}} wasmop plugin as a WebAssembly component: world `{{world}}` of
 `wasmop:plugin@0.2.0` (the WIT in `wit/`). It turns the host's request into plain Python
 values for `reconcile.py`, and the answer back into the contract's records.
 
 Build (README.md): `sh build.sh` runs
-    componentize-py -d wit -w controller componentize app -p . -o {{name}}.wasm
+    componentize-py -d wit -w {{world}} componentize app -p . -o {{name}}.wasm
 """
 
 import json
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.exports import plugin as p
+{{admission_import}}from wit_world.exports import plugin as p
 from wit_world.exports import reconciler as r
 from wit_world.imports import log, types
 
@@ -36,7 +36,7 @@ class Plugin(exports.Plugin):
             prune=True,
             adopt_unowned=False,
             config_schema=None,
-            webhooks=[],
+            webhooks={{manifest_webhooks}},
         )
 
 
@@ -59,3 +59,4 @@ class Reconciler(exports.Reconciler):
             requeue_after_ms=None,
             finalized=False,
         )
+{{admission_export}}

@@ -3,4 +3,4 @@
 # Needs componentize-py 0.25 on PATH (README.md says how to install it).
 set -eu
 cd "$(dirname "$0")"
-componentize-py -d wit -w controller componentize app -p . -o {{name}}.wasm
+componentize-py -d wit -w {{world}} componentize app -p . -o {{name}}.wasm

@@ -15,7 +15,7 @@ VERSION = "0.1.0"
 PARENT = {{parent}}
 CHILDREN = [
 {{children}}]
-
+{{webhook_list}}
 
 class Terminal(Exception):
     """A permanent failure for this version of the parent (an invalid spec): the host records
@@ -50,7 +50,7 @@ def spec_of(parent):
 def desired(kind, parent, spec):
     """The object of `kind` the plugin wants for `parent`: named like the parent, in its
     namespace. Fill in each kind's fields here (a Deployment needs its spec)."""
-    metadata = {"name": parent["metadata"]["name"], "labels": {"app.kubernetes.io/managed-by": NAME}}
+    metadata = {"name": parent["metadata"]["name"]}
     if parent["metadata"].get("namespace") is not None:
         metadata["namespace"] = parent["metadata"]["namespace"]
     child = {"apiVersion": api_version(kind), "kind": kind["kind"], "metadata": metadata}
@@ -87,3 +87,4 @@ def reconcile(parent, children, config):
         "status": {"children": len(CHILDREN) - len(waiting)},
         "conditions": [ready],
     }
+{{webhook_functions}}

@@ -35,6 +35,7 @@ class ReconcileTest(unittest.TestCase):
         with self.assertRaisesRegex(logic.Terminal, "spec.message must be a string, got 3"):
             logic.reconcile(sample({"message": 3}), [], {})
 
+{{webhook_tests}}
 
 if __name__ == "__main__":
     unittest.main()

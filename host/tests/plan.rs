@@ -269,7 +269,10 @@ fn a_failure_showing_status_prints_the_status_patch_and_fails_with_the_error() {
         json!({"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "spec.size is required",
                "lastTransitionTime": NOW})
     );
-    assert_eq!((&status["conditions"][1]["type"], &status["conditions"][1]["reason"]), (&json!("Reconciled"), &json!("ReconcileFailed")));
+    assert_eq!(
+        (&status["conditions"][1]["type"], &status["conditions"][1]["reason"]),
+        (&json!("Reconciled"), &json!("ReconcileFailed"))
+    );
     let bare = reconcile(&support::testbed(), &f.testbed("terminal", ""), &[]);
     assert_eq!(error(&bare), "error: plugin error (terminal): testbed asked for a terminal error");
     assert!(bare.stdout.is_empty(), "{}", String::from_utf8_lossy(&bare.stdout));

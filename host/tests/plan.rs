@@ -248,3 +248,32 @@ fn a_bad_now_is_one_error_naming_the_flag() {
     let line = error(&out);
     assert!(line.contains("--now") && line.contains("not an RFC 3339 time"), "{line}");
 }
+
+/// A failure that shows the parent a status and conditions (WIT 0.3.0): the status patch `run`
+/// would write is printed, then the run fails with the plugin's error; a failure that shows
+/// nothing prints nothing.
+#[test]
+fn a_failure_showing_status_prints_the_status_patch_and_fails_with_the_error() {
+    let f = Fixtures::new();
+    let out = reconcile(&support::testbed(), &f.testbed("invalid", ""), &[]);
+    assert_eq!(error(&out), "error: plugin error (terminal): spec.size is required");
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("the failure's plan as JSON");
+    assert_eq!(
+        printed["failed"],
+        json!({"reason": "ReconcileFailed", "message": "plugin error (terminal): spec.size is required", "retryable": false})
+    );
+    let status = &printed["statusPatch"]["status"];
+    assert_eq!(status["phase"], "Invalid");
+    assert_eq!(
+        status["conditions"][0],
+        json!({"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "spec.size is required",
+               "lastTransitionTime": NOW})
+    );
+    assert_eq!(
+        (&status["conditions"][1]["type"], &status["conditions"][1]["reason"]),
+        (&json!("Reconciled"), &json!("ReconcileFailed"))
+    );
+    let bare = reconcile(&support::testbed(), &f.testbed("terminal", ""), &[]);
+    assert_eq!(error(&bare), "error: plugin error (terminal): testbed asked for a terminal error");
+    assert!(bare.stdout.is_empty(), "{}", String::from_utf8_lossy(&bare.stdout));
+}

@@ -6,7 +6,9 @@
 //! the namespace defaulted as `kubectl` defaults it, and the webhook's rules and object
 //! selector matched as the API server matches them before it calls a webhook (a request the
 //! API server would not send is an error saying which rule it misses). The namespace selector
-//! is not judged: the namespace's labels are not known offline.
+//! is not judged (the namespace's labels are not known offline), nor are the webhook's CEL
+//! match conditions (the API server evaluates them; `wasmop admit` says so and calls the
+//! webhook as if they held).
 //!
 //! [`OfflineAdmitter`] serves one loaded plugin, with fixtures as its object cache, to the
 //! live [`Handler`]: the call ([`call_within`]), the checks of the verdict and the fail-closed
@@ -396,6 +398,7 @@ mod tests {
             failure_policy: FailurePolicy::Fail,
             side_effects: SideEffects::None,
             timeout_seconds: 5,
+            match_conditions: Vec::new(),
         }
     }
 

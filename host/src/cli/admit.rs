@@ -110,6 +110,12 @@ pub(super) async fn run(args: AdmitArgs, runtime: &RuntimeArgs) -> anyhow::Resul
     for warning in &warnings {
         eprintln!("warning: --related {warning}");
     }
+    for condition in &webhook.match_conditions {
+        eprintln!(
+            "note: match condition {:?} is not evaluated offline (the API server evaluates it): {}",
+            condition.name, condition.expression
+        );
+    }
     let admitter = OfflineAdmitter::new(plugin, Arc::new(cache));
     let answer = admitter.answer(&webhook.name, request).await.map_err(anyhow::Error::msg)?;
     match args.output {

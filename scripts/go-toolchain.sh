@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# go-toolchain.sh — the tools that turn a Go plugin into a component, beside the machine's Go.
+#
+#   - wit-bindgen (crates.io `wit-bindgen-cli`, pinned below, only its `go` generator): Go
+#     bindings for a world of wit/, targeting mainline Go's `//go:wasmexport` (no TinyGo);
+#   - wasm-tools (crates.io, pinned below, only what `component embed` and `component new`
+#     need, plus `validate` and `component wit` to look at the result);
+#   - the WASI preview-1 reactor adapter, written out of crates.io's
+#     `wasi-preview1-component-adapter-provider` at the version the host links (wasmtime's),
+#     by a tiny Rust program built here: no release page is downloaded.
+#
+# Go itself (1.24 or newer, for `//go:wasmexport` and `-buildmode=c-shared` on wasip1) comes
+# from the machine. Everything goes into the cache ($WASMOP_CACHE, default /var/cache/wasmop),
+# once; the last line printed is a directory holding `wit-bindgen`, `wasm-tools` and
+# `wasi_snapshot_preview1.reactor.wasm`. Idempotent, and safe to run from several processes at
+# once (a lock).
+set -euo pipefail
+
+WIT_BINDGEN_VERSION=0.63.0
+WASM_TOOLS_VERSION=1.263.0
+ADAPTER_VERSION=48.0.8
+CACHE_ROOT=${WASMOP_CACHE:-/var/cache/wasmop}
+DIR="$CACHE_ROOT/tools/go-wit-bindgen-$WIT_BINDGEN_VERSION-wasm-tools-$WASM_TOOLS_VERSION-adapter-$ADAPTER_VERSION"
+
+log() { printf '[go-toolchain] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+ready() { [[ -f "$DIR/.complete" ]]; }
+
+if ready; then
+    echo "$DIR/bin"
+    exit 0
+fi
+command -v cargo >/dev/null || die "cargo not found: wit-bindgen and wasm-tools are installed from crates.io"
+mkdir -p "$CACHE_ROOT/tools"
+exec 9>"$CACHE_ROOT/tools/.go-toolchain.lock"
+flock 9
+if ready; then
+    echo "$DIR/bin"
+    exit 0
+fi
+mkdir -p "$DIR/bin"
+# Builds share nothing with a checkout's target directory.
+export CARGO_TARGET_DIR="$DIR/build"
+if [[ ! -x "$DIR/bin/wit-bindgen" ]]; then
+    log "installing wit-bindgen-cli $WIT_BINDGEN_VERSION (crates.io, the go generator only)"
+    cargo install --quiet --locked --root "$DIR" --version "=$WIT_BINDGEN_VERSION" \
+        --no-default-features --features go wit-bindgen-cli >&2
+fi
+if [[ ! -x "$DIR/bin/wasm-tools" ]]; then
+    log "installing wasm-tools $WASM_TOOLS_VERSION (crates.io: component, validate, print)"
+    cargo install --quiet --locked --root "$DIR" --version "=$WASM_TOOLS_VERSION" \
+        --no-default-features --features component,validate,print,parse,metadata wasm-tools >&2
+fi
+if [[ ! -f "$DIR/bin/wasi_snapshot_preview1.reactor.wasm" ]]; then
+    log "writing the WASI preview-1 reactor adapter (wasi-preview1-component-adapter-provider $ADAPTER_VERSION)"
+    src="$DIR/adapter-writer"
+    mkdir -p "$src/src"
+    cat >"$src/Cargo.toml" <<TOML
+[package]
+name = "adapter-writer"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+wasi-preview1-component-adapter-provider = "=$ADAPTER_VERSION"
+
+[workspace]
+TOML
+    cat >"$src/src/main.rs" <<'RUST'
+//! Writes the WASI preview-1 reactor adapter to the path given as the only argument.
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: adapter-writer PATH");
+    std::fs::write(&path, wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)
+        .unwrap_or_else(|e| panic!("writing {path}: {e}"));
+}
+RUST
+    cargo run --quiet --manifest-path "$src/Cargo.toml" -- "$DIR/bin/wasi_snapshot_preview1.reactor.wasm.tmp" >&2
+    mv "$DIR/bin/wasi_snapshot_preview1.reactor.wasm.tmp" "$DIR/bin/wasi_snapshot_preview1.reactor.wasm"
+fi
+rm -rf "$DIR/build"
+"$DIR/bin/wit-bindgen" --version >&2
+"$DIR/bin/wasm-tools" --version >&2
+touch "$DIR/.complete"
+log "wit-bindgen, wasm-tools and the reactor adapter in $DIR/bin"
+echo "$DIR/bin"

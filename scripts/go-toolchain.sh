@@ -5,15 +5,18 @@
 #     bindings for a world of wit/, targeting mainline Go's `//go:wasmexport` (no TinyGo);
 #   - wasm-tools (crates.io, pinned below, only what `component embed` and `component new`
 #     need, plus `validate` and `component wit` to look at the result);
+#   - go-pkg/: the Go runtime package the generated bindings import
+#     (`go.bytecodealliance.org/pkg`, which the Go module proxy does not serve), copied from the
+#     sources of crates.io's `wit-bindgen-go` of the same release, where it ships;
 #   - the WASI preview-1 reactor adapter, written out of crates.io's
 #     `wasi-preview1-component-adapter-provider` at the version the host links (wasmtime's),
 #     by a tiny Rust program built here: no release page is downloaded.
 #
 # Go itself (1.24 or newer, for `//go:wasmexport` and `-buildmode=c-shared` on wasip1) comes
 # from the machine. Everything goes into the cache ($WASMOP_CACHE, default /var/cache/wasmop),
-# once; the last line printed is a directory holding `wit-bindgen`, `wasm-tools` and
-# `wasi_snapshot_preview1.reactor.wasm`. Idempotent, and safe to run from several processes at
-# once (a lock).
+# once; the last line printed is a directory holding `wit-bindgen`, `wasm-tools`,
+# `wasi_snapshot_preview1.reactor.wasm` and `go-pkg/`. Idempotent, and safe to run from several
+# processes at once (a lock).
 set -euo pipefail
 
 WIT_BINDGEN_VERSION=0.63.0
@@ -50,6 +53,19 @@ if [[ ! -x "$DIR/bin/wasm-tools" ]]; then
     log "installing wasm-tools $WASM_TOOLS_VERSION (crates.io: component, validate, print)"
     cargo install --quiet --locked --root "$DIR" --version "=$WASM_TOOLS_VERSION" \
         --no-default-features --features component,validate,print,parse,metadata wasm-tools >&2
+fi
+if [[ ! -f "$DIR/bin/go-pkg/go.mod" ]]; then
+    registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
+    pkg=$(ls -d "$registry"/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION/src/pkg" 2>/dev/null | head -n 1)
+    [[ -n "$pkg" && -f "$pkg/go.mod" ]] || die "no wit-bindgen-go-$WIT_BINDGEN_VERSION sources under $registry"
+    log "copying the bindings' Go runtime (go.bytecodealliance.org/pkg) from wit-bindgen-go $WIT_BINDGEN_VERSION"
+    rm -rf "$DIR/bin/go-pkg.tmp"
+    mkdir -p "$DIR/bin/go-pkg.tmp"
+    cp -r "$pkg/go.mod" "$pkg/wit" "$pkg/LICENSE" "$DIR/bin/go-pkg.tmp/"
+    # Its go.mod names the toolchain its repository develops with; the sync bindings need
+    # nothing past Go 1.24 (`//go:wasmexport`).
+    sed -i 's/^go .*/go 1.24/' "$DIR/bin/go-pkg.tmp/go.mod"
+    mv "$DIR/bin/go-pkg.tmp" "$DIR/bin/go-pkg"
 fi
 if [[ ! -f "$DIR/bin/wasi_snapshot_preview1.reactor.wasm" ]]; then
     log "writing the WASI preview-1 reactor adapter (wasi-preview1-component-adapter-provider $ADAPTER_VERSION)"

@@ -9,7 +9,7 @@
 #
 #   1. `wit-bindgen go` writes the bindings of WORLD and a `main` package exporting it
 #      (`//go:wasmexport`, mainline Go, no TinyGo);
-#   2. the entry of this SDK for that contract version (entry/vX.Y.Z/) is added beside them:
+#   2. the entry of this SDK for that contract version (_entry/vX.Y.Z/) is added beside them:
 #      it implements the exports with the registered plugin, and imports PLUGIN_DIR's package;
 #   3. `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared` (a reactor: no main loop) in a
 #      Go workspace of the entry, the plugin, this SDK and the bindings' runtime package;
@@ -43,19 +43,20 @@ goversion=$(go env GOVERSION)
 
 version=$(sed -n 's/^package wasmop:plugin@\([0-9][0-9.]*\);$/\1/p' "$wit/world.wit" | head -n 1)
 [[ -n "$version" ]] || die "$wit/world.wit declares no wasmop:plugin package"
-entry="$sdk/entry/v$version"
-[[ -d "$entry" ]] || die "this SDK has no entry for wasmop:plugin@$version (it has: $(ls "$sdk/entry" | tr '\n' ' '))"
+entry="$sdk/build/_entry/v$version"
+[[ -d "$entry" ]] || die "this SDK has no entry for wasmop:plugin@$version (it has: $(ls "$sdk/build/_entry" | tr '\n' ' '))"
 module=$(cd "$plugin" && GOWORK=off go list -m) || die "$plugin is not a Go module"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/wasmop-go-plugin.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 gen="$work/entry"
-"$tools/wit-bindgen" go --quiet --world "$world" --out-dir "$gen" "$wit" >/dev/null \
-    || die "wit-bindgen go failed for world $world of $wit"
-# The entry implements every export package the world has; the admission one only in `operator`.
+"$tools/wit-bindgen" go --world "$world" --out-dir "$gen" "$wit" >"$work/wit-bindgen.log" 2>&1 \
+    || die "wit-bindgen go failed for world $world of $wit: $(cat "$work/wit-bindgen.log")"
+# The entry implements every export of the world: the admission one only in `operator`.
 for dir in "$entry"/*/; do
     name=$(basename "$dir")
-    if [[ -d "$gen/$name" ]]; then
+    if grep -q "\"wit_component/$name\"" "$gen/wit_exports.go"; then
+        mkdir -p "$gen/$name"
         cp "$dir"*.go "$gen/$name/"
     fi
 done
@@ -77,11 +78,14 @@ use (
 )
 GO
 # The generated go.mod names the runtime's release; the workspace serves it from go-pkg/.
+# `-checklinkname=0`: that runtime's `cabi_realloc` may run before the Go runtime is
+# initialized and then allocates with `runtime.sbrk`, a `//go:linkname` reference that the
+# linker refuses by default since Go 1.23.
 sed -i 's/^go .*/go 1.24/' "$gen/go.mod"
 (
     cd "$gen"
     GOWORK="$work/go.work" GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local \
-        go build -buildmode=c-shared -trimpath -o "$work/core.wasm" .
+        go build -buildmode=c-shared -trimpath -ldflags=-checklinkname=0 -o "$work/core.wasm" .
 ) || die "go build failed (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared) for $plugin"
 "$tools/wasm-tools" component embed --world "$world" "$wit" "$work/core.wasm" -o "$work/embedded.wasm" \
     || die "wasm-tools component embed failed"

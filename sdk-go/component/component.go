@@ -234,3 +234,8 @@ func Admit(webhook string, raw AdmissionRequest) (Verdict, *AdmissionError) {
 	}
 	return out, nil
 }
+
+// LookupError is a lookup the host refused, as the SDK reports it.
+func LookupError(message string) error {
+	return &wasmop.LookupError{Message: message}
+}

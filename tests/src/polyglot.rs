@@ -155,7 +155,7 @@ pub fn memcached_go() -> PathBuf {
 
 /// Go's module and build caches: the caller's, else the ones `scripts/control-plane.sh` uses
 /// (under `$WASMOP_CACHE`, default `/var/cache/wasmop`), never inside the checkout.
-fn go_caches() -> Vec<(&'static str, PathBuf)> {
+pub fn go_caches() -> Vec<(&'static str, PathBuf)> {
     let root = std::env::var_os("WASMOP_CACHE").map_or_else(|| PathBuf::from("/var/cache/wasmop"), PathBuf::from);
     [("GOMODCACHE", "go/mod"), ("GOCACHE", "go/build")]
         .into_iter()

@@ -92,12 +92,8 @@ fn write_all(dir: &Path, name: &str, objects: &[Value]) -> Option<PathBuf> {
 
 #[test]
 fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
-    let plugins = [
-        ("rust", memcached()),
-        ("python", memcached_py()),
-        ("javascript", memcached_js()),
-        ("go", memcached_go_for(GO_WIT)),
-    ];
+    let plugins =
+        [("rust", memcached()), ("python", memcached_py()), ("javascript", memcached_js()), ("go", memcached_go_for(GO_WIT))];
     let dir = tempfile::tempdir().unwrap();
     for case in cases() {
         let parent = write_all(dir.path(), "parent.yaml", std::slice::from_ref(&case.parent)).unwrap();

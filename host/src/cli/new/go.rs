@@ -51,11 +51,8 @@ pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
         ("sdk_note", sdk_note.as_str()),
         ("wit_version", super::GO_WIT_VERSION),
     ]);
-    let go_mod = format!(
-        "module example.com/{}\n\ngo 1.24\n\nrequire {SDK_MODULE} v{}\n{replace}",
-        args.name,
-        env!("CARGO_PKG_VERSION")
-    );
+    let go_mod =
+        format!("module example.com/{}\n\ngo 1.24\n\nrequire {SDK_MODULE} v{}\n{replace}", args.name, env!("CARGO_PKG_VERSION"));
     let mut files = vec![
         ("go.mod".to_owned(), go_mod),
         ("plugin.go".to_owned(), render(PLUGIN_GO, &values)),
@@ -111,10 +108,26 @@ mod tests {
         assert!(logic.contains(children), "{logic}");
         assert!(!logic.contains("wasm\"") && !logic.contains("go:wasm"), "the logic is plain Go");
         let go_mod = file(&files, "go.mod");
-        assert!(go_mod.starts_with("module example.com/my-db\n\ngo 1.24\n\nrequire github.com/wasmop/wasmop/sdk-go v"), "{go_mod}");
+        assert!(
+            go_mod.starts_with("module example.com/my-db\n\ngo 1.24\n\nrequire github.com/wasmop/wasmop/sdk-go v"),
+            "{go_mod}"
+        );
         assert!(!go_mod.contains("replace"), "{go_mod}");
         let build = file(&files, "build.sh");
         assert!(build.contains("\nbash \"$sdk/build/component.sh\" . my-db.wasm wit controller\n"), "{build}");
+    }
+
+    #[test]
+    fn go_builds_against_a_copy_of_wit_0_3_0() {
+        let files = generate(&args("x", "example.com/v1/X", &[], Lang::Go)).unwrap();
+        let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/v0.3.0");
+        let copied: Vec<&str> = paths(&files).into_iter().filter(|p| p.starts_with("wit/")).collect();
+        assert_eq!(copied.len(), std::fs::read_dir(&wit).unwrap().count());
+        for path in copied {
+            let name = path.trim_start_matches("wit/");
+            assert_eq!(file(&files, path), std::fs::read_to_string(wit.join(name)).unwrap(), "{name}");
+        }
+        assert!(file(&files, "README.md").contains("`wasmop:plugin@0.3.0`, world `controller`"));
     }
 
     #[test]
@@ -128,6 +141,9 @@ mod tests {
         assert!(go_mod.contains("\nreplace github.com/wasmop/wasmop/sdk-go => /"), "{go_mod}");
         a.sdk_path = Some(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
         let err = generate(&a).unwrap_err().to_string();
-        assert!(err.ends_with("no go.mod of github.com/wasmop/wasmop/sdk-go there (give the checkout's sdk-go directory)"), "{err}");
+        assert!(
+            err.ends_with("no go.mod of github.com/wasmop/wasmop/sdk-go there (give the checkout's sdk-go directory)"),
+            "{err}"
+        );
     }
 }

@@ -1,10 +1,10 @@
-//! The raw bindings of the WIT world `wasmop:plugin/operator@0.2.0` (wasm32 only).
+//! The raw bindings of the WIT world `wasmop:plugin/operator@0.3.0` (wasm32 only).
 //!
 //! This is the crate's single `generate!` site. Plugin authors never use it directly: the
 //! SDK's types wrap it and `export_plugin!` reaches it through `$crate::bindings`.
 
 wit_bindgen::generate!({
-    path: "../wit/v0.2.0",
+    path: "../wit/v0.3.0",
     world: "operator",
     pub_export_macro: true,
     default_bindings_module: "wasmop_sdk::bindings",

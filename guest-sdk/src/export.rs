@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::{Condition, Error, Event, ObjectRef, Request, Response};
 
-/// Export a [`Plugin`](crate::Plugin) as a component of world `wasmop:plugin/operator@0.2.0`:
+/// Export a [`Plugin`](crate::Plugin) as a component of world `wasmop:plugin/operator@0.3.0`:
 /// its `plugin`, `reconciler` and `admission` interfaces.
 ///
 /// Invoke it once, at the top level of the plugin crate (built with
@@ -96,6 +96,30 @@ pub(crate) struct WireResponse {
     pub finalized: bool,
 }
 
+/// An error flattened to what crosses the boundary: its kind, message, status JSON text and
+/// conditions.
+#[derive(Debug, PartialEq)]
+pub(crate) struct WireFailure {
+    pub retryable: bool,
+    pub message: String,
+    pub status: Option<String>,
+    pub conditions: Vec<Condition>,
+}
+
+impl Error {
+    /// Flatten for the host.
+    pub(crate) fn into_wire(self) -> WireFailure {
+        let retryable = self.is_retryable();
+        let (Error::Retryable(failure) | Error::Terminal(failure)) = self;
+        WireFailure {
+            retryable,
+            message: failure.message,
+            status: failure.status.as_ref().map(json_text),
+            conditions: failure.conditions,
+        }
+    }
+}
+
 impl Request {
     /// Parse the host's JSON texts. Anything that is not JSON is a terminal error: retrying
     /// the same text cannot help.
@@ -173,7 +197,7 @@ mod raw {
     use crate::bindings::kind_to_raw;
     use crate::bindings::wasmop::plugin::types as t;
     use crate::{
-        AdmissionRequest, ConditionStatus, Error, EventType, FailurePolicy, GroupVersionResource, Kind, Manifest, ObjectRef,
+        AdmissionRequest, Condition, ConditionStatus, Error, EventType, FailurePolicy, GroupVersionResource, Kind, Manifest, ObjectRef,
         Operation, Plugin, Request, RuleScope, Scope, SideEffects, UserInfo, Verdict, Webhook, WebhookType,
     };
 
@@ -182,9 +206,25 @@ mod raw {
     }
 
     fn error_to_raw(e: Error) -> r::ReconcileError {
-        match e {
-            Error::Retryable(m) => r::ReconcileError::Retryable(m),
-            Error::Terminal(m) => r::ReconcileError::Terminal(m),
+        let wire = e.into_wire();
+        let failure = r::Failure {
+            message: wire.message,
+            status: wire.status,
+            conditions: wire.conditions.into_iter().map(condition_to_raw).collect(),
+        };
+        if wire.retryable { r::ReconcileError::Retryable(failure) } else { r::ReconcileError::Terminal(failure) }
+    }
+
+    fn condition_to_raw(c: Condition) -> r::Condition {
+        r::Condition {
+            type_: c.type_,
+            status: match c.status {
+                ConditionStatus::True => r::ConditionStatus::True,
+                ConditionStatus::False => r::ConditionStatus::False,
+                ConditionStatus::Unknown => r::ConditionStatus::Unknown,
+            },
+            reason: c.reason,
+            message: c.message,
         }
     }
 
@@ -241,6 +281,11 @@ mod raw {
                 SideEffects::NoneOnDryRun => p::SideEffects::NoneOnDryRun,
             },
             timeout_seconds: w.timeout_seconds,
+            match_conditions: w
+                .match_conditions
+                .into_iter()
+                .map(|c| p::MatchCondition { name: c.name, expression: c.expression })
+                .collect(),
         }
     }
 
@@ -313,20 +358,7 @@ mod raw {
             children: wire.children,
             delete: wire.delete.into_iter().map(object_ref_to_raw).collect(),
             status: wire.status,
-            conditions: wire
-                .conditions
-                .into_iter()
-                .map(|c| r::Condition {
-                    type_: c.type_,
-                    status: match c.status {
-                        ConditionStatus::True => r::ConditionStatus::True,
-                        ConditionStatus::False => r::ConditionStatus::False,
-                        ConditionStatus::Unknown => r::ConditionStatus::Unknown,
-                    },
-                    reason: c.reason,
-                    message: c.message,
-                })
-                .collect(),
+            conditions: wire.conditions.into_iter().map(condition_to_raw).collect(),
             events: wire
                 .events
                 .into_iter()
@@ -381,6 +413,24 @@ mod tests {
 
     use super::*;
     use crate::{Condition, Kind};
+
+    #[test]
+    fn an_error_crosses_as_its_kind_message_status_text_and_conditions() {
+        let ready = Condition::false_("Ready", "InvalidSpec", "spec.size is required");
+        let e = Error::terminal("spec.size is required").with_status(json!({"phase": "Invalid"})).with_condition(ready.clone());
+        assert_eq!(
+            e.into_wire(),
+            WireFailure {
+                retryable: false,
+                message: "spec.size is required".into(),
+                status: Some(r#"{"phase":"Invalid"}"#.into()),
+                conditions: vec![ready],
+            }
+        );
+        let bare = Error::retryable("later").into_wire();
+        assert!(bare.retryable);
+        assert_eq!((bare.status, bare.conditions.len()), (None, 0));
+    }
 
     #[test]
     fn parent_that_is_not_json_is_a_terminal_error() {

@@ -74,7 +74,7 @@ mod response;
 pub mod bindings;
 
 pub use context::Context;
-pub use error::{Error, LookupError};
+pub use error::{Error, Failure, LookupError};
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub use export::__private;
@@ -86,7 +86,7 @@ pub use response::Response;
 pub use wasmop_types::{
     AdmissionRequest, Condition, ConditionStatus, Event, EventType, FailurePolicy, GroupVersionResource, Kind, KindError,
     LabelSelector, ObjectRef, Operation, Quantity, QuantityError, Rule, RuleScope, Scope, SelectorError, SideEffects, UserInfo,
-    Verdict, Webhook, WebhookType,
+    MatchCondition, Verdict, Webhook, WebhookType,
 };
 
 /// The README's example compiles and runs as a doctest.

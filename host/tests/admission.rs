@@ -1,6 +1,6 @@
-//! Admission calls into WIT 0.2.0 plugins built from source: verdicts, mutations, lookups, and
-//! hostile webhooks (loop, memory bomb, trap, nonsense), each a typed error the caller turns
-//! into a denial.
+//! Admission calls into WIT 0.3.0 plugins built from source (the SDK's): verdicts, mutations,
+//! lookups, and hostile webhooks (loop, memory bomb, trap, nonsense), each a typed error the
+//! caller turns into a denial.
 
 mod support;
 
@@ -41,9 +41,9 @@ async fn admit(plugin: &Plugin, webhook: &str) -> Result<Verdict, CallError> {
 }
 
 #[tokio::test]
-async fn a_0_2_0_plugin_declares_its_webhooks_and_answers_admit() {
+async fn a_0_3_0_plugin_declares_its_webhooks_and_answers_admit() {
     let plugin = testbed(Limits::default()).await;
-    assert_eq!(plugin.wit_version(), WitVersion::V0_2);
+    assert_eq!(plugin.wit_version(), WitVersion::V0_3);
     assert!(plugin.reconciles() && plugin.admits());
     assert_eq!(plugin.manifest().webhooks.len(), 8);
     let label = plugin.webhook("label").unwrap();

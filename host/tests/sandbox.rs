@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{testbed, testbed_cr};
-use wasmop::contract::Request;
+use wasmop::contract::{Condition, OutputLimits, Request, ResponseError};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
-use wasmop::runtime::{CallError, Limits, MIN_MEMORY_BYTES, Plugin, Runtime};
+use wasmop::runtime::{CallError, Limits, MIN_MEMORY_BYTES, Plugin, Runtime, WitVersion};
 
 fn runtime(limits: Limits) -> Runtime {
     Runtime::builder().limits(limits).artifact_dir(None).build().expect("runtime starts")
@@ -74,6 +74,31 @@ async fn plugin_errors_keep_their_kind() {
     assert!(matches!(call(&plugin, "retryable", json!({})).await, Err(CallError::Retryable(_))));
     let terminal = call(&plugin, "terminal", json!({})).await.unwrap_err();
     assert!(matches!(terminal, CallError::Terminal(_)) && !terminal.is_retryable());
+}
+
+#[tokio::test]
+async fn a_0_3_0_failure_carries_its_status_and_conditions_checked_as_a_responses() {
+    let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
+    assert_eq!(plugin.wit_version(), WitVersion::V0_3);
+    let err = call(&plugin, "invalid", json!({})).await.unwrap_err();
+    let CallError::Terminal(failure) = &err else { panic!("expected the plugin's terminal error, got {err:?}") };
+    assert_eq!(failure.message, "spec.size is required");
+    assert_eq!(failure.status, Some(json!({"phase": "Invalid"})));
+    assert_eq!(failure.conditions, [Condition::false_("Ready", "InvalidSpec", "spec.size is required")]);
+    assert_eq!(err.to_string(), "plugin error (terminal): spec.size is required");
+    let retryable = call(&plugin, "invalid", json!({"retry": true})).await.unwrap_err();
+    assert!(matches!(&retryable, CallError::Retryable(f) if f.status == failure.status), "{retryable:?}");
+    // What a failure shows passes the checks of a response's: a reason that is not CamelCase is
+    // refused whole, as it would be in a response.
+    let refused = call(&plugin, "invalid-shown", json!({})).await.unwrap_err();
+    assert!(
+        matches!(&refused, CallError::MalformedOutput(ResponseError::InvalidCondition(m)) if m.contains("not camel case")),
+        "{refused:?}"
+    );
+    // Under a byte limit smaller than the failure's status and condition: refused as too large.
+    let small = runtime(Limits::default().output(OutputLimits { max_bytes: 40, max_actions: 10 })).load_file(testbed()).await.unwrap();
+    let too_large = call(&small, "invalid", json!({})).await.unwrap_err();
+    assert!(matches!(too_large, CallError::MalformedOutput(ResponseError::TooLarge { limit: 40, .. })), "{too_large:?}");
 }
 
 #[tokio::test]
@@ -247,7 +272,8 @@ async fn every_long_field_is_refused_naming_it() {
 async fn a_plugin_error_message_is_one_bounded_line() {
     let plugin = runtime(Limits::default()).load_file(testbed()).await.unwrap();
     let err = call(&plugin, "long-field", json!({"field": "error", "bytes": 1_000_000})).await.unwrap_err();
-    let CallError::Terminal(message) = &err else { panic!("expected the plugin's terminal error, got {err:?}") };
+    let CallError::Terminal(failure) = &err else { panic!("expected the plugin's terminal error, got {err:?}") };
+    let message = &failure.message;
     assert!(message.len() <= wasmop::runtime::MAX_PLUGIN_MESSAGE + 32, "{} bytes", message.len());
     assert!(!message.contains('\n') && message.starts_with("line\\n2026-11-30T09:00:00"), "{message}");
 }

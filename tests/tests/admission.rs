@@ -4,7 +4,7 @@
 //! - A WIT 0.1.0-era plugin (memcached) behind a test [`Admitter`] that declares a webhook it
 //!   does not serve: the plugin answers `NoSuchWebhook`, the request is denied with that reason,
 //!   the breaker opens on the failures, and a stopped host is handled by `failurePolicy`.
-//! - The testbed's admission build (WIT 0.2.0): a mutation reaches the stored object, a denial
+//! - The testbed's admission build (WIT 0.3.0): a mutation reaches the stored object, a denial
 //!   reads as kubectl shows it, hostile plugins are denied in time with the reason, and the
 //!   webhook configurations follow the plugin file (replaced, removed).
 
@@ -54,6 +54,7 @@ impl Declaring {
             failure_policy: *self.failure_policy.lock().unwrap(),
             side_effects: SideEffects::None,
             timeout_seconds: 5,
+            match_conditions: Vec::new(),
         }
     }
 }

@@ -177,6 +177,72 @@ async fn plugin_errors_become_warning_events_and_conditions_with_backoff() -> Re
     Ok(())
 }
 
+/// A terminal failure of a WIT 0.3.0 plugin shows its status and conditions on the parent (as a
+/// response's would, `observedGeneration` filled in) beside the host's `Reconciled=False` and a
+/// Warning event; the host then waits for a change, and the fixed object reconciles.
+#[tokio::test]
+async fn a_terminal_failure_shows_its_status_and_conditions_with_the_warning_event() -> Result<()> {
+    let (_cp, client, host) = setup().await?;
+    let crs = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
+    let created = apply(&client, &testbed("invalid", "invalid")).await?;
+    let generation = created.metadata.generation.expect("a generation");
+    let cr = eventually("phase Invalid, Ready=False InvalidSpec and Reconciled=False", WAIT, || async {
+        let cr = crs.get("invalid").await?;
+        let shown = cr.data.pointer("/status/phase") == Some(&json!("Invalid"))
+            && condition(&cr, "Ready").is_some_and(|c| c["reason"] == "InvalidSpec")
+            && condition(&cr, "Reconciled").is_some_and(|c| c["status"] == "False");
+        Ok(shown.then_some(cr))
+    })
+    .await?;
+    let ready = condition(&cr, "Ready").unwrap();
+    assert_eq!((&ready["status"], &ready["message"]), (&json!("False"), &json!("spec.size is required")));
+    assert_eq!(ready["observedGeneration"], generation, "filled in as for a response's condition");
+    let reconciled = condition(&cr, "Reconciled").unwrap();
+    assert_eq!(reconciled["reason"], "ReconcileFailed");
+    assert_eq!(reconciled["message"], "plugin error (terminal): spec.size is required");
+    let events = api_for(&client, "events.k8s.io/v1", "Event", Some("default")).await?;
+    eventually("a Warning event ReconcileFailed about the CR", WAIT, || async {
+        let found = events.list(&ListParams::default()).await?.items.into_iter().any(|e| {
+            e.data["type"] == "Warning"
+                && e.data["reason"] == "ReconcileFailed"
+                && e.data.pointer("/regarding/name") == Some(&json!("invalid"))
+        });
+        Ok(found.then_some(()))
+    })
+    .await?;
+    // Terminal: no retry until the object changes, and no child was written.
+    let controller = host.manager.controller("testbed").expect("testbed running");
+    let key = ObjectKey { namespace: Some("default".into()), name: "invalid".into() };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(controller.failures(&key) <= 1, "a terminal failure is not retried: {}", controller.failures(&key));
+    let config_maps = api_for(&client, "v1", "ConfigMap", Some("default")).await?;
+    assert!(config_maps.get_opt("invalid-out").await?.is_none(), "nothing else of a response comes with a failure");
+    // Fixed: the plugin's response replaces what the failure showed.
+    apply(&client, &testbed("invalid", "ok")).await?;
+    eventually("phase Ready and Ready=True after the fix", WAIT, || async {
+        let cr = crs.get("invalid").await?;
+        let fixed = cr.data.pointer("/status/phase") == Some(&json!("Ready"))
+            && condition(&cr, "Ready").is_some_and(|c| c["status"] == "True")
+            && condition(&cr, "Reconciled").is_some_and(|c| c["status"] == "True");
+        Ok(fixed.then_some(()))
+    })
+    .await?;
+
+    // The memcached example: a Memcached without spec.size shows Available=False InvalidSpec.
+    let memcacheds = api_for(&client, "cache.example.com/v1alpha1", "Memcached", Some("default")).await?;
+    let mut sizeless = memcached("sizeless", 1);
+    sizeless["spec"] = json!({});
+    apply(&client, &sizeless).await?;
+    eventually("Available=False InvalidSpec on the Memcached", WAIT, || async {
+        let cr = memcacheds.get("sizeless").await?;
+        Ok(condition(&cr, "Available")
+            .filter(|c| c["status"] == "False" && c["reason"] == "InvalidSpec" && c["message"] == "spec.size is required")
+            .map(|_| ()))
+    })
+    .await?;
+    Ok(())
+}
+
 /// `reconciledCondition: onFailure`: a healthy parent carries only its plugin's conditions, a
 /// failing one `Reconciled=False` with the reason, removed again by the next good reconcile.
 #[tokio::test]

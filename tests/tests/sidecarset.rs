@@ -272,3 +272,78 @@ async fn the_api_server_calls_the_sidecarset_webhooks_over_tls() -> Result<()> {
     drop(admission);
     Ok(())
 }
+
+/// Admission requests the host served for the sidecarset plugin's inject webhook, whatever
+/// their answer (`controller_runtime_webhook_requests_total`).
+fn inject_calls(manager: &Manager) -> u64 {
+    let label = format!("webhook=\"/admission/sidecarset/{INJECT}\"");
+    manager
+        .metrics()
+        .render()
+        .lines()
+        .filter(|l| l.starts_with("controller_runtime_webhook_requests_total{") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The inject webhook's match condition, registered before the host's own: the API server never
+/// calls the plugin for a Pod that opted out of injection (the host's webhook metrics do not
+/// move), while a Pod that did not opt out is still injected.
+#[tokio::test]
+async fn a_pod_that_opted_out_is_created_without_a_call_to_the_plugin() -> Result<()> {
+    log_to_test_output();
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &workspace().join("crds/sidecarset.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(plugin("sidecarset", "wasm32-wasip2"), dir.path().join("sidecarset.wasm"))?;
+    let policy = wasmop::policy::HostPolicy::from_yaml(SIDECARSET_GRANTS)?;
+    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(None).build()?;
+    let manager = Arc::new(Manager::new(client.clone(), runtime, Host::test_config()));
+    let reloader = Reloader::new(Arc::clone(&manager), dir.path(), ReloadConfig::default());
+    let certs = CertSource::Secret {
+        namespace: "default".into(),
+        name: "wasmop-admission-tls".into(),
+        names: vec!["localhost".into(), "127.0.0.1".into()],
+    };
+    let config = AdmissionConfig { configuration_name: "wasmop-match-e2e".into(), ..AdmissionConfig::new(certs) };
+    let admission = Admission::start(config, Arc::clone(&manager)).await?;
+    reloader.observe(admission.observer());
+    reloader.sync().await;
+    let sets = api_for(&client, "apps.wasmop.dev/v1alpha1", "SidecarSet", None).await?;
+
+    // The witness selects every Pod: once a Pod carries its annotation, the API server has
+    // loaded the mutating webhook.
+    let witness = json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "witness"},
+        "spec": {"selector": {}, "containers": [{"name": "witness", "image": "busybox:1.36"}]}});
+    apply(&client, &witness).await?;
+    wait_for_counts(&sets, "witness", (0, 0, 0)).await?;
+    let first = create_through_webhook(&client, &pod("default", "first", json!({"app": "db"}), json!({}))).await?;
+    assert_eq!(container_names(&first), ["web", "witness"]);
+
+    // The registered configuration: the plugin's condition first, then every one of the host's.
+    let configurations = api_for(&client, "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", None).await?;
+    let registered = configurations.get("wasmop-match-e2e").await?;
+    let webhooks = registered.data["webhooks"].as_array().cloned().unwrap_or_default();
+    let inject = webhooks.iter().find(|w| w["name"] == "inject.sidecarset.wasmop.dev").expect("the inject webhook registered");
+    let names: Vec<&str> = inject["matchConditions"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names.first(), Some(&sidecarset::admission::NOT_OPTED_OUT_NAME), "{names:?}");
+    assert!(names.len() > 1 && names[1..].iter().all(|n| n.starts_with("wasmop-")), "the host's follow: {names:?}");
+    assert_eq!(inject["matchConditions"][0]["expression"], sidecarset::inject::NOT_OPTED_OUT);
+
+    // Opted out: created, untouched, and the plugin never called.
+    let before = inject_calls(&manager);
+    assert!(before >= 1, "the first Pod went through the webhook");
+    let opted_out = json!({sidecarset::inject::INJECT_ANNOTATION: "false"});
+    let created = apply(&client, &pod("default", "opted-out", json!({"app": "web"}), opted_out)).await?;
+    assert_eq!(container_names(&created), ["web"]);
+    assert!(created.metadata.annotations.as_ref().is_some_and(|a| !a.contains_key(SEEN)));
+    assert_eq!(inject_calls(&manager), before, "no admission request reached the host for the opted-out Pod");
+
+    // Not opted out: still injected, through a call.
+    let web = create_through_webhook(&client, &pod("default", "web-1", json!({"app": "web"}), json!({}))).await?;
+    assert_eq!(container_names(&web), ["web", "witness"]);
+    assert_eq!(inject_calls(&manager), before + 1);
+    drop(admission);
+    Ok(())
+}

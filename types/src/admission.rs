@@ -122,6 +122,24 @@ pub struct Webhook {
     /// How long the API server waits, 1 to 30 seconds (Kubernetes' range). The host's deadline
     /// for the plugin call is well under it.
     pub timeout_seconds: u32,
+    /// CEL conditions the API server evaluates before calling the webhook: it is called only
+    /// when every one is true (WIT 0.3.0 on; empty for older plugins). The host adds its own
+    /// after these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_conditions: Vec<MatchCondition>,
+}
+
+/// A CEL expression the API server evaluates before it calls a webhook, as Kubernetes'
+/// `MatchCondition` (`admissionregistration.k8s.io/v1`, GA since 1.30).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MatchCondition {
+    /// Unique within the webhook: letters, digits, `-`, `.` and `_`, starting and ending with a
+    /// letter or digit, at most 63 characters. The API server names it when the expression
+    /// fails to evaluate.
+    pub name: String,
+    /// A CEL expression over `object`, `oldObject`, `request` and `authorizer` that evaluates
+    /// to a bool.
+    pub expression: String,
 }
 
 /// Shortest and longest `timeoutSeconds` Kubernetes accepts for a webhook.

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::Kind;
 use crate::admission::{
-    AdmissionRequest, FailurePolicy, GroupVersionResource, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict, Webhook,
+    AdmissionRequest, FailurePolicy, GroupVersionResource, MatchCondition, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict, Webhook,
     WebhookType,
 };
 
@@ -55,6 +55,7 @@ impl Webhook {
             failure_policy: FailurePolicy::Fail,
             side_effects: SideEffects::None,
             timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+            match_conditions: Vec::new(),
         }
     }
 
@@ -130,6 +131,23 @@ impl Webhook {
     #[must_use]
     pub fn timeout_seconds(mut self, seconds: u32) -> Self {
         self.timeout_seconds = seconds;
+        self
+    }
+
+    /// Call the webhook only for requests on which the CEL `expression` is true (a
+    /// [`MatchCondition`] named `name`; every condition must hold). The API server evaluates it
+    /// before calling, so requests the plugin would let through anyway never reach it.
+    ///
+    /// ```
+    /// use wasmop_types::{Operation, Webhook};
+    /// let inject = Webhook::mutating("inject")
+    ///     .rule(Operation::Create, "", "v1", "pods")
+    ///     .match_condition("not-injected", "!has(object.metadata.annotations) || !('injected' in object.metadata.annotations)");
+    /// assert_eq!(inject.match_conditions[0].name, "not-injected");
+    /// ```
+    #[must_use]
+    pub fn match_condition(mut self, name: impl Into<String>, expression: impl Into<String>) -> Self {
+        self.match_conditions.push(MatchCondition { name: name.into(), expression: expression.into() });
         self
     }
 }
@@ -306,5 +324,21 @@ mod tests {
         assert_eq!((w.timeout_seconds, w.failure_policy, w.type_), (10, FailurePolicy::Fail, WebhookType::Validating));
         let denied = Verdict::deny_with(422, "bad").warning("w");
         assert_eq!((denied.message(), denied.warnings().len(), denied.mutated()), (Some("bad"), 1, None));
+    }
+
+    #[test]
+    fn match_conditions_keep_their_order_and_serialize_as_kubernetes_does() {
+        let w = Webhook::mutating("inject").rule(Operation::Create, "", "v1", "pods").match_condition("a", "true").match_condition(
+            "b",
+            "request.namespace != 'x'",
+        );
+        let names: Vec<&str> = w.match_conditions.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let json = serde_json::to_value(&w).unwrap();
+        assert_eq!(json["matchConditions"][1], json!({"name": "b", "expression": "request.namespace != 'x'"}));
+        let plain = serde_json::to_value(Webhook::validating("v")).unwrap();
+        assert!(plain.get("matchConditions").is_none(), "none: the field is left out, as before");
+        let back: Webhook = serde_json::from_value(plain).unwrap();
+        assert!(back.match_conditions.is_empty());
     }
 }

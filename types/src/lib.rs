@@ -21,7 +21,7 @@ mod quantity;
 mod selector;
 
 pub use admission::{
-    AdmissionRequest, FailurePolicy, GroupVersionResource, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict,
+    AdmissionRequest, FailurePolicy, GroupVersionResource, MatchCondition, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict,
     WEBHOOK_TIMEOUT_RANGE, Webhook, WebhookType,
 };
 pub use condition::{Condition, ConditionStatus, Event, EventType};

@@ -30,7 +30,7 @@ pub use ownership::Control;
 pub use patch::{Target, patch};
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
-pub use status::{RECONCILED, Stamp, merge_conditions, status_patch, timestamp_now};
+pub use status::{RECONCILED, Stamp, failure_status_patch, merge_conditions, status_patch, timestamp_now};
 
 use crate::cluster::{Discovery, DiscoveryError};
 use crate::contract::{Kind, Manifest, ObjectRef};

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::diff::contains;
-use crate::contract::{Condition, ConditionStatus};
+use crate::contract::{Condition, ConditionStatus, Failure};
 use crate::policy::ReconciledCondition;
 
 /// The condition type the host itself maintains: whether the last reconcile succeeded.
@@ -91,6 +91,22 @@ pub fn status_patch(
     Some(json!({ "status": status }))
 }
 
+/// The status patch recording a failed reconcile: the fields and conditions the plugin's own
+/// failure shows (WIT 0.3.0 on), merged as a response's (conditions by type, with
+/// `observedGeneration`), then the host's `Reconciled=False` naming `reason` (it replaces a
+/// `Reconciled` condition of the plugin's); `None` when the parent has them all.
+pub fn failure_status_patch(parent: &Value, reason: &str, message: &str, shown: Option<&Failure>, now: &str) -> Option<Value> {
+    let mut conditions: Vec<Condition> = shown.map(|f| f.conditions.clone()).unwrap_or_default();
+    conditions.retain(|c| c.type_ != RECONCILED);
+    conditions.push(Condition {
+        type_: RECONCILED.into(),
+        status: ConditionStatus::False,
+        reason: reason.into(),
+        message: message.into(),
+    });
+    status_patch(parent, shown.and_then(|f| f.status.as_ref()), &conditions, None, now)
+}
+
 /// The current time as a Kubernetes timestamp (RFC 3339, seconds, UTC).
 pub fn timestamp_now() -> String {
     k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
@@ -148,6 +164,53 @@ mod tests {
         let healthy = json!({"metadata": {"generation": 1}, "status": {"conditions": [available]}});
         assert_eq!(status_patch(&healthy, None, &[cond(ConditionStatus::True, "A")], Some(RECONCILED), "t1"), None);
         assert_eq!(status_patch(&healthy, None, &[], Some(RECONCILED), "t1"), None);
+    }
+
+    fn invalid() -> Failure {
+        Failure {
+            message: "spec.size is required".into(),
+            status: Some(json!({"phase": "Invalid"})),
+            conditions: vec![
+                Condition::false_("Ready", "InvalidSpec", "spec.size is required"),
+                Condition::true_(RECONCILED, "Forged", "the plugin's own Reconciled"),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_failure_shows_its_status_and_conditions_beside_the_hosts_reconciled_false() {
+        let parent = json!({"metadata": {"name": "m", "generation": 3}, "status": {"readyReplicas": 2}});
+        let patch = failure_status_patch(&parent, "ReconcileFailed", "plugin error (terminal): spec.size is required", Some(&invalid()), "t")
+            .unwrap();
+        let status = &patch["status"];
+        assert_eq!(status["phase"], "Invalid");
+        let conditions = status["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 2, "{conditions:?}");
+        assert_eq!(
+            conditions[0],
+            json!({"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "spec.size is required",
+                   "lastTransitionTime": "t", "observedGeneration": 3})
+        );
+        assert_eq!((&conditions[1]["type"], &conditions[1]["status"]), (&json!(RECONCILED), &json!("False")), "the host's wins");
+        assert_eq!(conditions[1]["reason"], "ReconcileFailed");
+        assert_eq!(conditions[1]["observedGeneration"], 3);
+    }
+
+    #[test]
+    fn a_failure_showing_nothing_records_the_hosts_condition_only() {
+        let parent = json!({"metadata": {"name": "m", "generation": 1}, "status": {"phase": "Running"}});
+        for shown in [None, Some(&Failure::message("m"))] {
+            let patch = failure_status_patch(&parent, "PluginTrapped", "trap", shown, "t").unwrap();
+            assert_eq!(patch["status"].as_object().unwrap().len(), 1, "{patch}");
+            assert_eq!(patch["status"]["conditions"][0]["reason"], "PluginTrapped");
+        }
+        let recorded = json!({"metadata": {"name": "m", "generation": 1}, "status": {"phase": "Invalid", "conditions": [
+            {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "spec.size is required",
+             "lastTransitionTime": "t0", "observedGeneration": 1},
+            {"type": RECONCILED, "status": "False", "reason": "ReconcileFailed", "message": "m",
+             "lastTransitionTime": "t0", "observedGeneration": 1}]}});
+        let again = Failure { conditions: vec![invalid().conditions[0].clone()], ..invalid() };
+        assert_eq!(failure_status_patch(&recorded, "ReconcileFailed", "m", Some(&again), "t1"), None, "already shown: no write");
     }
 
     #[test]

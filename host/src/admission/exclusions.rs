@@ -132,6 +132,20 @@ mod tests {
         }
     }
 
+    /// Plugins may declare [`crate::contract::MAX_MATCH_CONDITIONS`] of their own: the host's
+    /// must fit in the rest of Kubernetes' 64, under names no plugin may take.
+    #[test]
+    fn the_hosts_match_conditions_fit_the_room_left_to_them_under_a_reserved_prefix() {
+        for host in [host(), HostObjects::outside("default")] {
+            let conditions = host.match_conditions("wasmop");
+            assert!(conditions.len() <= crate::contract::HOST_MATCH_CONDITIONS, "{conditions:?}");
+            for c in &conditions {
+                assert!(c["name"].as_str().unwrap().starts_with(crate::contract::HOST_MATCH_CONDITION_PREFIX), "{c}");
+            }
+        }
+        assert_eq!(host().match_conditions("wasmop").len(), crate::contract::HOST_MATCH_CONDITIONS, "the most it adds");
+    }
+
     #[test]
     fn the_hosts_namespace_and_kube_system_are_excluded_unless_kube_system_is_granted() {
         let names = |g: &NamespaceGrant| host().excluded_namespaces(g).into_iter().collect::<Vec<_>>();

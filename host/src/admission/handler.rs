@@ -231,6 +231,7 @@ mod tests {
             failure_policy: FailurePolicy::Fail,
             side_effects: SideEffects::None,
             timeout_seconds: 1,
+            match_conditions: Vec::new(),
         }
     }
 

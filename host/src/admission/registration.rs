@@ -21,7 +21,7 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use wasmop_types::{LabelSelector, SelectorError, Webhook, WebhookType};
+use wasmop_types::{LabelSelector, MatchCondition, SelectorError, Webhook, WebhookType};
 
 use super::exclusions::{HostObjects, exclude_namespaces};
 use super::handler::webhook_path;
@@ -114,6 +114,13 @@ pub fn registered_name(plugin: &str, webhook: &str) -> String {
     format!("{webhook}.{plugin}.wasmop.dev")
 }
 
+/// A webhook's `matchConditions`: the plugin's own first, then the host's. The API server calls
+/// the webhook only when all hold, so the plugin's narrow the call and never widen what the
+/// host's exclude.
+fn plugin_first(plugin: &[MatchCondition], host: &[Value]) -> Vec<Value> {
+    plugin.iter().map(|c| json!({"name": c.name, "expression": c.expression})).chain(host.iter().cloned()).collect()
+}
+
 /// The configurations named `name` for `plugins`' webhooks (by plugin name), reached at
 /// `endpoint`, trusting `ca_pem` (omitted when `None`, e.g. for cert-manager's CA injector),
 /// each webhook excluding what `exclusions` say.
@@ -163,7 +170,7 @@ pub fn build(
                 "matchPolicy": "Equivalent",
                 "namespaceSelector": exclude_namespaces(selector(&webhook.namespace_selector)?, &excluded),
                 "objectSelector": selector(&webhook.object_selector)?,
-                "matchConditions": match_conditions,
+                "matchConditions": plugin_first(&webhook.match_conditions, &match_conditions),
             });
             match webhook.type_ {
                 WebhookType::Validating => validating.push(entry),
@@ -381,6 +388,7 @@ mod tests {
             failure_policy: FailurePolicy::Ignore,
             side_effects: SideEffects::None,
             timeout_seconds: 5,
+            match_conditions: Vec::new(),
         }
     }
 
@@ -471,6 +479,23 @@ mod tests {
             "kube-system granted: only the host's namespace is excluded"
         );
         assert_eq!(granted["matchConditions"][0]["name"], "wasmop-excludes-leader-leases", "Leases there stay excluded");
+    }
+
+    #[test]
+    fn a_plugins_match_conditions_come_before_the_hosts_which_all_stay() {
+        let host = HostObjects::outside("wasmop-system");
+        let exclusions = Exclusions { host: host.clone(), grants: BTreeMap::new() };
+        let mut plugins = plugins();
+        let inject = &mut plugins.get_mut("sidecarset").unwrap()[0];
+        *inject = inject.clone().match_condition("not-injected", "object.metadata.name != 'x'");
+        let configurations = build("wasmop", &Endpoint::Url("https://x".into()), None, &exclusions, &plugins).unwrap();
+        let conditions = configurations.mutating["webhooks"][0]["matchConditions"].as_array().unwrap().clone();
+        let hosts = host.match_conditions("wasmop");
+        assert_eq!(conditions.len(), 1 + hosts.len());
+        assert_eq!(conditions[0], json!({"name": "not-injected", "expression": "object.metadata.name != 'x'"}));
+        assert_eq!(conditions[1..], hosts[..], "the host's follow, every one of them");
+        let check = &configurations.validating["webhooks"][0]["matchConditions"];
+        assert_eq!(check, &json!(hosts), "a webhook declaring none carries the host's alone");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
-use crate::actions::{Stamp, plan, timestamp_now};
+use crate::actions::{Stamp, failure_status_patch, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
 use crate::controller::config::{check, offline, parse_text};
 use crate::objects::ObjectCache;
@@ -92,14 +92,51 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     // What `run` would use for this plugin: its configuration source and its `Reconciled` policy.
     let policy = runtime.host_policy()?.for_plugin(&manifest.name);
     request.config = config(&args, &policy.config, &manifest)?;
-    let (response, stats) = plugin.reconcile(&request, Arc::clone(&cache)).await?;
-    tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
     let now = args.now.unwrap_or_else(timestamp_now);
+    let (response, stats) = match plugin.reconcile(&request, Arc::clone(&cache)).await {
+        Ok(ok) => ok,
+        Err(e) => {
+            // What `run` writes about a failure that shows the parent something: printed, and
+            // the run still fails with the plugin's error.
+            if let Some(failure) = e.failure().filter(|f| f.shows_anything()) {
+                let message = e.to_string();
+                let status_patch = failure_status_patch(parent.value(), e.reason(), &message, Some(failure), &now);
+                let failed = FailedPlan { failed: Failed { reason: e.reason(), message, retryable: e.is_retryable() }, status_patch };
+                print!("{}", args.output.render(&failed)?);
+            }
+            return Err(e.into());
+        }
+    };
+    tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
     let stamp = Stamp { now: &now, reconciled: policy.reconciled_condition };
     let plan = plan(&manifest, plugin.grants(), &kinds, &parent, response, &*cache, stamp)
         .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;
     print!("{}", args.output.render(&plan)?);
     Ok(())
+}
+
+/// What `run` would write for a failed reconcile whose failure shows the parent a status or
+/// conditions: the failure as recorded (Warning event, `Reconciled=False`) and the status patch.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FailedPlan {
+    /// The failure.
+    failed: Failed,
+    /// The merge patch of the parent's status: the plugin's fields and conditions and the host's
+    /// `Reconciled=False`; `None` when the parent already shows them.
+    status_patch: Option<Value>,
+}
+
+/// A failure as the host records it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Failed {
+    /// The reason of the Warning event and of `Reconciled=False`.
+    reason: &'static str,
+    /// Their message.
+    message: String,
+    /// Retried with backoff (else the host waits for the parent to change).
+    retryable: bool,
 }
 
 fn parse_time(text: &str) -> Result<String, String> {

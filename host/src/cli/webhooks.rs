@@ -163,6 +163,19 @@ mod tests {
     }
 
     #[test]
+    fn a_webhooks_match_conditions_are_printed_before_the_hosts() {
+        let mut plugins = plugins();
+        let inject = &mut plugins.get_mut("sidecarset").unwrap()[0];
+        *inject = inject.clone().match_condition("not-opted-out", "object.metadata.name != 'skip'");
+        let yaml = render(&args(&[]), &plugins, &BTreeMap::new(), &[]).unwrap();
+        let document: serde_json::Value = serde_yaml::from_str(yaml.split("---\n").nth(1).unwrap()).unwrap();
+        let conditions = document["webhooks"][0]["matchConditions"].as_array().unwrap();
+        assert_eq!(conditions[0], serde_json::json!({"name": "not-opted-out", "expression": "object.metadata.name != 'skip'"}));
+        assert!(conditions.len() > 1, "the host's follow: {conditions:?}");
+        assert!(conditions[1..].iter().all(|c| c["name"].as_str().unwrap().starts_with("wasmop-")), "{conditions:?}");
+    }
+
+    #[test]
     fn a_ca_file_is_the_bundle_and_bad_arguments_are_named() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.crt"), "PEM").unwrap();

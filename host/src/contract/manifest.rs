@@ -480,6 +480,7 @@ mod tests {
             failure_policy: Default::default(),
             side_effects: Default::default(),
             timeout_seconds: 5,
+            match_conditions: Vec::new(),
         };
         let hooked = Manifest { webhooks: vec![webhook], ..memcached() };
         assert_eq!(

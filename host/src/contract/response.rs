@@ -269,6 +269,73 @@ impl RawResponse {
     }
 }
 
+/// A failed reconcile as it crossed the boundary (WIT 0.3.0 on; older plugins' failures carry
+/// a message only): what the parent should show beside the failure, JSON still unparsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawFailure {
+    /// The plugin's message, already one line and cut.
+    pub message: String,
+    /// Status fields, JSON object.
+    pub status: Option<String>,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+}
+
+/// A validated failure: its status and conditions passed the checks of a [`Response`]'s.
+/// Nothing else of a response (children, deletes, events, requeue) comes with a failure.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failure {
+    /// Human-readable message for the Warning event and the host's failure condition.
+    pub message: String,
+    /// Status fields to apply with the failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+    /// Conditions to set with the failure, at most one per type.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+impl Failure {
+    /// A failure that says nothing about the parent but its message (every failure of a WIT
+    /// 0.1.0 or 0.2.0 plugin, and an admission call's).
+    pub fn message(message: impl Into<String>) -> Self {
+        Self { message: message.into(), status: None, conditions: Vec::new() }
+    }
+
+    /// Whether it carries status fields or conditions to apply.
+    pub fn shows_anything(&self) -> bool {
+        self.status.is_some() || !self.conditions.is_empty()
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl RawFailure {
+    /// Bytes of its status and conditions, as [`RawResponse::bytes`] counts them.
+    pub fn bytes(&self) -> usize {
+        self.as_response().bytes()
+    }
+
+    /// Check the status and conditions exactly as a response's ([`RawResponse::validate`]):
+    /// the same size bounds, JSON and condition rules.
+    ///
+    /// # Errors
+    /// The first [`ResponseError`]; nothing of the failure's status should be applied then.
+    pub fn validate(self, limits: &OutputLimits) -> Result<Failure, ResponseError> {
+        let shown = self.as_response().validate(limits)?;
+        Ok(Failure { message: self.message, status: shown.status, conditions: shown.conditions })
+    }
+
+    fn as_response(&self) -> RawResponse {
+        RawResponse { status: self.status.clone(), conditions: self.conditions.clone(), ..RawResponse::default() }
+    }
+}
+
 fn parse_object(what: &str, text: &str) -> Result<Value, ResponseError> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| ResponseError::InvalidJson { what: what.to_owned(), error: e.to_string() })?;
@@ -294,6 +361,27 @@ mod tests {
 
     fn condition(t: &str, reason: &str) -> Condition {
         Condition { type_: t.into(), status: ConditionStatus::True, reason: reason.into(), message: String::new() }
+    }
+
+    #[test]
+    fn a_failures_status_and_conditions_pass_the_checks_of_a_responses() {
+        let raw = RawFailure {
+            message: "spec.size is required".into(),
+            status: Some(r#"{"phase":"Invalid"}"#.into()),
+            conditions: vec![condition("Ready", "InvalidSpec")],
+        };
+        let failure = raw.clone().validate(&OutputLimits::default()).unwrap();
+        assert_eq!(failure.status, Some(json!({"phase": "Invalid"})));
+        assert_eq!(failure.conditions, raw.conditions);
+        assert_eq!(failure.to_string(), "spec.size is required");
+        assert!(failure.shows_anything() && !Failure::message("m").shows_anything());
+        let list = RawFailure { status: Some("[1]".into()), ..raw.clone() };
+        assert!(matches!(list.validate(&OutputLimits::default()), Err(ResponseError::NotAnObject { .. })));
+        let twice = RawFailure { conditions: vec![condition("Ready", "A"), condition("Ready", "B")], ..raw.clone() };
+        assert!(matches!(twice.validate(&OutputLimits::default()), Err(ResponseError::InvalidCondition(_))));
+        let limits = OutputLimits { max_bytes: 10, max_actions: 10 };
+        assert_eq!(raw.bytes(), 19 + 5 + 11);
+        assert!(matches!(raw.validate(&limits), Err(ResponseError::TooLarge { bytes: 35, limit: 10 })));
     }
 
     #[test]

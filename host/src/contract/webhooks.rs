@@ -4,12 +4,25 @@
 use std::collections::HashSet;
 
 use super::names::{MAX_SELECTOR, is_dns1123_label, preview};
-use wasmop_types::{LabelSelector, Operation, SelectorError, WEBHOOK_TIMEOUT_RANGE, Webhook};
+use wasmop_types::{LabelSelector, MatchCondition, Operation, SelectorError, WEBHOOK_TIMEOUT_RANGE, Webhook};
 
 /// Most webhooks one plugin may declare.
 pub const MAX_WEBHOOKS: usize = 16;
 /// Most rules per webhook, and most entries in each list of a rule.
 const MAX_RULE_ENTRIES: usize = 64;
+/// Most `matchConditions` the API server accepts on one webhook.
+pub const KUBERNETES_MAX_MATCH_CONDITIONS: usize = 64;
+/// Most `matchConditions` the host adds to every webhook it registers (its exclusions: see
+/// `admission::exclusions`).
+pub const HOST_MATCH_CONDITIONS: usize = 4;
+/// Most match conditions a plugin may declare on one webhook: what the API server accepts
+/// beside the host's own.
+pub const MAX_MATCH_CONDITIONS: usize = KUBERNETES_MAX_MATCH_CONDITIONS - HOST_MATCH_CONDITIONS;
+/// Longest CEL expression of a match condition, in bytes.
+pub const MAX_MATCH_EXPRESSION: usize = 8 << 10;
+/// The prefix of the host's own match condition names, which no plugin's may take (names are
+/// unique within a webhook, the host's included).
+pub const HOST_MATCH_CONDITION_PREFIX: &str = "wasmop-";
 
 /// Why a declared webhook is refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -54,6 +67,15 @@ pub enum WebhookError {
         /// `namespaceSelector` or `objectSelector`.
         which: &'static str,
         /// The parser's complaint, or the size.
+        problem: String,
+    },
+    /// A match condition has a malformed, reserved or repeated name, an empty or over-long
+    /// expression, or there are more than [`MAX_MATCH_CONDITIONS`].
+    #[error("webhook {webhook:?} matchConditions: {problem}")]
+    InvalidMatchCondition {
+        /// The webhook.
+        webhook: String,
+        /// What is wrong, naming the condition.
         problem: String,
     },
 }
@@ -102,8 +124,61 @@ pub(super) fn validate(webhooks: &[Webhook]) -> Result<(), WebhookError> {
                 problem,
             })?;
         }
+        check_match_conditions(&webhook.match_conditions)
+            .map_err(|problem| WebhookError::InvalidMatchCondition { webhook: name.clone(), problem })?;
     }
     Ok(())
+}
+
+/// At most [`MAX_MATCH_CONDITIONS`], each named as Kubernetes requires (the name part of a
+/// qualified name: at most 63 letters, digits, `-`, `.`, `_`, starting and ending with a letter
+/// or digit), outside the host's [`HOST_MATCH_CONDITION_PREFIX`], unique, with a non-empty
+/// expression of at most [`MAX_MATCH_EXPRESSION`] bytes. The API server compiles the CEL.
+fn check_match_conditions(conditions: &[MatchCondition]) -> Result<(), String> {
+    if conditions.len() > MAX_MATCH_CONDITIONS {
+        return Err(format!(
+            "{} declared, more than {MAX_MATCH_CONDITIONS} (Kubernetes accepts {KUBERNETES_MAX_MATCH_CONDITIONS} a webhook, \
+             {HOST_MATCH_CONDITIONS} of them the host's)",
+            conditions.len()
+        ));
+    }
+    let mut names = HashSet::new();
+    for c in conditions {
+        if !is_qualified_name_part(&c.name) {
+            return Err(format!(
+                "name {} is not a qualified name (letters, digits, '-', '.' and '_', starting and ending with a letter or \
+                 digit, at most 63 characters)",
+                preview(&c.name)
+            ));
+        }
+        if c.name.starts_with(HOST_MATCH_CONDITION_PREFIX) {
+            return Err(format!("name {} starts with {HOST_MATCH_CONDITION_PREFIX:?}, reserved for the host's", preview(&c.name)));
+        }
+        if !names.insert(c.name.as_str()) {
+            return Err(format!("name {:?} is declared more than once", c.name));
+        }
+        if c.expression.trim().is_empty() {
+            return Err(format!("condition {:?} has an empty expression", c.name));
+        }
+        if c.expression.len() > MAX_MATCH_EXPRESSION {
+            return Err(format!(
+                "condition {:?} has a {}-byte expression, more than {MAX_MATCH_EXPRESSION}",
+                c.name,
+                c.expression.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters: the name of a Kubernetes
+/// qualified name.
+fn is_qualified_name_part(s: &str) -> bool {
+    let alphanumeric = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    s.len() <= 63
+        && alphanumeric(s.as_bytes().first())
+        && alphanumeric(s.as_bytes().last())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 fn check_operations(operations: &[Operation]) -> Result<(), String> {
@@ -160,6 +235,7 @@ mod tests {
             failure_policy: Default::default(),
             side_effects: Default::default(),
             timeout_seconds: 5,
+            match_conditions: Vec::new(),
         }
     }
 
@@ -209,5 +285,44 @@ mod tests {
     fn at_most_sixteen_webhooks() {
         let many: Vec<Webhook> = (0..17).map(|i| Webhook { name: format!("w{i}"), ..inject() }).collect();
         assert_eq!(validate(&many), Err(WebhookError::TooMany(17)));
+    }
+
+    fn with_conditions(conditions: &[(&str, &str)]) -> Webhook {
+        conditions.iter().fold(inject(), |w, (name, expression)| w.match_condition(*name, *expression))
+    }
+
+    fn condition_problem(conditions: &[(&str, &str)]) -> String {
+        match validate(&[with_conditions(conditions)]) {
+            Err(WebhookError::InvalidMatchCondition { webhook, problem }) if webhook == "inject" => problem,
+            other => panic!("{conditions:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn match_conditions_are_named_as_kubernetes_requires_and_unique() {
+        assert_eq!(validate(&[with_conditions(&[("Not.Injected_2", "true"), ("a", "object != null")])]), Ok(()));
+        let long = "a".repeat(64);
+        for bad in ["", "-a", "a-", "a b", "a/b", long.as_str()] {
+            assert!(condition_problem(&[(bad, "true")]).contains("is not a qualified name"), "{bad:?}");
+        }
+        assert_eq!(validate(&[with_conditions(&[(&long[..63], "true")])]), Ok(()));
+        assert!(condition_problem(&[("a", "true"), ("a", "false")]).contains("\"a\" is declared more than once"));
+        let host = condition_problem(&[("wasmop-excludes-host-kinds", "true")]);
+        assert!(host.contains("reserved for the host's"), "{host}");
+    }
+
+    #[test]
+    fn match_condition_expressions_are_present_and_bounded() {
+        assert!(condition_problem(&[("a", " ")]).contains("empty expression"));
+        let huge = "x".repeat(MAX_MATCH_EXPRESSION + 1);
+        assert!(condition_problem(&[("a", &huge)]).contains("more than 8192"));
+    }
+
+    #[test]
+    fn match_conditions_leave_room_for_the_hosts_within_kubernetes_64() {
+        let names: Vec<String> = (0..=MAX_MATCH_CONDITIONS).map(|i| format!("c{i}")).collect();
+        let all: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "true")).collect();
+        assert_eq!(validate(&[with_conditions(&all[..MAX_MATCH_CONDITIONS])]), Ok(()));
+        assert!(condition_problem(&all).starts_with("61 declared, more than 60"), "{}", condition_problem(&all));
     }
 }

@@ -8,9 +8,9 @@ use tracing::Instrument;
 use super::mapping::ObjectKey;
 use super::plugin_controller::{Outcome, PluginController};
 use crate::actions::{
-    ActionError, RECONCILED, Stamp, Writer, add_finalizer, has_finalizer, plan, remove_finalizer, status_patch, timestamp_now,
+    ActionError, Stamp, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
 };
-use crate::contract::{Condition, ConditionStatus, Event, EventType, Request};
+use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::ObjectCache;
 
 impl PluginController {
@@ -76,7 +76,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             Ok(ok) => ok,
             Err(e) => {
                 metrics.called(&manifest.name, called.elapsed().as_secs_f64(), 0, Some(e.reason()));
-                return fail(controller, &writer, e.reason(), &e.to_string(), e.is_retryable()).await;
+                return fail_showing(controller, &writer, e.reason(), &e.to_string(), e.is_retryable(), e.failure()).await;
             }
         };
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
@@ -134,12 +134,26 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
 /// Report a failed reconcile on the parent: a log line, a Warning event and a `Reconciled`
 /// condition saying why. Writes nothing else.
 async fn fail(controller: &PluginController, writer: &Writer<'_>, reason: &str, message: &str, retry: bool) -> Outcome {
+    fail_showing(controller, writer, reason, message, retry, None).await
+}
+
+/// [`fail`], and the status fields and conditions the plugin's own failure asks the parent to
+/// show (WIT 0.3.0 on), in the same status patch as the host's `Reconciled` condition: applied
+/// as a response's (the status subresource, `observedGeneration` on each condition); the
+/// runtime checked them as a response's. The host's `Reconciled=False` wins over a
+/// `Reconciled` condition of the plugin's.
+async fn fail_showing(
+    controller: &PluginController,
+    writer: &Writer<'_>,
+    reason: &str,
+    message: &str,
+    retry: bool,
+    shown: Option<&Failure>,
+) -> Outcome {
     tracing::warn!(reason, retry, "{message}");
     let event = Event { type_: EventType::Warning, reason: reason.into(), action: "Reconcile".into(), note: message.into() };
     controller.events.publish(writer.parent, &event).await;
-    let condition =
-        Condition { type_: RECONCILED.into(), status: ConditionStatus::False, reason: reason.into(), message: message.into() };
-    if let Some(patch) = status_patch(writer.parent, None, &[condition], None, &timestamp_now())
+    if let Some(patch) = failure_status_patch(writer.parent, reason, message, shown, &timestamp_now())
         && let Err(e) = writer.patch_status(&patch).await
     {
         tracing::warn!(error = %e, "cannot record the failure in the parent's status");

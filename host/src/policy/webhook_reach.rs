@@ -132,6 +132,7 @@ mod tests {
             failure_policy: Default::default(),
             side_effects: Default::default(),
             timeout_seconds: 5,
+            match_conditions: Vec::new(),
         }
     }
 

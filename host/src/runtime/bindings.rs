@@ -42,5 +42,26 @@ pub mod v0_2 {
     pub const ADMISSION: &str = "wasmop:plugin/admission@0.2.0";
 }
 
+/// `wasmop:plugin@0.3.0`: the worlds of 0.2.0; a reconcile failure carries status and
+/// conditions, a webhook its CEL match conditions. Bound as for 0.2.0.
+pub mod v0_3 {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.3.0",
+        world: "operator",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+
+    pub use self::exports::wasmop::plugin::{admission, plugin, reconciler};
+    pub use self::wasmop::plugin::{cache, log, types};
+
+    /// The name of the interface every 0.3.0 plugin exports.
+    pub const PLUGIN: &str = "wasmop:plugin/plugin@0.3.0";
+    /// The name of the reconcile interface.
+    pub const RECONCILER: &str = "wasmop:plugin/reconciler@0.3.0";
+    /// The name of the admission interface.
+    pub const ADMISSION: &str = "wasmop:plugin/admission@0.3.0";
+}
+
 /// The worlds the host accepts, for error messages.
-pub const ACCEPTED_WORLDS: &str = "wasmop:plugin/operator@0.1.0, or wasmop:plugin@0.2.0 worlds operator, controller or webhook";
+pub const ACCEPTED_WORLDS: &str = "wasmop:plugin/operator@0.1.0, or wasmop:plugin@0.2.0 or @0.3.0 worlds operator, controller or webhook";

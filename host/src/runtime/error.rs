@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::contract::{ManifestError, ResponseError, VerdictError};
+use crate::contract::{Failure, ManifestError, ResponseError, VerdictError};
 
 /// Why a plugin could not be loaded. The previous version of a plugin (if any) keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -83,13 +83,15 @@ pub const MAX_PLUGIN_MESSAGE: usize = 512;
 /// Why a call into a plugin failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CallError {
-    /// The plugin returned a retryable error (its message escaped and cut to
-    /// [`MAX_PLUGIN_MESSAGE`] bytes).
+    /// The plugin returned a retryable error: its message (escaped and cut to
+    /// [`MAX_PLUGIN_MESSAGE`] bytes), and the status and conditions it asks the parent to show
+    /// (WIT 0.3.0 on), checked as a response's.
     #[error("plugin error (retryable): {0}")]
-    Retryable(String),
-    /// The plugin returned a terminal error (its message escaped and cut as for `Retryable`).
+    Retryable(Failure),
+    /// The plugin returned a terminal error (its message and what it shows as for
+    /// `Retryable`); an admission call's failure is one, with a message only.
     #[error("plugin error (terminal): {0}")]
-    Terminal(String),
+    Terminal(Failure),
     /// The call ran past its deadline and was interrupted.
     #[error("plugin call exceeded its deadline of {deadline:?} and was interrupted after {elapsed:?}")]
     Timeout {
@@ -171,6 +173,15 @@ impl CallError {
             CallError::MalformedVerdict(_) => "MalformedVerdict",
             CallError::Host(_) => "HostError",
             CallError::NoSuchWebhook(_) => "NoSuchWebhook",
+        }
+    }
+
+    /// The plugin's own failure (retryable or terminal), with the status and conditions it
+    /// asks the parent to show; `None` for every error the host detected itself.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            CallError::Retryable(f) | CallError::Terminal(f) => Some(f),
+            _ => None,
         }
     }
 }

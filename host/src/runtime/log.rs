@@ -1,12 +1,13 @@
 //! Host side of the `log` interface, and forwarding of guest stdout/stderr, into `tracing`,
 //! within the call's [`LogBudget`] (see [`super::log_budget`] for the bounds).
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::log_budget::{LogBudget, MAX_LOG_BYTES, MAX_LOG_LINES};
 use super::state::HostState;
 
 impl v0_1::types::Host for HostState {}
 impl v0_2::types::Host for HostState {}
+impl v0_3::types::Host for HostState {}
 
 impl v0_1::log::Host for HostState {
     async fn log(&mut self, level: v0_1::types::Level, message: String) -> wasmtime::Result<()> {
@@ -26,6 +27,21 @@ impl v0_1::log::Host for HostState {
 impl v0_2::log::Host for HostState {
     async fn log(&mut self, level: v0_2::types::Level, message: String) -> wasmtime::Result<()> {
         use v0_2::types::Level as L;
+        let level = match level {
+            L::Trace => tracing::Level::TRACE,
+            L::Debug => tracing::Level::DEBUG,
+            L::Info => tracing::Level::INFO,
+            L::Warn => tracing::Level::WARN,
+            L::Error => tracing::Level::ERROR,
+        };
+        self.guest_log(level, &message);
+        Ok(())
+    }
+}
+
+impl v0_3::log::Host for HostState {
+    async fn log(&mut self, level: v0_3::types::Level, message: String) -> wasmtime::Result<()> {
+        use v0_3::types::Level as L;
         let level = match level {
             L::Trace => tracing::Level::TRACE,
             L::Debug => tracing::Level::DEBUG,

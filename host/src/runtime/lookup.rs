@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Kind, Scope};
 use crate::objects::{LabelSelector, name_of, namespace_of};
@@ -58,6 +58,7 @@ macro_rules! lookup_impl {
 
 lookup_impl!(v0_1);
 lookup_impl!(v0_2);
+lookup_impl!(v0_3);
 
 impl HostState {
     fn get_object(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, Refused> {

@@ -55,7 +55,7 @@ pub use plugin::{CallStats, Plugin, admission_deadline};
 pub use response_budget::{DEFAULT_RESPONSE_BUDGET, Reservation, ResponseBudget};
 
 use crate::policy::Allowances;
-use bindings::{v0_1, v0_2};
+use bindings::{v0_1, v0_2, v0_3};
 use engine::EpochTicker;
 use state::HostState;
 
@@ -138,6 +138,7 @@ impl RuntimeBuilder {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(err)?;
         v0_1::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         v0_2::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
+        v0_3::Operator::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(err)?;
         let artifacts = self.artifact_dir.map(|dir| ArtifactCache::new(dir, &engine));
         let ticker = Arc::new(EpochTicker::start(&engine));
         let compiler = self.compiler;

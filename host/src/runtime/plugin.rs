@@ -8,7 +8,7 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::engine::{EPOCH_TICK, EpochTicker};
 use super::error::{CallError, LoadError};
-use super::exports::{Exports, WitVersion};
+use super::exports::{Exports, Reconciled, WitVersion};
 use super::memory_limiter::MemoryLimitExceeded;
 use super::response_budget::{Reservation, ResponseBudget};
 use super::state::{HostState, LookupScope};
@@ -172,8 +172,10 @@ impl Plugin {
     /// Lookups the plugin makes are answered from `cache`, scoped by the manifest.
     ///
     /// # Errors
-    /// [`CallError`]: the plugin's own error, or a timeout, memory exhaustion, a trap, or
-    /// malformed output, each typed; [`CallError::Host`] for a plugin that does not reconcile
+    /// [`CallError`]: the plugin's own error ([`CallError::failure`], its status and conditions
+    /// checked as a response's: [`CallError::MalformedOutput`] when they fail the checks), or a
+    /// timeout, memory exhaustion, a trap, or malformed output, each typed; [`CallError::Host`]
+    /// for a plugin that does not reconcile
     /// ([`Plugin::reconciles`]). The host is never affected.
     pub async fn reconcile(&self, request: &Request, cache: Arc<dyn ObjectCache>) -> Result<(Response, CallStats), CallError> {
         self.reconcile_reserved(request, cache).await.map(|(response, stats, _)| (response, stats))
@@ -210,9 +212,19 @@ impl Plugin {
             exports.reconcile(store, &instance, request).await
         })
         .await?;
-        let raw = raw?;
-        let reservation = self.inner.budget.reserve(raw.bytes()).await;
-        Ok((raw.validate(&self.inner.allowance.limits.output)?, stats, reservation))
+        let limits = &self.inner.allowance.limits.output;
+        match raw? {
+            Reconciled::Response(raw) => {
+                let reservation = self.inner.budget.reserve(raw.bytes()).await;
+                Ok((raw.validate(limits)?, stats, reservation))
+            }
+            Reconciled::Failed { retryable, failure } => {
+                // Held while the failure's status is parsed; a failure is recorded at once.
+                let _reservation = self.inner.budget.reserve(failure.bytes()).await;
+                let failure = failure.validate(limits)?;
+                Err(if retryable { CallError::Retryable(failure) } else { CallError::Terminal(failure) })
+            }
+        }
     }
 }
 

@@ -99,12 +99,20 @@ pub struct MemcachedStatus {
 }
 
 /// The validated replica count: `spec.size`, which must be present and within `0..=i32::MAX`.
+///
+/// An invalid size is a terminal error that also shows on the Memcached: `Available=False`
+/// with reason `InvalidSpec` and the same message (the next valid reconcile replaces it).
 pub fn desired_size(memcached: &Memcached) -> Result<i32, Error> {
-    let size = memcached.spec.as_ref().and_then(|s| s.size).ok_or_else(|| Error::terminal("spec.size is required"))?;
+    let size = memcached.spec.as_ref().and_then(|s| s.size).ok_or_else(|| invalid_spec("spec.size is required".into()))?;
     if size < 0 {
-        return Err(Error::terminal(format!("spec.size must be 0 or more, got {size}")));
+        return Err(invalid_spec(format!("spec.size must be 0 or more, got {size}")));
     }
-    i32::try_from(size).map_err(|_| Error::terminal(format!("spec.size must be at most {}, got {size}", i32::MAX)))
+    i32::try_from(size).map_err(|_| invalid_spec(format!("spec.size must be at most {}, got {size}", i32::MAX)))
+}
+
+/// A terminal error for an invalid spec, shown as `Available=False InvalidSpec`.
+pub fn invalid_spec(message: String) -> Error {
+    Error::terminal(message.clone()).with_condition(Condition::false_("Available", "InvalidSpec", message))
 }
 
 /// The labels of the pods of one `Memcached`, also the Deployment's selector.
@@ -336,18 +344,26 @@ mod tests {
         assert_eq!(resp.condition_of("Available").unwrap().status, ConditionStatus::True);
     }
 
-    #[test]
-    fn negative_size_is_a_terminal_error() {
-        let e = reconcile(memcached(json!(-1))).unwrap_err();
-        assert_eq!(e, Error::terminal("spec.size must be 0 or more, got -1"));
+    /// A terminal error showing `Available=False InvalidSpec` with its message.
+    fn invalid(message: &str) -> Error {
+        Error::terminal(message).with_condition(Condition::false_("Available", "InvalidSpec", message))
     }
 
     #[test]
-    fn missing_size_or_spec_is_a_terminal_error() {
+    fn negative_size_is_a_terminal_error_shown_as_invalid_spec() {
+        let e = reconcile(memcached(json!(-1))).unwrap_err();
+        assert_eq!(e, invalid("spec.size must be 0 or more, got -1"));
+        let available = e.condition_of("Available").unwrap();
+        assert_eq!((available.status, available.reason.as_str()), (ConditionStatus::False, "InvalidSpec"));
+        assert_eq!(e.status_patch(), None, "the status fields stay as they are");
+    }
+
+    #[test]
+    fn missing_size_or_spec_is_a_terminal_error_shown_as_invalid_spec() {
         let mut req = memcached(json!(null));
-        assert_eq!(reconcile(req.clone()).unwrap_err(), Error::terminal("spec.size is required"));
+        assert_eq!(reconcile(req.clone()).unwrap_err(), invalid("spec.size is required"));
         req.parent.as_object_mut().unwrap().remove("spec");
-        assert_eq!(reconcile(req).unwrap_err(), Error::terminal("spec.size is required"));
+        assert_eq!(reconcile(req).unwrap_err(), invalid("spec.size is required"));
     }
 
     #[test]
@@ -360,6 +376,7 @@ mod tests {
         );
         let e = reconcile(memcached(json!(1_u64 << 40))).unwrap_err();
         assert!(e.message().contains("at most 2147483647"), "{e}");
+        assert_eq!(e.condition_of("Available").unwrap().reason, "InvalidSpec");
     }
 
     #[test]

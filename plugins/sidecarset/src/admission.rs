@@ -6,10 +6,13 @@ use serde_json::Value;
 use wasmop_sdk::{AdmissionRequest, Context, Error, FailurePolicy, Operation, Verdict, Webhook};
 
 use crate::sidecarset::{GROUP, SidecarSet, VERSION, sidecarset_kind};
+use crate::inject::NOT_OPTED_OUT;
 use crate::{default, inject, validate};
 
 /// The mutating webhook on Pod CREATE that injects the sidecars.
 pub const INJECT: &str = "inject";
+/// The name of the inject webhook's match condition.
+pub const NOT_OPTED_OUT_NAME: &str = "not-opted-out";
 /// The validating webhook on SidecarSet CREATE and UPDATE.
 pub const VALIDATE: &str = "validate";
 /// The mutating (defaulting) webhook on SidecarSet CREATE and UPDATE.
@@ -22,8 +25,10 @@ pub const INVALID: u16 = 422;
 /// The webhooks the manifest declares.
 ///
 /// Pod injection fails open (`Ignore`): while the host is unreachable Pods are still created,
-/// without sidecars, rather than no Pod in the cluster being created at all. The SidecarSet
-/// webhooks fail closed: an unchecked SidecarSet is never stored.
+/// without sidecars, rather than no Pod in the cluster being created at all. Its match
+/// condition [`NOT_OPTED_OUT`](crate::inject::NOT_OPTED_OUT) keeps the API server from calling
+/// it for a Pod that opted out of injection. The SidecarSet webhooks fail closed: an unchecked
+/// SidecarSet is never stored.
 pub fn webhooks() -> Vec<Webhook> {
     let sidecarsets = |webhook: Webhook| {
         webhook
@@ -35,7 +40,8 @@ pub fn webhooks() -> Vec<Webhook> {
         Webhook::mutating(INJECT)
             .rule(Operation::Create, "", "v1", "pods")
             .failure_policy(FailurePolicy::Ignore)
-            .timeout_seconds(5),
+            .timeout_seconds(5)
+            .match_condition(NOT_OPTED_OUT_NAME, NOT_OPTED_OUT),
         sidecarsets(Webhook::validating(VALIDATE)),
         sidecarsets(Webhook::mutating(DEFAULT)),
     ]
@@ -131,6 +137,10 @@ mod tests {
         );
         assert_eq!(webhooks[0].rules[0].operations, [Operation::Create]);
         assert_eq!(webhooks[1].rules.iter().map(|r| r.operations[0]).collect::<Vec<_>>(), [Operation::Create, Operation::Update]);
+        let conditions: Vec<(&str, &str)> =
+            webhooks[0].match_conditions.iter().map(|c| (c.name.as_str(), c.expression.as_str())).collect();
+        assert_eq!(conditions, [(NOT_OPTED_OUT_NAME, NOT_OPTED_OUT)], "the inject webhook skips opted-out Pods");
+        assert!(webhooks[1..].iter().all(|w| w.match_conditions.is_empty()), "every SidecarSet is checked");
     }
 
     #[test]

@@ -18,9 +18,23 @@ pub struct Injection {
     pub warnings: Vec<String>,
 }
 
+/// The annotation by which a Pod opts out of injection: a Pod annotated
+/// `sidecarset.wasmop.dev/inject: "false"` gets no SidecarSet's containers, whatever selects it.
+/// The inject webhook's match condition ([`NOT_OPTED_OUT`]) keeps the API server from calling
+/// the plugin for such a Pod at all.
+pub const INJECT_ANNOTATION: &str = "sidecarset.wasmop.dev/inject";
+
+/// The CEL match condition of the inject webhook: true unless the Pod opted out
+/// ([`INJECT_ANNOTATION`] is `"false"`). Any other Pod may match some SidecarSet — an empty
+/// selector matches every Pod, labelled or not — so only opted-out Pods are left out.
+pub const NOT_OPTED_OUT: &str = "!has(object.metadata.annotations) || \
+     !('sidecarset.wasmop.dev/inject' in object.metadata.annotations) || \
+     object.metadata.annotations['sidecarset.wasmop.dev/inject'] != 'false'";
+
 /// Inject into `pod` (created in `namespace`) the containers of every SidecarSet in `sets` that
 /// applies to it, in name order. A SidecarSet is injected whole or not at all:
 ///
+/// - never into a Pod that opted out ([`INJECT_ANNOTATION`] `"false"`);
 /// - not when the Pod already carries its hash annotation (never twice, whatever the hash);
 /// - not when one of its container names is already used by the Pod (a container, an init or
 ///   ephemeral container, or a sidecar injected by an earlier SidecarSet) — with a warning;
@@ -28,6 +42,9 @@ pub struct Injection {
 ///
 /// The Pod's other fields are kept exactly as they came.
 pub fn inject(mut pod: Value, namespace: &str, sets: &[SidecarSet]) -> Injection {
+    if annotation(&pod, INJECT_ANNOTATION) == Some("false") {
+        return Injection { pod, injected: Vec::new(), warnings: Vec::new() };
+    }
     let mut sets: Vec<&SidecarSet> = sets.iter().filter(|s| s.applies_to(&pod, namespace)).collect();
     sets.sort_by(|a, b| a.name.cmp(&b.name));
     let mut taken = container_names(&pod);
@@ -128,6 +145,18 @@ mod tests {
         let web = pod(json!({"app": "web"}));
         assert_eq!(inject(web.clone(), "team-b", &[scoped.clone()]).pod, web);
         assert_eq!(inject(web, "team-a", &[scoped]).injected, ["log"]);
+    }
+
+    #[test]
+    fn a_pod_that_opted_out_is_untouched_whatever_selects_it() {
+        let mut opted_out = pod(json!({"app": "web"}));
+        opted_out["metadata"]["annotations"] = json!({INJECT_ANNOTATION: "false"});
+        let everything = set("all", json!({}), json!([{"name": "all", "image": "busybox:1"}]));
+        let out = inject(opted_out.clone(), "default", &[logger(), everything.clone()]);
+        assert_eq!(out.pod, opted_out);
+        assert!(out.injected.is_empty() && out.warnings.is_empty());
+        opted_out["metadata"]["annotations"][INJECT_ANNOTATION] = json!("true");
+        assert_eq!(inject(opted_out, "default", &[logger(), everything]).injected, ["all", "log"], "only \"false\" opts out");
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! | `panic` | `panic!("testbed asked to panic")` (a trap) |
 //! | `unreachable` | execute the wasm `unreachable` instruction |
 //! | `retryable` / `terminal` | return that error |
+//! | `invalid` | a terminal error `spec.size is required` showing status `{phase: Invalid}` and condition `Ready=False InvalidSpec` (retryable with `spec.retry: true`) |
+//! | `invalid-shown` | like `invalid`, but its condition's reason is `not camel case`, which the host refuses |
 //! | `bad-json` | return a child whose text is not JSON |
 //! | `no-kind` | return a child object without `kind` |
 //! | `other-namespace` | apply a ConfigMap into `kube-system` |
@@ -160,6 +162,8 @@ impl Plugin for Testbed {
             "unreachable" => trap(),
             "retryable" => Err(Error::retryable("testbed asked for a retryable error")),
             "terminal" => Err(Error::terminal("testbed asked for a terminal error")),
+            "invalid" => Err(invalid(spec["retry"].as_bool().unwrap_or(false), "InvalidSpec")),
+            "invalid-shown" => Err(invalid(false, "not camel case")),
             "bad-json" => Ok(Response::new().apply_raw_json("{\"apiVersion\": \"v1\", \"kind\": ")),
             "no-kind" => Ok(Response::new()
                 .apply_raw_json(json!({"apiVersion": "v1", "metadata": {"name": format!("{name}-no-kind")}}).to_string())),
@@ -248,6 +252,14 @@ fn ok(name: &str) -> Response {
         }))
         .status(json!({"phase": "Ready"}))
         .condition(Condition::true_("Ready", "Reconciled", "testbed is ok"))
+}
+
+/// The failure of mode `invalid`: the parent shows `phase: Invalid` and `Ready=False` with
+/// `reason`.
+fn invalid(retry: bool, reason: &str) -> Error {
+    let message = "spec.size is required";
+    let error = if retry { Error::retryable(message) } else { Error::terminal(message) };
+    error.with_status(json!({"phase": "Invalid"})).with_condition(Condition::false_("Ready", reason, message))
 }
 
 /// Like [`ok`], with a `tick` that changes on every call (or `fixed` in the `test-v2` build).
@@ -629,6 +641,17 @@ mod tests {
         let tick = |resp: &Response| resp.child(&config_map_kind(), "tb-out").unwrap()["data"]["tick"].clone();
         assert_eq!(tick(&reconcile(json!({"mode": "hot-loop"})).unwrap()), "fixed");
         assert_eq!(Testbed::manifest().version, "0.2.0");
+    }
+
+    #[test]
+    fn invalid_fails_showing_a_phase_and_a_ready_condition() {
+        let e = reconcile(json!({"mode": "invalid"})).unwrap_err();
+        assert!(!e.is_retryable());
+        assert_eq!(e.message(), "spec.size is required");
+        assert_eq!(e.status_patch(), Some(&json!({"phase": "Invalid"})));
+        assert_eq!(e.condition_of("Ready").unwrap().reason, "InvalidSpec");
+        assert!(reconcile(json!({"mode": "invalid", "retry": true})).unwrap_err().is_retryable());
+        assert_eq!(reconcile(json!({"mode": "invalid-shown"})).unwrap_err().condition_of("Ready").unwrap().reason, "not camel case");
     }
 
     #[test]

@@ -9,13 +9,23 @@
 //! The `controller-world` build is the same manifest in a component of world `controller`
 //! (reconcile, no admission export), which the host must refuse: it declares a webhook it could
 //! never answer.
+//!
+//! The `operator-world` build is a 0.2.0 component of world `operator` (reconcile and
+//! admission), pinned to `wit/v0.2.0` while the SDK moves on: it keeps proving that 0.2.0
+//! reconcilers load and behave as they did. Its reconcile answers status `{wit: "0.2.0"}`, or,
+//! for a parent named `fail-*`, a terminal error (0.2.0 errors carry a message only).
 
 #[cfg(target_arch = "wasm32")]
 mod component {
-    #[cfg(not(feature = "controller-world"))]
+    #[cfg(not(any(feature = "controller-world", feature = "operator-world")))]
     wit_bindgen::generate!({
         path: "../../wit/v0.2.0",
         world: "webhook",
+    });
+    #[cfg(feature = "operator-world")]
+    wit_bindgen::generate!({
+        path: "../../wit/v0.2.0",
+        world: "operator",
     });
     #[cfg(feature = "controller-world")]
     wit_bindgen::generate!({
@@ -65,6 +75,27 @@ mod component {
                     timeout_seconds: 5,
                 }],
             }
+        }
+    }
+
+    #[cfg(feature = "operator-world")]
+    impl exports::wasmop::plugin::reconciler::Guest for WebhookOnly {
+        fn reconcile(
+            request: exports::wasmop::plugin::reconciler::Request,
+        ) -> Result<exports::wasmop::plugin::reconciler::Response, exports::wasmop::plugin::reconciler::ReconcileError> {
+            use exports::wasmop::plugin::reconciler::{ReconcileError, Response};
+            if request.parent.contains("\"name\":\"fail-") {
+                return Err(ReconcileError::Terminal("a 0.2.0 plugin's terminal error".into()));
+            }
+            Ok(Response {
+                children: vec![],
+                delete: vec![],
+                status: Some(r#"{"wit":"0.2.0"}"#.into()),
+                conditions: vec![],
+                events: vec![],
+                requeue_after_ms: None,
+                finalized: false,
+            })
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub(super) mod v0_1;
 pub(super) mod v0_2;
+pub(super) mod v0_3;
 
 use crate::contract::ManifestError;
 use crate::contract::manifest::MAX_CONFIG_SCHEMA;

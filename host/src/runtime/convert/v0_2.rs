@@ -66,6 +66,8 @@ fn webhook(w: plugin::Webhook) -> Webhook {
             plugin::SideEffects::NoneOnDryRun => SideEffects::NoneOnDryRun,
         },
         timeout_seconds: w.timeout_seconds,
+        // WIT 0.2.0 has no match conditions: the webhook is called for every request it matches.
+        match_conditions: Vec::new(),
     }
 }
 

@@ -197,8 +197,8 @@ mod raw {
     use crate::bindings::kind_to_raw;
     use crate::bindings::wasmop::plugin::types as t;
     use crate::{
-        AdmissionRequest, Condition, ConditionStatus, Error, EventType, FailurePolicy, GroupVersionResource, Kind, Manifest, ObjectRef,
-        Operation, Plugin, Request, RuleScope, Scope, SideEffects, UserInfo, Verdict, Webhook, WebhookType,
+        AdmissionRequest, Condition, ConditionStatus, Error, EventType, FailurePolicy, GroupVersionResource, Kind, Manifest,
+        ObjectRef, Operation, Plugin, Request, RuleScope, Scope, SideEffects, UserInfo, Verdict, Webhook, WebhookType,
     };
 
     fn object_ref_to_raw(o: ObjectRef) -> t::ObjectRef {

@@ -85,8 +85,8 @@ pub use response::Response;
 /// The types shared with the host (defined once, in `wasmop-types`).
 pub use wasmop_types::{
     AdmissionRequest, Condition, ConditionStatus, Event, EventType, FailurePolicy, GroupVersionResource, Kind, KindError,
-    LabelSelector, ObjectRef, Operation, Quantity, QuantityError, Rule, RuleScope, Scope, SelectorError, SideEffects, UserInfo,
-    MatchCondition, Verdict, Webhook, WebhookType,
+    LabelSelector, MatchCondition, ObjectRef, Operation, Quantity, QuantityError, Rule, RuleScope, Scope, SelectorError,
+    SideEffects, UserInfo, Verdict, Webhook, WebhookType,
 };
 
 /// The README's example compiles and runs as a doctest.

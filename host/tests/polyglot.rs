@@ -99,19 +99,29 @@ fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
         let parent = write_all(dir.path(), "parent.yaml", std::slice::from_ref(&case.parent)).unwrap();
         let children = write_all(dir.path(), "children.yaml", &case.children);
         let related = write_all(dir.path(), "related.yaml", &case.related);
-        let outcomes: Vec<(&str, Result<Value, String>)> = plugins
+        let outputs: Vec<(&str, Output)> = plugins
             .iter()
-            .map(|(language, plugin)| (*language, outcome(&reconcile(plugin, &parent, children.as_deref(), related.as_deref()))))
+            .map(|(language, plugin)| (*language, reconcile(plugin, &parent, children.as_deref(), related.as_deref())))
             .collect();
-        let (_, expected) = &outcomes[0];
-        for (language, got) in &outcomes[1..] {
-            assert_eq!(got, expected, "case {:?}: the {language} plugin differs from the Rust one", case.name);
+        let expected = outcome(&outputs[0].1);
+        for (language, got) in &outputs[1..] {
+            assert_eq!(outcome(got), expected, "case {:?}: the {language} plugin differs from the Rust one", case.name);
         }
+        // On the same contract (0.3.0), a failure also shows the same status and conditions
+        // (`Available=False InvalidSpec`), which `wasmop reconcile` prints before its error.
+        let (rust, go) = (&outputs[0].1, &outputs[3].1);
+        assert_eq!(
+            String::from_utf8_lossy(&go.stdout),
+            String::from_utf8_lossy(&rust.stdout),
+            "case {:?}: the go plugin prints another plan",
+            case.name
+        );
         if case.name == "new parent" {
             assert!(expected.as_ref().is_ok_and(|plan| plan["apply"][0]["kind"] == "Deployment"), "{expected:?}");
         }
         if case.name == "size negative" {
             assert_eq!(expected.as_ref().unwrap_err(), "error: plugin error (terminal): spec.size must be 0 or more, got -1");
+            assert!(String::from_utf8_lossy(&outputs[3].1.stdout).contains("InvalidSpec"), "{:?}", outputs[3].1);
         }
     }
 }

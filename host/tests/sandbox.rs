@@ -96,7 +96,8 @@ async fn a_0_3_0_failure_carries_its_status_and_conditions_checked_as_a_response
         "{refused:?}"
     );
     // Under a byte limit smaller than the failure's status and condition: refused as too large.
-    let small = runtime(Limits::default().output(OutputLimits { max_bytes: 40, max_actions: 10 })).load_file(testbed()).await.unwrap();
+    let small =
+        runtime(Limits::default().output(OutputLimits { max_bytes: 40, max_actions: 10 })).load_file(testbed()).await.unwrap();
     let too_large = call(&small, "invalid", json!({})).await.unwrap_err();
     assert!(matches!(too_large, CallError::MalformedOutput(ResponseError::TooLarge { limit: 40, .. })), "{too_large:?}");
 }

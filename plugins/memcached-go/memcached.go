@@ -83,22 +83,29 @@ type Status struct {
 	Nodes []string `json:"nodes"`
 }
 
-// DesiredSize is spec.size: required, within 0..=MaxInt32.
+// DesiredSize is spec.size: required, within 0..=MaxInt32. An invalid size is a terminal
+// failure that also shows on the Memcached: Available=False with reason InvalidSpec and the
+// same message (the next valid reconcile replaces it).
 func DesiredSize(m Memcached) (int32, error) {
 	if m.Spec == nil || m.Spec.Size == nil {
-		return 0, wasmop.Terminalf("spec.size is required")
+		return 0, InvalidSpec("spec.size is required")
 	}
 	size, err := m.Spec.Size.Int64()
 	if err != nil {
-		return 0, wasmop.Terminalf("spec.size must be an integer, got %s", m.Spec.Size.String())
+		return 0, InvalidSpec(fmt.Sprintf("spec.size must be an integer, got %s", m.Spec.Size.String()))
 	}
 	if size < 0 {
-		return 0, wasmop.Terminalf("spec.size must be 0 or more, got %d", size)
+		return 0, InvalidSpec(fmt.Sprintf("spec.size must be 0 or more, got %d", size))
 	}
 	if size > math.MaxInt32 {
-		return 0, wasmop.Terminalf("spec.size must be at most %d, got %d", math.MaxInt32, size)
+		return 0, InvalidSpec(fmt.Sprintf("spec.size must be at most %d, got %d", math.MaxInt32, size))
 	}
 	return int32(size), nil
+}
+
+// InvalidSpec is a terminal failure for an invalid spec, shown as Available=False InvalidSpec.
+func InvalidSpec(message string) *wasmop.Failure {
+	return wasmop.Terminalf("%s", message).WithCondition(wasmop.ConditionFalse("Available", "InvalidSpec", message))
 }
 
 // Labels are the labels of the pods of one Memcached, also the Deployment's selector.

@@ -156,7 +156,7 @@ func TestAvailableFollowsTheObservedDeployment(t *testing.T) {
 	}
 }
 
-func TestAnInvalidSizeIsATerminalFailure(t *testing.T) {
+func TestAnInvalidSizeIsATerminalFailureShownAsInvalidSpec(t *testing.T) {
 	for spec, message := range map[string]string{
 		`{"size": -1}`:         "spec.size must be 0 or more, got -1",
 		`{}`:                   "spec.size is required",
@@ -166,8 +166,13 @@ func TestAnInvalidSizeIsATerminalFailure(t *testing.T) {
 		`{"size": 1.5}`:        "spec.size must be an integer, got 1.5",
 	} {
 		_, err := Reconcile(memcached(t, spec))
-		if f := terminal(t, err); f.Message != message {
+		f := terminal(t, err)
+		if f.Message != message {
 			t.Errorf("%s: %q", spec, f.Message)
+		}
+		available, ok := f.Condition("Available")
+		if !ok || available != wasmop.ConditionFalse("Available", "InvalidSpec", message) || f.Status != nil {
+			t.Errorf("%s: shows %+v, status %v", spec, f.Conditions, f.Status)
 		}
 	}
 	_, err := Reconcile(memcached(t, `{"size": "three"}`))

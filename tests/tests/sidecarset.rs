@@ -326,7 +326,8 @@ async fn a_pod_that_opted_out_is_created_without_a_call_to_the_plugin() -> Resul
     let registered = configurations.get("wasmop-match-e2e").await?;
     let webhooks = registered.data["webhooks"].as_array().cloned().unwrap_or_default();
     let inject = webhooks.iter().find(|w| w["name"] == "inject.sidecarset.wasmop.dev").expect("the inject webhook registered");
-    let names: Vec<&str> = inject["matchConditions"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    let names: Vec<&str> =
+        inject["matchConditions"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
     assert_eq!(names.first(), Some(&sidecarset::admission::NOT_OPTED_OUT_NAME), "{names:?}");
     assert!(names.len() > 1 && names[1..].iter().all(|n| n.starts_with("wasmop-")), "the host's follow: {names:?}");
     assert_eq!(inject["matchConditions"][0]["expression"], sidecarset::inject::NOT_OPTED_OUT);

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use crate::Kind;
 use crate::admission::{
-    AdmissionRequest, FailurePolicy, GroupVersionResource, MatchCondition, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict, Webhook,
-    WebhookType,
+    AdmissionRequest, FailurePolicy, GroupVersionResource, MatchCondition, Operation, Rule, RuleScope, SideEffects, UserInfo,
+    Verdict, Webhook, WebhookType,
 };
 
 /// Kubernetes' default `timeoutSeconds` for a webhook.
@@ -328,10 +328,10 @@ mod tests {
 
     #[test]
     fn match_conditions_keep_their_order_and_serialize_as_kubernetes_does() {
-        let w = Webhook::mutating("inject").rule(Operation::Create, "", "v1", "pods").match_condition("a", "true").match_condition(
-            "b",
-            "request.namespace != 'x'",
-        );
+        let w = Webhook::mutating("inject")
+            .rule(Operation::Create, "", "v1", "pods")
+            .match_condition("a", "true")
+            .match_condition("b", "request.namespace != 'x'");
         let names: Vec<&str> = w.match_conditions.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         let json = serde_json::to_value(&w).unwrap();

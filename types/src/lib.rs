@@ -21,8 +21,8 @@ mod quantity;
 mod selector;
 
 pub use admission::{
-    AdmissionRequest, FailurePolicy, GroupVersionResource, MatchCondition, Operation, Rule, RuleScope, SideEffects, UserInfo, Verdict,
-    WEBHOOK_TIMEOUT_RANGE, Webhook, WebhookType,
+    AdmissionRequest, FailurePolicy, GroupVersionResource, MatchCondition, Operation, Rule, RuleScope, SideEffects, UserInfo,
+    Verdict, WEBHOOK_TIMEOUT_RANGE, Webhook, WebhookType,
 };
 pub use condition::{Condition, ConditionStatus, Event, EventType};
 pub use kind::{Kind, KindError, ObjectRef, Scope};

@@ -180,8 +180,14 @@ mod tests {
     #[test]
     fn a_failure_shows_its_status_and_conditions_beside_the_hosts_reconciled_false() {
         let parent = json!({"metadata": {"name": "m", "generation": 3}, "status": {"readyReplicas": 2}});
-        let patch = failure_status_patch(&parent, "ReconcileFailed", "plugin error (terminal): spec.size is required", Some(&invalid()), "t")
-            .unwrap();
+        let patch = failure_status_patch(
+            &parent,
+            "ReconcileFailed",
+            "plugin error (terminal): spec.size is required",
+            Some(&invalid()),
+            "t",
+        )
+        .unwrap();
         let status = &patch["status"];
         assert_eq!(status["phase"], "Invalid");
         let conditions = status["conditions"].as_array().unwrap();

@@ -101,7 +101,8 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
             if let Some(failure) = e.failure().filter(|f| f.shows_anything()) {
                 let message = e.to_string();
                 let status_patch = failure_status_patch(parent.value(), e.reason(), &message, Some(failure), &now);
-                let failed = FailedPlan { failed: Failed { reason: e.reason(), message, retryable: e.is_retryable() }, status_patch };
+                let failed =
+                    FailedPlan { failed: Failed { reason: e.reason(), message, retryable: e.is_retryable() }, status_patch };
                 print!("{}", args.output.render(&failed)?);
             }
             return Err(e.into());

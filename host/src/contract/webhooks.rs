@@ -152,7 +152,10 @@ fn check_match_conditions(conditions: &[MatchCondition]) -> Result<(), String> {
             ));
         }
         if c.name.starts_with(HOST_MATCH_CONDITION_PREFIX) {
-            return Err(format!("name {} starts with {HOST_MATCH_CONDITION_PREFIX:?}, reserved for the host's", preview(&c.name)));
+            return Err(format!(
+                "name {} starts with {HOST_MATCH_CONDITION_PREFIX:?}, reserved for the host's",
+                preview(&c.name)
+            ));
         }
         if !names.insert(c.name.as_str()) {
             return Err(format!("name {:?} is declared more than once", c.name));

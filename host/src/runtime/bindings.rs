@@ -64,4 +64,5 @@ pub mod v0_3 {
 }
 
 /// The worlds the host accepts, for error messages.
-pub const ACCEPTED_WORLDS: &str = "wasmop:plugin/operator@0.1.0, or wasmop:plugin@0.2.0 or @0.3.0 worlds operator, controller or webhook";
+pub const ACCEPTED_WORLDS: &str =
+    "wasmop:plugin/operator@0.1.0, or wasmop:plugin@0.2.0 or @0.3.0 worlds operator, controller or webhook";

@@ -69,7 +69,10 @@ pub(super) enum Reconciled {
 impl Reconciled {
     /// A failure of a plugin whose WIT version carries only a message.
     fn message_only(retryable: bool, message: String) -> Self {
-        Reconciled::Failed { retryable, failure: RawFailure { message: one_line(&message, MAX_PLUGIN_MESSAGE), ..RawFailure::default() } }
+        Reconciled::Failed {
+            retryable,
+            failure: RawFailure { message: one_line(&message, MAX_PLUGIN_MESSAGE), ..RawFailure::default() },
+        }
     }
 }
 

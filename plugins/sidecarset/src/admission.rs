@@ -5,8 +5,8 @@
 use serde_json::Value;
 use wasmop_sdk::{AdmissionRequest, Context, Error, FailurePolicy, Operation, Verdict, Webhook};
 
-use crate::sidecarset::{GROUP, SidecarSet, VERSION, sidecarset_kind};
 use crate::inject::NOT_OPTED_OUT;
+use crate::sidecarset::{GROUP, SidecarSet, VERSION, sidecarset_kind};
 use crate::{default, inject, validate};
 
 /// The mutating webhook on Pod CREATE that injects the sidecars.

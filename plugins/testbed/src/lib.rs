@@ -651,7 +651,10 @@ mod tests {
         assert_eq!(e.status_patch(), Some(&json!({"phase": "Invalid"})));
         assert_eq!(e.condition_of("Ready").unwrap().reason, "InvalidSpec");
         assert!(reconcile(json!({"mode": "invalid", "retry": true})).unwrap_err().is_retryable());
-        assert_eq!(reconcile(json!({"mode": "invalid-shown"})).unwrap_err().condition_of("Ready").unwrap().reason, "not camel case");
+        assert_eq!(
+            reconcile(json!({"mode": "invalid-shown"})).unwrap_err().condition_of("Ready").unwrap().reason,
+            "not camel case"
+        );
     }
 
     #[test]

@@ -4,11 +4,13 @@ use super::super::bindings::v0_3::{admission, plugin, reconciler, types};
 use super::super::error::MAX_PLUGIN_MESSAGE;
 use super::super::log_budget::one_line;
 use crate::contract::{
-    Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawFailure, RawResponse, RawVerdict, RelatedKind,
-    Request, Scope,
+    Condition, ConditionStatus, Event, EventType, Kind, Manifest, ManifestError, ObjectRef, RawFailure, RawResponse, RawVerdict,
+    RelatedKind, Request, Scope,
 };
 use crate::contract::{MAX_DENIAL_MESSAGE, MAX_WARNING, MAX_WARNINGS};
-use wasmop_types::{AdmissionRequest, FailurePolicy, MatchCondition, Operation, Rule, RuleScope, SideEffects, Webhook, WebhookType};
+use wasmop_types::{
+    AdmissionRequest, FailurePolicy, MatchCondition, Operation, Rule, RuleScope, SideEffects, Webhook, WebhookType,
+};
 
 fn kind(k: types::KindRef) -> Kind {
     Kind::new(k.group, k.version, k.kind)
@@ -237,7 +239,8 @@ mod tests {
 
     #[test]
     fn a_webhooks_match_conditions_convert_in_order() {
-        let condition = |name: &str, expression: &str| plugin::MatchCondition { name: name.into(), expression: expression.into() };
+        let condition =
+            |name: &str, expression: &str| plugin::MatchCondition { name: name.into(), expression: expression.into() };
         let w = webhook(webhook_of(vec![condition("b", "true"), condition("a", "object != null")]));
         let expected = [("b", "true"), ("a", "object != null")]
             .map(|(name, expression)| MatchCondition { name: name.into(), expression: expression.into() });

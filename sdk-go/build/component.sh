@@ -67,8 +67,9 @@ package main
 // The plugin's package: its init registers the plugin.
 import _ "$module"
 GO
+# The workspace's go line is the running Go's: any module of it may ask for up to that.
 cat >"$work/go.work" <<GO
-go 1.24
+go ${goversion#go}
 
 use (
 	./entry

@@ -27,7 +27,8 @@ DIR="$CACHE_ROOT/tools/go-wit-bindgen-$WIT_BINDGEN_VERSION-wasm-tools-$WASM_TOOL
 
 log() { printf '[go-toolchain] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-ready() { [[ -f "$DIR/.complete" ]]; }
+# go-pkg/ carries a marker of the one change made to it (below).
+ready() { [[ -f "$DIR/.complete" && -f "$DIR/bin/go-pkg/.sizes-rounded" ]]; }
 
 if ready; then
     echo "$DIR/bin"
@@ -54,7 +55,7 @@ if [[ ! -x "$DIR/bin/wasm-tools" ]]; then
     cargo install --quiet --locked --root "$DIR" --version "=$WASM_TOOLS_VERSION" \
         --no-default-features --features component,validate,print,parse,metadata wasm-tools >&2
 fi
-if [[ ! -f "$DIR/bin/go-pkg/go.mod" ]]; then
+if [[ ! -f "$DIR/bin/go-pkg/.sizes-rounded" ]]; then
     registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
     pkg=$(ls -d "$registry"/*/"wit-bindgen-go-$WIT_BINDGEN_VERSION/src/pkg" 2>/dev/null | head -n 1)
     [[ -n "$pkg" && -f "$pkg/go.mod" ]] || die "no wit-bindgen-go-$WIT_BINDGEN_VERSION sources under $registry"
@@ -65,6 +66,14 @@ if [[ ! -f "$DIR/bin/go-pkg/go.mod" ]]; then
     # Its go.mod names the toolchain its repository develops with; the sync bindings need
     # nothing past Go 1.24 (`//go:wasmexport`).
     sed -i 's/^go .*/go 1.24/' "$DIR/bin/go-pkg.tmp/go.mod"
+    # Its `cabi_realloc` panics on a size that is not a multiple of the alignment ("size 92 is
+    # not compatible with alignment 8"), which the canonical ABI allows and the reactor adapter
+    # asks for when the Go runtime starts: round the size up instead, as its other branch does.
+    runtime="$DIR/bin/go-pkg.tmp/wit/runtime/runtime.go"
+    grep -q '^	if size%align != 0 {$' "$runtime" || die "$runtime: the size check to round up is not there"
+    sed -i '/^	if size%align != 0 {$/,/^	}$/c\	size += (align - size%align) % align' "$runtime"
+    touch "$DIR/bin/go-pkg.tmp/.sizes-rounded"
+    rm -rf "$DIR/bin/go-pkg"
     mv "$DIR/bin/go-pkg.tmp" "$DIR/bin/go-pkg"
 fi
 if [[ ! -f "$DIR/bin/wasi_snapshot_preview1.reactor.wasm" ]]; then

@@ -11,7 +11,8 @@
 //!   uncaught error line, then a stack and `Redirecting call to abort() to mozalloc_abort`;
 //! - Go (mainline, wasip1): `panic: <message>` (a panic during a panic adds lines, the first
 //!   one ending in `[recovered]`), or `fatal error: <message>` from the runtime, then a
-//!   goroutine dump (`goroutine 1 [running]:` and frames), and the exit with status 2.
+//!   goroutine dump (`goroutine 1 [running]:` and frames); the exit that follows ends in
+//!   `unreachable` in a reactor component.
 
 use super::log_budget::{MAX_LINE, one_line};
 

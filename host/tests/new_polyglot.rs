@@ -1,7 +1,8 @@
-//! `wasmop new --lang python` and `--lang js` projects, used the way their README says, with
-//! the real toolchains (`$WASMOP_POLYGLOT`, installed by `scripts/polyglot.sh`; required, as by
-//! every polyglot test): written into a temporary directory outside the repository, their unit
-//! tests pass (`python3 -m unittest`, `npm test`), they build (`sh build.sh`, `npm run build`
+//! `wasmop new --lang python`, `--lang js` and `--lang go` projects, used the way their README
+//! says, with the real toolchains (`$WASMOP_POLYGLOT`, installed by `scripts/polyglot.sh`, and
+//! `$WASMOP_GO_TOOLCHAIN` with Go, by `scripts/go-toolchain.sh`; required, as by every polyglot
+//! test): written into a temporary directory outside the repository, their unit tests pass
+//! (`python3 -m unittest`, `npm test`, `go test`), they build (`sh build.sh`, `npm run build`
 //! with the toolchain on `PATH`), `wasmop reconcile` on the sample prints a plan with the child,
 //! and on an invalid sample the plugin's terminal error in one line. Each build takes 15–60 s.
 
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::polyglot::toolchain;
+use support::polyglot::{go_caches, go_toolchain, toolchain};
 use support::workspace;
 
 /// A temporary directory outside the workspace.
@@ -38,6 +39,19 @@ fn run(dir: &Path, program: &str, args: &[&str]) -> String {
     check(&format!("{program} {} in {}", args.join(" "), dir.display()), output)
 }
 
+/// `program ARGS` in `dir`, with the Go toolchain in `$WASMOP_GO_TOOLCHAIN` and Go's caches
+/// outside the project.
+fn run_go(dir: &Path, program: &str, args: &[&str]) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("WASMOP_GO_TOOLCHAIN", go_toolchain())
+        .envs(go_caches())
+        .output()
+        .expect("the program runs");
+    check(&format!("{program} {} in {}", args.join(" "), dir.display()), output)
+}
+
 /// `wasmop ARGS`, compiled plugins cached in `cache` (a directory of the test).
 fn wasmop_cached(cache: Option<&Path>, args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
@@ -52,12 +66,12 @@ fn wasmop(args: &[&str]) -> String {
     check(&format!("wasmop {}", args.join(" ")), wasmop_cached(None, args))
 }
 
-/// `wasmop new NAME --parent example.com/v1/Hello --child v1/ConfigMap --lang LANG` into a new
-/// directory under `tmp`.
-fn new(tmp: &Path, name: &str, lang: &str) -> PathBuf {
+/// `wasmop new NAME --parent example.com/v1/Hello --child v1/ConfigMap --lang LANG [EXTRA]` into
+/// a new directory under `tmp`.
+fn new(tmp: &Path, name: &str, lang: &str, extra: &[&str]) -> PathBuf {
     let dir = tmp.join(name);
     let args = ["new", name, "--parent", "example.com/v1/Hello", "--child", "v1/ConfigMap", "--lang", lang, "--dir"];
-    let created = wasmop(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    let created = wasmop(&[&args[..], &[dir.to_str().unwrap()], extra].concat());
     assert!(created.starts_with(&format!("created plugin {name} in ")), "{created}");
     dir
 }
@@ -99,7 +113,7 @@ fn assert_plans_the_child(dir: &Path, wasm: &str) {
 #[test]
 fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
-    let dir = new(tmp.path(), "hello-py", "python");
+    let dir = new(tmp.path(), "hello-py", "python", &[]);
     let tests = run(&dir, "python3", &["-m", "unittest"]);
     assert!(tests.contains("Ran 3 tests") && tests.contains("\nOK"), "{tests}");
     run(&dir, "sh", &["build.sh"]);
@@ -109,9 +123,21 @@ fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_reposi
 #[test]
 fn a_new_javascript_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
-    let dir = new(tmp.path(), "hello-js", "js");
+    let dir = new(tmp.path(), "hello-js", "js", &[]);
     let tests = run(&dir, "npm", &["test"]);
     assert!(tests.contains("# pass 3") && tests.contains("# fail 0"), "{tests}");
     run(&dir, "npm", &["run", "build"]);
     assert_plans_the_child(&dir, "hello-js.wasm");
+}
+
+#[test]
+fn a_new_go_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
+    let tmp = outside();
+    let sdk = workspace().join("sdk-go");
+    let dir = new(tmp.path(), "hello-go", "go", &["--sdk-path", sdk.to_str().unwrap()]);
+    let tests = run_go(&dir, "go", &["test", "./..."]);
+    assert!(tests.starts_with("ok  \texample.com/hello-go"), "{tests}");
+    run_go(&dir, "go", &["vet", "./..."]);
+    run_go(&dir, "sh", &["build.sh"]);
+    assert_plans_the_child(&dir, "hello-go.wasm");
 }

@@ -1,7 +1,7 @@
-//! Plugins in Python and JavaScript are supported, not experiments: the memcached example
+//! Plugins in Python, JavaScript and Go are supported, not experiments: the memcached example
 //! written in each language plans exactly what the Rust one plans on the same objects, a
-//! default JavaScript build (which imports `wasi:http`) loads, and a Python exception or a
-//! JavaScript error becomes a one-line reason naming it.
+//! default JavaScript build (which imports `wasi:http`) loads, and a Python exception, a
+//! JavaScript error or a Go panic becomes a one-line reason naming it.
 
 mod support;
 
@@ -9,10 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::polyglot::{Language, build, memcached_js, memcached_py};
+use support::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py};
 use support::{memcached, workspace};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
+
+/// The contract the Go plugins are built against here.
+const GO_WIT: &str = "v0.3.0";
 
 /// `wasmop reconcile` of `plugin` on `parent` with observed `children` and `related` objects.
 fn reconcile(plugin: &Path, parent: &Path, children: Option<&Path>, related: Option<&Path>) -> Output {
@@ -88,26 +91,37 @@ fn write_all(dir: &Path, name: &str, objects: &[Value]) -> Option<PathBuf> {
 }
 
 #[test]
-fn python_and_javascript_memcached_plan_exactly_what_the_rust_one_plans() {
-    let plugins = [("rust", memcached()), ("python", memcached_py()), ("javascript", memcached_js())];
+fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
+    let plugins =
+        [("rust", memcached()), ("python", memcached_py()), ("javascript", memcached_js()), ("go", memcached_go_for(GO_WIT))];
     let dir = tempfile::tempdir().unwrap();
     for case in cases() {
         let parent = write_all(dir.path(), "parent.yaml", std::slice::from_ref(&case.parent)).unwrap();
         let children = write_all(dir.path(), "children.yaml", &case.children);
         let related = write_all(dir.path(), "related.yaml", &case.related);
-        let outcomes: Vec<(&str, Result<Value, String>)> = plugins
+        let outputs: Vec<(&str, Output)> = plugins
             .iter()
-            .map(|(language, plugin)| (*language, outcome(&reconcile(plugin, &parent, children.as_deref(), related.as_deref()))))
+            .map(|(language, plugin)| (*language, reconcile(plugin, &parent, children.as_deref(), related.as_deref())))
             .collect();
-        let (_, expected) = &outcomes[0];
-        for (language, got) in &outcomes[1..] {
-            assert_eq!(got, expected, "case {:?}: the {language} plugin differs from the Rust one", case.name);
+        let expected = outcome(&outputs[0].1);
+        for (language, got) in &outputs[1..] {
+            assert_eq!(outcome(got), expected, "case {:?}: the {language} plugin differs from the Rust one", case.name);
         }
+        // On the same contract (0.3.0), a failure also shows the same status and conditions
+        // (`Available=False InvalidSpec`), which `wasmop reconcile` prints before its error.
+        let (rust, go) = (&outputs[0].1, &outputs[3].1);
+        assert_eq!(
+            String::from_utf8_lossy(&go.stdout),
+            String::from_utf8_lossy(&rust.stdout),
+            "case {:?}: the go plugin prints another plan",
+            case.name
+        );
         if case.name == "new parent" {
             assert!(expected.as_ref().is_ok_and(|plan| plan["apply"][0]["kind"] == "Deployment"), "{expected:?}");
         }
         if case.name == "size negative" {
             assert_eq!(expected.as_ref().unwrap_err(), "error: plugin error (terminal): spec.size must be 0 or more, got -1");
+            assert!(String::from_utf8_lossy(&outputs[3].1.stdout).contains("InvalidSpec"), "{:?}", outputs[3].1);
         }
     }
 }
@@ -150,4 +164,27 @@ fn a_python_exception_and_a_javascript_error_end_in_one_line_naming_them() {
         assert!(error.starts_with("error: plugin trapped: "), "{error}");
         assert!(error.ends_with(&format!("(guest stderr: {reason})")), "{error}");
     }
+}
+
+#[test]
+fn a_go_panic_ends_in_one_line_naming_it() {
+    let (_temp, dir) = variant("memcached-go", "memcached.go", |s| {
+        s.replace(
+            "\tname, namespace := req.Name(), req.Namespace()\n",
+            "\tname, namespace := req.Name(), req.Namespace()\n\tpanic(fmt.Sprintf(\"unlucky size %d\", size))\n",
+        )
+    });
+    // The copy depends on this checkout's SDK by absolute path.
+    let go_mod = std::fs::read_to_string(workspace().join("plugins/memcached-go/go.mod")).unwrap();
+    let sdk = format!("=> {}", workspace().join("sdk-go").display());
+    std::fs::write(dir.join("go.mod"), go_mod.replace("=> ../../sdk-go", &sdk)).unwrap();
+    let go = build(Language::Go, &dir, "", GO_WIT, "controller");
+    let temp = tempfile::tempdir().unwrap();
+    let parent = write_all(temp.path(), "parent.yaml", &[parent(json!({"size": 13}))]).unwrap();
+    let error = outcome(&reconcile(&go, &parent, None, None)).unwrap_err();
+    // Go prints the panic and exits; in a reactor component the exit ends in `unreachable`.
+    assert_eq!(
+        error,
+        "error: plugin trapped: wasm trap: wasm `unreachable` instruction executed (guest stderr: Go panic: unlucky size 13)"
+    );
 }

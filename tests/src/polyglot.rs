@@ -1,5 +1,6 @@
-//! Plugins written in Python and JavaScript, built from the workspace's sources for tests with
-//! the toolchains `scripts/polyglot.sh` installs (`$WASMOP_POLYGLOT`).
+//! Plugins written in Python, JavaScript and Go, built from the workspace's sources for tests
+//! with the toolchains `scripts/polyglot.sh` installs (`$WASMOP_POLYGLOT`) and
+//! `scripts/go-toolchain.sh` installs beside the machine's Go (`$WASMOP_GO_TOOLCHAIN`).
 //!
 //! A build takes 15–60 s on two cores, so the component is kept in the test plugins directory
 //! under the digest of its sources, the WIT and the tool, and rebuilt only when one changes.
@@ -19,6 +20,8 @@ pub enum Language {
     Python,
     /// JavaScript, built with componentize-js (StarlingMonkey).
     JavaScript,
+    /// Go (mainline, `GOOS=wasip1`), built by `sdk-go/build/component.sh`.
+    Go,
 }
 
 impl Language {
@@ -26,6 +29,14 @@ impl Language {
         match self {
             Self::Python => "componentize-py",
             Self::JavaScript => "componentize-js",
+            Self::Go => "wit-bindgen",
+        }
+    }
+
+    fn toolchain(self) -> PathBuf {
+        match self {
+            Self::Python | Self::JavaScript => toolchain(),
+            Self::Go => go_toolchain(),
         }
     }
 }
@@ -42,9 +53,30 @@ pub fn toolchain() -> PathBuf {
     dir
 }
 
+/// The directory holding `wit-bindgen`, `wasm-tools`, the reactor adapter and the bindings'
+/// Go runtime, with `go` on `PATH`.
+///
+/// # Panics
+/// When `$WASMOP_GO_TOOLCHAIN` is unset or `go` is missing: the README's test command sets it
+/// (`scripts/setup.sh` runs `scripts/go-toolchain.sh`), and Go 1.24 or newer must be installed.
+pub fn go_toolchain() -> PathBuf {
+    let dir = std::env::var_os("WASMOP_GO_TOOLCHAIN").map(PathBuf::from).expect(
+        "WASMOP_GO_TOOLCHAIN is not set: run `eval \"$(bash scripts/setup.sh)\"` (scripts/go-toolchain.sh installs \
+         wit-bindgen, wasm-tools and the reactor adapter for Go plugins)",
+    );
+    assert!(dir.join("wit-bindgen").exists(), "{} has no wit-bindgen: run scripts/go-toolchain.sh", dir.display());
+    let go = Command::new("go").arg("version").output();
+    assert!(
+        go.as_ref().is_ok_and(|o| o.status.success()),
+        "`go version` failed ({go:?}): Go plugins need Go 1.24 or newer on PATH"
+    );
+    dir
+}
+
 /// Build the plugin whose sources are in `source_dir`, written in `language`, against
 /// `wit/<wit>` (world `world`), and return the component's path. `entry` is the Python module
-/// name or the JavaScript file name inside the directory.
+/// name or the JavaScript file name inside the directory (unused for Go: the module's root
+/// package is the plugin).
 ///
 /// # Panics
 /// When the build fails: a test cannot run without its plugin.
@@ -54,11 +86,17 @@ pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, worl
     let root = workspace();
     let dir = source_dir.file_name().and_then(|n| n.to_str()).unwrap_or("plugin");
     let wit_dir = root.join("wit").join(wit);
-    let tool = toolchain().join(language.tool());
+    let tool = language.toolchain().join(language.tool());
     let mut digest = Sha256::new();
     digest.update(format!("{language:?} {entry} {world} {}", std::fs::canonicalize(&tool).unwrap_or(tool.clone()).display()));
-    for (base, path) in
-        files(source_dir).into_iter().map(|p| (source_dir, p)).chain(files(&wit_dir).into_iter().map(|p| (&*wit_dir, p)))
+    // A Go plugin is built with this checkout's SDK, which is part of what it is built from.
+    let sdk_dir = root.join("sdk-go");
+    let sdk = if language == Language::Go { files(&sdk_dir) } else { Vec::new() };
+    for (base, path) in files(source_dir)
+        .into_iter()
+        .map(|p| (source_dir, p))
+        .chain(files(&wit_dir).into_iter().map(|p| (&*wit_dir, p)))
+        .chain(sdk.into_iter().map(|p| (&*sdk_dir, p)))
     {
         digest.update(path.strip_prefix(base).unwrap_or(&path).to_string_lossy().as_bytes());
         digest.update(std::fs::read(&path).expect("readable source"));
@@ -73,8 +111,13 @@ pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, worl
         return out;
     }
     let partial = out.with_extension("wasm.partial");
-    let mut command = Command::new(&tool);
+    let mut command = Command::new(if language == Language::Go { Path::new("bash") } else { &tool });
     match language {
+        Language::Go => command
+            .arg(sdk_dir.join("build/component.sh"))
+            .args([path(source_dir), path(&partial), path(&wit_dir), world])
+            .env("WASMOP_GO_TOOLCHAIN", language.toolchain())
+            .envs(go_caches()),
         Language::Python => {
             command.args(["-d", path(&wit_dir), "-w", world, "componentize", entry, "-p", path(source_dir), "-o", path(&partial)])
         }
@@ -98,6 +141,27 @@ pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, worl
 /// The Python memcached example (`plugins/memcached-py`), WIT 0.1.0.
 pub fn memcached_py() -> PathBuf {
     build(Language::Python, &workspace().join("plugins/memcached-py"), "app", "v0.1.0", "operator")
+}
+
+/// The Go memcached example (`plugins/memcached-go`), against `wit/<wit>` (world `controller`).
+pub fn memcached_go_for(wit: &str) -> PathBuf {
+    build(Language::Go, &workspace().join("plugins/memcached-go"), "", wit, "controller")
+}
+
+/// The Go memcached example (`plugins/memcached-go`), WIT 0.3.0 (world `controller`).
+pub fn memcached_go() -> PathBuf {
+    memcached_go_for("v0.3.0")
+}
+
+/// Go's module and build caches: the caller's, else the ones `scripts/control-plane.sh` uses
+/// (under `$WASMOP_CACHE`, default `/var/cache/wasmop`), never inside the checkout.
+pub fn go_caches() -> Vec<(&'static str, PathBuf)> {
+    let root = std::env::var_os("WASMOP_CACHE").map_or_else(|| PathBuf::from("/var/cache/wasmop"), PathBuf::from);
+    [("GOMODCACHE", "go/mod"), ("GOCACHE", "go/build")]
+        .into_iter()
+        .filter(|(var, _)| std::env::var_os(var).is_none())
+        .map(|(var, dir)| (var, root.join(dir)))
+        .collect()
 }
 
 /// The JavaScript memcached example (`plugins/memcached-js`), WIT 0.1.0, in the default

@@ -1,7 +1,8 @@
-//! Plugins written in Python and JavaScript on the real control plane: the memcached example in
-//! each language (`plugins/memcached-py`, `plugins/memcached-js`, built from source by
-//! `wasmop_e2e::polyglot`) runs in the host like the Rust one — a `Memcached` gets its
-//! Deployment, applied by `wasmop/memcached` and controlled by the CR, and a resize follows.
+//! Plugins written in Python, JavaScript and Go on the real control plane: the memcached example
+//! in each language (`plugins/memcached-py`, `plugins/memcached-js`, `plugins/memcached-go`,
+//! built from source by `wasmop_e2e::polyglot`) runs in the host like the Rust one — a
+//! `Memcached` gets its Deployment, applied by `wasmop/memcached` and controlled by the CR, and
+//! a resize follows.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
 use wasmop_e2e::plugins::workspace;
-use wasmop_e2e::polyglot::{memcached_js, memcached_py};
+use wasmop_e2e::polyglot::{memcached_go, memcached_js, memcached_py};
 
 /// Long enough for a debug host to compile a 12–18 MB component on a busy machine.
 const WAIT: Duration = Duration::from_secs(120);
@@ -62,4 +63,9 @@ async fn the_python_memcached_plugin_reconciles_on_the_control_plane() -> Result
 #[tokio::test]
 async fn the_javascript_memcached_plugin_reconciles_on_the_control_plane() -> Result<()> {
     reconciles_memcached(&memcached_js()).await
+}
+
+#[tokio::test]
+async fn the_go_memcached_plugin_reconciles_on_the_control_plane() -> Result<()> {
+    reconciles_memcached(&memcached_go()).await
 }

@@ -1,9 +1,11 @@
 //! `wasmop new`: write a plugin project that tests, builds and reconciles straight away, in Rust
-//! (a crate on the SDK), Python (componentize-py) or JavaScript (componentize-js): a reconcile
+//! (a crate on the SDK), Python (componentize-py), JavaScript (componentize-js) or Go (a module
+//! on the Go SDK, mainline Go for wasip1): a reconcile
 //! skeleton with unit tests, what builds it, the parent's CRD (status schema with the host's
 //! `Reconciled` condition, printer columns) and a sample object. Each language's files are in
-//! its own module; the Python and JavaScript templates are files under `templates/`.
+//! its own module; the Python, JavaScript and Go templates are files under `templates/`.
 
+mod go;
 mod js;
 mod python;
 mod rust;
@@ -35,9 +37,10 @@ pub struct NewArgs {
     /// Where to write the project (a new or empty directory) [default: ./NAME].
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Rust only: a local checkout's SDK (`.../wasmop/guest-sdk`) to depend on by path
-    /// [default: the SDK of the checkout this `wasmop` was built from when it is still there,
-    /// else the git repository (`wasmop-sdk = { git = "...", tag = "vVERSION" }`)].
+    /// Rust and Go: a local checkout's SDK (`.../wasmop/guest-sdk`, `.../wasmop/sdk-go`) to
+    /// depend on by path [default: the SDK of the checkout this `wasmop` was built from when
+    /// it is still there, else the published one (`wasmop-sdk = { git = "...", tag =
+    /// "vVERSION" }`; Go: `github.com/wasmop/wasmop/sdk-go vVERSION`)].
     #[arg(long, value_name = "DIR")]
     pub sdk_path: Option<PathBuf>,
     /// An admission webhook on the parent kind's CREATE and UPDATE, `validating:NAME` or
@@ -90,6 +93,9 @@ pub enum Lang {
     Python,
     /// JavaScript, built with componentize-js 0.23.
     Js,
+    /// Go 1.24 or newer (mainline, no TinyGo), with the Go SDK; built with wit-bindgen go and
+    /// wasm-tools.
+    Go,
 }
 
 pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {
@@ -105,6 +111,7 @@ pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {
         Lang::Rust => rust::next_steps(&args),
         Lang::Python => python::next_steps(&args),
         Lang::Js => js::next_steps(&args),
+        Lang::Go => go::next_steps(&args),
     };
     for step in steps {
         println!("  {step}");
@@ -122,8 +129,8 @@ pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// A name that is not a DNS-1123 label, a parent without a dotted group, a parent that is also
-/// a child, an `--sdk-path` with a language other than Rust, or an `--sdk-path` without a
-/// `Cargo.toml`.
+/// a child, an `--sdk-path` with a language other than Rust or Go, or an `--sdk-path` without
+/// the SDK (a `Cargo.toml`, the Go SDK's `go.mod`).
 pub fn generate(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
     if !is_dns1123_label(&args.name) {
         bail!("plugin name {:?} is not a DNS-1123 label: lowercase letters, digits and '-', at most 63", args.name);
@@ -139,14 +146,15 @@ pub fn generate(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
             bail!("webhook {:?} is given twice: webhook names are unique within a plugin", webhook.name);
         }
     }
-    if args.sdk_path.is_some() && args.lang != Lang::Rust {
+    if args.sdk_path.is_some() && !matches!(args.lang, Lang::Rust | Lang::Go) {
         let lang = args.lang.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
-        bail!("--sdk-path is the Rust SDK's: a --lang {lang} plugin builds against the WIT it is given, drop --sdk-path");
+        bail!("--sdk-path is the Rust or Go SDK's: a --lang {lang} plugin builds against the WIT it is given, drop --sdk-path");
     }
     let mut files = match args.lang {
         Lang::Rust => rust::files(args)?,
         Lang::Python => python::files(args),
         Lang::Js => js::files(args),
+        Lang::Go => go::files(args)?,
     };
     files.push(("crd.yaml".into(), crd(&args.parent)));
     files.push(("sample.yaml".into(), sample(&args.parent)));
@@ -165,9 +173,30 @@ const WIT: [(&str, &str); 7] = [
     ("wit/world.wit", include_str!("../../../wit/v0.2.0/world.wit")),
 ];
 
+/// The contract a Go plugin builds against, `wasmop:plugin@0.3.0` (world `controller`), as
+/// files under `wit/`: the Go SDK targets the newest contract.
+const WIT_0_3_0: [(&str, &str); 7] = [
+    ("wit/admission.wit", include_str!("../../../wit/v0.3.0/admission.wit")),
+    ("wit/cache.wit", include_str!("../../../wit/v0.3.0/cache.wit")),
+    ("wit/log.wit", include_str!("../../../wit/v0.3.0/log.wit")),
+    ("wit/plugin.wit", include_str!("../../../wit/v0.3.0/plugin.wit")),
+    ("wit/reconciler.wit", include_str!("../../../wit/v0.3.0/reconciler.wit")),
+    ("wit/types.wit", include_str!("../../../wit/v0.3.0/types.wit")),
+    ("wit/world.wit", include_str!("../../../wit/v0.3.0/world.wit")),
+];
+
+/// The contract version a `--lang go` project builds against.
+const GO_WIT_VERSION: &str = "0.3.0";
+
 /// The WIT files, for a project in a language that builds against them.
 fn wit_files() -> impl Iterator<Item = (String, String)> {
-    WIT.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
+    wit_files_of("0.2.0")
+}
+
+/// The WIT files of contract `version` (0.2.0 or 0.3.0).
+fn wit_files_of(version: &str) -> impl Iterator<Item = (String, String)> {
+    let files: &[(&str, &str)] = if version == "0.3.0" { &WIT_0_3_0 } else { &WIT };
+    files.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
 }
 
 /// `template` with every `{{key}}` replaced by its value.
@@ -376,7 +405,7 @@ mod tests {
 
     #[test]
     fn every_language_gets_the_crd_and_the_sample() {
-        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js, Lang::Go] {
             let files = generate(&args("my-db", "example.com/v1/Database", &["v1/ConfigMap"], lang)).unwrap();
             let crd = file(&files, "crd.yaml");
             assert!(crd.contains("name: databases.example.com") && crd.contains(r#"@.type=="Reconciled""#), "{crd}");
@@ -439,7 +468,7 @@ mod tests {
         let err = generate(&sdk).unwrap_err().to_string();
         assert_eq!(
             err,
-            "--sdk-path is the Rust SDK's: a --lang python plugin builds against the WIT it is given, drop --sdk-path"
+            "--sdk-path is the Rust or Go SDK's: a --lang python plugin builds against the WIT it is given, drop --sdk-path"
         );
     }
 

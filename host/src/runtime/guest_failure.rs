@@ -8,7 +8,11 @@
 //!   unexpected exception`), which says nothing;
 //! - JavaScript (componentize-js / StarlingMonkey): an exception thrown out of an export
 //!   becomes ``invalid variant tag value `undefined` (received `TypeError: bad size`)``, or an
-//!   uncaught error line, then a stack and `Redirecting call to abort() to mozalloc_abort`.
+//!   uncaught error line, then a stack and `Redirecting call to abort() to mozalloc_abort`;
+//! - Go (mainline, wasip1): `panic: <message>` (a panic during a panic adds lines, the first
+//!   one ending in `[recovered]`), or `fatal error: <message>` from the runtime, then a
+//!   goroutine dump (`goroutine 1 [running]:` and frames); the exit that follows ends in
+//!   `unreachable` in a reactor component.
 
 use super::log_budget::{MAX_LINE, one_line};
 
@@ -18,6 +22,7 @@ pub(super) fn reason(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
     let line = python_exception(&lines)
         .or_else(|| javascript_error(&lines))
+        .or_else(|| go_panic(&lines))
         .or_else(|| rust_panic(&lines))
         .or_else(|| lines.iter().rev().map(|l| l.trim()).find(|l| !is_noise(l)).map(str::to_owned))?;
     Some(one_line(&line, MAX_LINE))
@@ -58,6 +63,16 @@ fn javascript_error(lines: &[&str]) -> Option<String> {
     Some(format!("JavaScript error: {}", error.trim()))
 }
 
+/// A Go panic or fatal runtime error: its first line, before the goroutine dump.
+fn go_panic(lines: &[&str]) -> Option<String> {
+    let dump = lines.iter().position(|l| l.starts_with("goroutine ") && l.ends_with("]:"))?;
+    let line = lines[..dump].iter().find(|l| l.starts_with("panic: ") || l.starts_with("fatal error: "))?;
+    Some(match line.strip_prefix("panic: ") {
+        Some(message) => format!("Go panic: {}", message.strip_suffix(" [recovered]").unwrap_or(message)),
+        None => format!("Go {line}"),
+    })
+}
+
 /// A Rust panic: the `panicked at` location joined with the message under it.
 fn rust_panic(lines: &[&str]) -> Option<String> {
     let i = lines.iter().rposition(|l| l.contains("panicked at"))?;
@@ -95,6 +110,17 @@ mod tests {
         let stderr = "ReferenceError: nope is not defined\nStack:\n  reconcile@m.js:3:5\n\
                       Redirecting call to abort() to mozalloc_abort\n";
         assert_eq!(reason(stderr).unwrap(), "JavaScript error: ReferenceError: nope is not defined");
+    }
+
+    #[test]
+    fn a_go_panic_gives_its_message_and_a_fatal_error_its_line() {
+        let stderr = "panic: unlucky size 13\n\ngoroutine 1 [running]:\nexample.com/m.Reconcile(...)\n\t                      /src/m.go:12 +0x2\n";
+        assert_eq!(reason(stderr).unwrap(), "Go panic: unlucky size 13");
+        let stderr = "panic: runtime error: index out of range [3] with length 1 [recovered]\n\tpanic: again\n\n\
+                      goroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(reason(stderr).unwrap(), "Go panic: runtime error: index out of range [3] with length 1");
+        let stderr = "fatal error: out of memory\n\ngoroutine 1 gp=0x1 m=0 mp=0x2 [running]:\nruntime.throw()\n";
+        assert_eq!(reason(stderr).unwrap(), "Go fatal error: out of memory");
     }
 
     #[test]

@@ -1,0 +1,3 @@
+module github.com/wasmop/wasmop/sdk-go
+
+go 1.24

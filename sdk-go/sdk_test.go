@@ -1,0 +1,106 @@
+package wasmop
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func mustParse(t *testing.T, text string) Object {
+	t.Helper()
+	o, err := ParseObject(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestObjectsKeepEveryDigitAndReadPaths(t *testing.T) {
+	o := mustParse(t, `{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "namespace": "n",
+		"labels": {"app": "x"}}, "spec": {"replicas": 9007199254740993}}`)
+	if n, ok := o.Int("spec", "replicas"); !ok || n != 9007199254740993 {
+		t.Errorf("replicas %d %v", n, ok)
+	}
+	if !o.Is(NewKind("apps", "v1", "Deployment")) || o.Name() != "a" || o.Namespace() != "n" || o.Labels()["app"] != "x" {
+		t.Errorf("%v", o)
+	}
+	if _, ok := o.Get("spec", "replicas", "deeper"); ok {
+		t.Error("a path through a number exists")
+	}
+	if _, err := ParseObject("[1]"); err == nil {
+		t.Error("an array is an object")
+	}
+	if KindOf("v1", "Pod") != NewKind("", "v1", "Pod") || NewKind("", "v1", "Pod").String() != "v1/Pod" {
+		t.Error("core kinds")
+	}
+}
+
+func TestFailuresAreTerminalOrRetryableAndCarryStatus(t *testing.T) {
+	f := Terminalf("spec.size must be 0 or more, got %d", -1).
+		WithStatus(map[string]string{"phase": "Invalid"}).
+		WithCondition(ConditionFalse("Ready", "InvalidSpec", "bad size"))
+	wrapped := fmt.Errorf("memcached: %w", f)
+	got := AsFailure(wrapped)
+	if got.Retryable || got.Message != "memcached: spec.size must be 0 or more, got -1" || got.Status == nil {
+		t.Errorf("%+v", got)
+	}
+	if c, ok := got.Condition("Ready"); !ok || c.Status != False {
+		t.Errorf("%+v", got.Conditions)
+	}
+	if plain := AsFailure(errors.New("conflict")); !plain.Retryable || plain.Message != "conflict" {
+		t.Errorf("%+v", plain)
+	}
+	if AsFailure(nil) != nil {
+		t.Error("nil is a failure")
+	}
+	if lookup := AsFailure(&LookupError{Message: "v1/Secret is not declared"}); lookup.Retryable {
+		t.Errorf("a refused lookup is retryable: %+v", lookup)
+	}
+}
+
+func TestTheFixtureCacheSelectsByLabelsAndRefusesUndeclaredKinds(t *testing.T) {
+	pod := func(name, app string) Object {
+		return mustParse(t, `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "`+name+`", "namespace": "default",
+			"labels": {"app": "`+app+`"}}}`)
+	}
+	cache := NewFixtureCache(pod("b", "x"), pod("a", "x"), pod("c", "y"))
+	pods, err := cache.List(NewKind("", "v1", "Pod"), "default", "app=x")
+	if err != nil || len(pods) != 2 || pods[0].Name() != "a" || pods[1].Name() != "b" {
+		t.Errorf("%v %v", pods, err)
+	}
+	if pods, _ := cache.List(NewKind("", "v1", "Pod"), "", "app!=x"); len(pods) != 1 {
+		t.Errorf("%v", pods)
+	}
+	if o, ok, _ := cache.Get(NewKind("", "v1", "Pod"), "default", "c"); !ok || o.Name() != "c" {
+		t.Error("get")
+	}
+	restricted := cache.RestrictTo(Manifest{Parent: NewKind("example.com", "v1", "X")})
+	_, err = restricted.List(NewKind("", "v1", "Pod"), "", "")
+	var lookup *LookupError
+	if !errors.As(err, &lookup) || lookup.Message != "v1/Pod is not declared in the plugin's manifest" {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestRequestsDecodeTheirParentAndConfig(t *testing.T) {
+	req := NewRequest(mustParse(t, `{"apiVersion": "example.com/v1", "kind": "X", "metadata": {"name": "x", "generation": 4},
+		"spec": {"size": "three"}}`)).WithConfig(Object{"image": "m:1", "extra": true})
+	var typed struct {
+		Spec struct {
+			Size int `json:"size"`
+		} `json:"spec"`
+	}
+	f := AsFailure(req.ParentAs(&typed))
+	if f == nil || f.Retryable || f.Message[:41] != "parent x: does not match the expected typ" {
+		t.Errorf("%+v", f)
+	}
+	var config struct {
+		Image string `json:"image"`
+	}
+	if f := AsFailure(req.ConfigAs(&config)); f == nil || f.Message != `plugin config: json: unknown field "extra"` {
+		t.Errorf("%+v", f)
+	}
+	if req.Generation() != 4 {
+		t.Errorf("generation %d", req.Generation())
+	}
+}

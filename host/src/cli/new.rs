@@ -120,6 +120,9 @@ pub(super) fn run(args: NewArgs) -> anyhow::Result<()> {
         Lang::Rust => println!(
             "(wasmop new --dir DIR writes the project elsewhere; --sdk-path DIR depends on another checkout's guest-sdk)"
         ),
+        Lang::Go => {
+            println!("(wasmop new --dir DIR writes the project elsewhere; --sdk-path DIR depends on another checkout's sdk-go)")
+        }
         Lang::Python | Lang::Js => println!("(wasmop new --dir DIR writes the project elsewhere)"),
     }
     Ok(())
@@ -426,12 +429,16 @@ mod tests {
                 assert!(!text.contains("{{") && !text.contains("{ident}"), "{lang:?}: {path}:\n{text}");
             }
             let build = match lang {
-                Lang::Rust => continue,
+                Lang::Rust | Lang::Go => continue,
                 Lang::Python => file(&files, "build.sh"),
                 Lang::Js => file(&files, "package.json"),
             };
             assert!(build.contains("operator") && !build.contains("controller"), "{lang:?}: {build}");
         }
+        let mut go = args("my-db", "example.com/v1/Database", &[], Lang::Go);
+        go.webhooks = vec![parse_webhook("validating:check").unwrap()];
+        let refused = generate(&go).unwrap_err().to_string();
+        assert!(refused.starts_with("--webhook check: a --lang go project declares no webhooks yet"), "{refused}");
         let plain = generate(&args("my-db", "example.com/v1/Database", &[], Lang::Js)).unwrap();
         assert!(file(&plain, "package.json").contains("--world-name controller"));
         assert!(!file(&plain, "my-db.js").contains("export const admission"));

@@ -160,7 +160,17 @@ impl RawResponse {
     ///
     /// # Errors
     /// The first [`ResponseError`] found; nothing of the response should be applied then.
-    pub fn validate(mut self, limits: &OutputLimits) -> Result<Response, ResponseError> {
+    pub fn validate(self, limits: &OutputLimits) -> Result<Response, ResponseError> {
+        let estimate = self.parsed_estimate();
+        self.validate_estimated(limits, estimate)
+    }
+
+    /// [`RawResponse::validate`] with the response's [`RawResponse::parsed_estimate`] already
+    /// taken (for [`RawResponse::held_bytes`]), so the text is scanned once.
+    ///
+    /// # Errors
+    /// As [`RawResponse::validate`].
+    pub fn validate_estimated(mut self, limits: &OutputLimits, estimate: usize) -> Result<Response, ResponseError> {
         let bytes = self.bytes();
         if bytes > limits.max_bytes {
             return Err(ResponseError::TooLarge { bytes, limit: limits.max_bytes });
@@ -169,7 +179,6 @@ impl RawResponse {
         if count > limits.max_actions {
             return Err(ResponseError::TooManyActions { count, limit: limits.max_actions });
         }
-        let estimate = self.children.iter().chain(&self.status).map(|t| parsed_size(t)).fold(0, usize::saturating_add);
         if estimate > limits.max_bytes.saturating_mul(PARSED_SIZE_FACTOR) {
             return Err(ResponseError::TooDense { estimate, limit: limits.max_bytes });
         }
@@ -251,6 +260,22 @@ impl RawResponse {
 }
 
 impl RawResponse {
+    /// What the JSON of the response (its children and status) takes once parsed, estimated on
+    /// its text ([`parsed_size`]) without parsing it.
+    pub fn parsed_estimate(&self) -> usize {
+        self.children.iter().chain(&self.status).map(|t| parsed_size(t)).fold(0, usize::saturating_add)
+    }
+
+    /// The most the host holds of this response while it parses, plans and writes it: its
+    /// text plus its `estimate`d parsed form, the latter at most what
+    /// [`RawResponse::validate_estimated`] parses (a denser response is refused on its
+    /// estimate, before anything is parsed). What the response budget reserves for it: the
+    /// parsed form of dense JSON is many times its text.
+    pub fn held_bytes(&self, limits: &OutputLimits, estimate: usize) -> usize {
+        let parsed = estimate.min(limits.max_bytes.saturating_mul(PARSED_SIZE_FACTOR));
+        self.bytes().saturating_add(parsed)
+    }
+
     /// Bytes of every string in the response, saturating.
     pub fn bytes(&self) -> usize {
         let strings = self
@@ -319,6 +344,13 @@ impl RawFailure {
     /// Bytes of its status and conditions, as [`RawResponse::bytes`] counts them.
     pub fn bytes(&self) -> usize {
         self.as_response().bytes()
+    }
+
+    /// What the host holds of it while it checks it, as [`RawResponse::held_bytes`] counts a
+    /// response's: its text and its status's parsed form.
+    pub fn held_bytes(&self, limits: &OutputLimits) -> usize {
+        let shown = self.as_response();
+        shown.held_bytes(limits, shown.parsed_estimate())
     }
 
     /// Check the status and conditions exactly as a response's ([`RawResponse::validate`]):
@@ -485,6 +517,29 @@ mod tests {
         );
         let raw = RawResponse { children: vec![plain], ..RawResponse::default() };
         assert_eq!(raw.validate(&limits).unwrap().children.len(), 1, "as many bytes of string are fine");
+    }
+
+    #[test]
+    fn a_response_holds_its_text_and_its_parsed_form_at_most_as_dense_as_validation_admits() {
+        let limits = OutputLimits { max_bytes: 1 << 20, max_actions: 10 };
+        let child =
+            |body: String| format!("{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"x\"}},{body}}}");
+        // A string costs about its bytes twice (text and parsed), whatever its length.
+        let plain = RawResponse {
+            children: vec![child(format!("\"data\":{{\"k\":\"{}\"}}", "a".repeat(500_000)))],
+            ..Default::default()
+        };
+        let held = plain.held_bytes(&limits, plain.parsed_estimate());
+        assert!((1_000_000..1_001_000).contains(&held), "{held}");
+        // Dense JSON of the same text holds many times more once parsed: that is reserved.
+        let dense = RawResponse { children: vec![child(format!("\"z\":[{}0]", "0,".repeat(40_000)))], ..Default::default() };
+        let held = dense.held_bytes(&limits, dense.parsed_estimate());
+        assert!(held > 20 * dense.bytes(), "{held} for {} bytes of text", dense.bytes());
+        // Beyond what validation parses, only the text is held: it is refused before parsing.
+        let refused = RawResponse { children: vec![child(format!("\"z\":[{}0]", "0,".repeat(400_000)))], ..Default::default() };
+        let estimate = refused.parsed_estimate();
+        assert_eq!(refused.held_bytes(&limits, estimate), refused.bytes() + 4 * limits.max_bytes);
+        assert!(matches!(refused.validate_estimated(&limits, estimate), Err(ResponseError::TooDense { .. })));
     }
 
     #[test]

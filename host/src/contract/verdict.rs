@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::parsed_size::{PARSED_SIZE_FACTOR, parsed_size};
 use super::response::OutputLimits;
 use wasmop_types::{AdmissionRequest, Verdict, WebhookType};
 
@@ -59,6 +60,18 @@ pub enum VerdictError {
         /// The limit.
         limit: usize,
     },
+    /// The mutated object's JSON would parse into more than [`PARSED_SIZE_FACTOR`] times its
+    /// size limit (estimated on its bytes, before parsing: [`parsed_size`]).
+    #[error(
+        "mutated object would take about {estimate} bytes once parsed, more than {PARSED_SIZE_FACTOR} times its limit of {limit} \
+         (its JSON is dense: many small values)"
+    )]
+    TooDense {
+        /// The estimate.
+        estimate: usize,
+        /// The size limit of a mutated object.
+        limit: usize,
+    },
     /// The mutated object is not JSON.
     #[error("mutated object is not valid JSON: {0}")]
     InvalidJson(String),
@@ -86,6 +99,20 @@ impl RawVerdict {
             RawVerdict::Denied { message, warnings, .. } => (warnings, message.len()),
         };
         warnings.iter().map(String::len).fold(text, usize::saturating_add)
+    }
+
+    /// The most the host holds of this verdict while it checks it: its text plus the parsed
+    /// form of its mutated object as [`parsed_size`] estimates it, at most what
+    /// [`RawVerdict::validate`] parses (a denser object is refused before parsing). What the
+    /// response budget reserves for it.
+    pub fn held_bytes(&self) -> usize {
+        let parsed = match self {
+            RawVerdict::Allowed { mutated: Some(text), .. } => {
+                parsed_size(text).min(MAX_MUTATED_OBJECT.saturating_mul(PARSED_SIZE_FACTOR))
+            }
+            _ => 0,
+        };
+        self.bytes().saturating_add(parsed)
     }
 
     /// Check the verdict against the request it answers and the webhook that asked: a denial
@@ -124,6 +151,10 @@ impl RawVerdict {
                 let limit = MAX_MUTATED_OBJECT.min(limits.max_bytes);
                 if text.len() > limit {
                     return Err(VerdictError::TooLarge { bytes: text.len(), limit });
+                }
+                let estimate = parsed_size(&text);
+                if estimate > limit.saturating_mul(PARSED_SIZE_FACTOR) {
+                    return Err(VerdictError::TooDense { estimate, limit });
                 }
                 let mutated: Value = serde_json::from_str(&text).map_err(|e| VerdictError::InvalidJson(e.to_string()))?;
                 if !mutated.is_object() {
@@ -237,6 +268,28 @@ mod tests {
             raw(&big).validate(&req, WebhookType::Mutating, &limits),
             Err(VerdictError::TooLarge { bytes: big.len(), limit: 100 })
         );
+    }
+
+    #[test]
+    fn a_dense_mutated_object_is_refused_before_it_is_parsed_and_reserved_as_parsed() {
+        let req = request(Operation::Create, Some(pod()));
+        let limits = OutputLimits { max_bytes: 1 << 20, ..OutputLimits::default() };
+        let mut dense = pod();
+        dense["spec"]["z"] = json!(vec![0; 300_000]);
+        let text = dense.to_string();
+        assert!(text.len() < 1 << 20, "under the size limit: {}", text.len());
+        let raw = RawVerdict::Allowed { warnings: vec![], mutated: Some(text) };
+        assert!(raw.held_bytes() > 20 * raw.bytes(), "{} held for {} bytes", raw.held_bytes(), raw.bytes());
+        assert!(matches!(
+            raw.validate(&req, WebhookType::Mutating, &limits),
+            Err(VerdictError::TooDense { limit: 1_048_576, .. })
+        ));
+        // An object of ordinary Kubernetes density (here a large annotation) passes.
+        let mut plain = pod();
+        plain["metadata"]["annotations"] = json!({"note": "x".repeat(900_000)});
+        let raw = RawVerdict::Allowed { warnings: vec![], mutated: Some(plain.to_string()) };
+        assert!(raw.held_bytes() < 2 * raw.bytes() + 4096);
+        assert!(matches!(raw.validate(&req, WebhookType::Mutating, &limits), Ok(Verdict::Allowed { mutated: Some(_), .. })));
     }
 
     #[test]

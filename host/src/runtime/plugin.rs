@@ -212,15 +212,18 @@ impl Plugin {
             exports.reconcile(store, &instance, request).await
         })
         .await?;
+        // Reserved: the text and what it parses into (dense JSON parses into many times its
+        // text), estimated once on the text and checked against the limits by the same figure.
         let limits = &self.inner.allowance.limits.output;
         match raw? {
             Reconciled::Response(raw) => {
-                let reservation = self.inner.budget.reserve(raw.bytes()).await;
-                Ok((raw.validate(limits)?, stats, reservation))
+                let estimate = raw.parsed_estimate();
+                let reservation = self.inner.budget.reserve(raw.held_bytes(limits, estimate)).await;
+                Ok((raw.validate_estimated(limits, estimate)?, stats, reservation))
             }
             Reconciled::Failed { retryable, failure } => {
                 // Held while the failure's status is parsed; a failure is recorded at once.
-                let _reservation = self.inner.budget.reserve(failure.bytes()).await;
+                let _reservation = self.inner.budget.reserve(failure.held_bytes(limits)).await;
                 let failure = failure.validate(limits)?;
                 Err(if retryable { CallError::Retryable(failure) } else { CallError::Terminal(failure) })
             }
@@ -272,12 +275,14 @@ impl Plugin {
         })
         .await?;
         let raw = raw?;
-        // The verdict's bytes are held while it is parsed and checked, within the runtime's
-        // response budget as a reconcile's are; an admission does not wait past its deadline
+        // The verdict's bytes and its parsed form are held while it is parsed and checked,
+        // within the runtime's response budget as a reconcile's are; an admission does not wait past its deadline
         // for room (the caller denies).
-        let bytes = raw.bytes();
+        let bytes = raw.held_bytes();
         let _reservation = tokio::time::timeout(deadline, self.inner.budget.reserve(bytes)).await.map_err(|_| {
-            CallError::Host(format!("no room within {deadline:?} in the host's response budget for a {bytes}-byte verdict"))
+            CallError::Host(format!(
+                "no room within {deadline:?} in the host's response budget for a verdict holding {bytes} bytes parsed"
+            ))
         })?;
         let verdict = raw.validate(request, declared.type_, &self.inner.allowance.limits.output)?;
         Ok((verdict, stats))

@@ -37,20 +37,22 @@ pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
             webhook.name
         );
     }
-    let (replace, sdk_note) = match args.sdk_path.clone().map(|p| (p, "--sdk-path")).or_else(|| checkout_sdk().map(|p| (p, "checkout"))) {
-        Some((path, "checkout")) => {
-            (format!("\nreplace {SDK_MODULE} => {}\n", path.display()), format!(", from {} (the checkout wasmop was built from; --sdk-path picks another)", path.display()))
-        }
-        Some((path, _)) => {
-            let path = std::fs::canonicalize(path).with_context(|| format!("SDK path {}", path.display()))?;
-            let go_mod = std::fs::read_to_string(path.join("go.mod")).unwrap_or_default();
-            if !go_mod.lines().any(|l| l.trim() == format!("module {SDK_MODULE}")) {
-                bail!("SDK path {}: no go.mod of {SDK_MODULE} there (give the checkout's sdk-go directory)", path.display());
+    let (replace, sdk_note) =
+        match args.sdk_path.clone().map(|p| (p, "--sdk-path")).or_else(|| checkout_sdk().map(|p| (p, "checkout"))) {
+            Some((path, "checkout")) => (
+                format!("\nreplace {SDK_MODULE} => {}\n", path.display()),
+                format!(", from {} (the checkout wasmop was built from; --sdk-path picks another)", path.display()),
+            ),
+            Some((path, _)) => {
+                let path = std::fs::canonicalize(&path).with_context(|| format!("SDK path {}", path.display()))?;
+                let go_mod = std::fs::read_to_string(path.join("go.mod")).unwrap_or_default();
+                if !go_mod.lines().any(|l| l.trim() == format!("module {SDK_MODULE}")) {
+                    bail!("SDK path {}: no go.mod of {SDK_MODULE} there (give the checkout's sdk-go directory)", path.display());
+                }
+                (format!("\nreplace {SDK_MODULE} => {}\n", path.display()), format!(", from {}", path.display()))
             }
-            (format!("\nreplace {SDK_MODULE} => {}\n", path.display()), format!(", from {}", path.display()))
-        }
-        None => (String::new(), format!(" (tag `sdk-go/v{}` of the repository)", env!("CARGO_PKG_VERSION"))),
-    };
+            None => (String::new(), format!(" (tag `sdk-go/v{}` of the repository)", env!("CARGO_PKG_VERSION"))),
+        };
     let mut children = String::new();
     for child in &args.children {
         let _ = writeln!(children, "\t{},", kind(child));
@@ -106,6 +108,7 @@ fn kind(kind: &Kind) -> String {
 mod tests {
     use super::super::tests::{args, file, paths};
     use super::super::{Lang, generate};
+    use super::checkout_sdk;
 
     #[test]
     fn the_project_declares_parent_and_children_in_plain_go() {
@@ -128,7 +131,9 @@ mod tests {
             go_mod.starts_with("module example.com/my-db\n\ngo 1.24\n\nrequire github.com/wasmop/wasmop/sdk-go v"),
             "{go_mod}"
         );
-        assert!(!go_mod.contains("replace"), "{go_mod}");
+        // Built from this checkout: its sdk-go by default.
+        let checkout = checkout_sdk().expect("this checkout's sdk-go");
+        assert!(go_mod.ends_with(&format!("\nreplace github.com/wasmop/wasmop/sdk-go => {}\n", checkout.display())), "{go_mod}");
         let build = file(&files, "build.sh");
         assert!(build.contains("\nbash \"$sdk/build/component.sh\" . my-db.wasm wit controller\n"), "{build}");
     }

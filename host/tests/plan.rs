@@ -250,7 +250,8 @@ fn a_bad_now_is_one_error_naming_the_flag() {
 }
 
 /// A failure that shows the parent a status and conditions (WIT 0.3.0): the status patch `run`
-/// would write is printed, then the run fails with the plugin's error; a failure that shows
+/// would write is printed (the fixture has no generation: reconciled as generation 1, as the API
+/// server sets it on create), then the run fails with the plugin's error; a failure that shows
 /// nothing prints nothing.
 #[test]
 fn a_failure_showing_status_prints_the_status_patch_and_fails_with_the_error() {
@@ -267,7 +268,7 @@ fn a_failure_showing_status_prints_the_status_patch_and_fails_with_the_error() {
     assert_eq!(
         status["conditions"][0],
         json!({"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "spec.size is required",
-               "lastTransitionTime": NOW})
+               "lastTransitionTime": NOW, "observedGeneration": 1})
     );
     assert_eq!(
         (&status["conditions"][1]["type"], &status["conditions"][1]["reason"]),

@@ -85,9 +85,10 @@ async fn a_20_mib_config_schema_is_refused_on_its_bytes_before_the_host_parses_i
     let err = loaded.expect_err("refused").to_string();
     println!("20 MiB schema: refused with {err:?}; host heap peak during the load +{} MiB", peak >> 20);
     assert!(err.contains("configSchema has 20971") && err.ends_with("bytes, more than the limit of 65536"), "{err}");
-    // The text crosses the boundary once (20 MiB); parsing it, and serializing it again to
-    // measure it, took twice more.
-    assert!(peak < 36 << 20, "the host's heap grew by {} MiB", peak >> 20);
+    // The process's peak counts the text in the guest's memory and once lifted into the host
+    // (2 × 20 MiB), and whatever a test running beside this one allocates meanwhile; parsing it
+    // before measuring it took the host +374 MB.
+    assert!(peak < 80 << 20, "the host's heap grew by {} MiB", peak >> 20);
     Ok(())
 }
 

@@ -267,12 +267,12 @@ impl RawResponse {
     }
 
     /// The most the host holds of this response while it parses, plans and writes it: its
-    /// text plus its `estimate`d parsed form, the latter at most what
-    /// [`RawResponse::validate_estimated`] parses (a denser response is refused on its
-    /// estimate, before anything is parsed). What the response budget reserves for it: the
-    /// parsed form of dense JSON is many times its text.
+    /// text plus its `estimate`d parsed form; only its text when the estimate is over what
+    /// [`RawResponse::validate_estimated`] parses (such a response is refused on its estimate,
+    /// before anything is parsed). What the response budget reserves for it: the parsed form
+    /// of dense JSON is many times its text.
     pub fn held_bytes(&self, limits: &OutputLimits, estimate: usize) -> usize {
-        let parsed = estimate.min(limits.max_bytes.saturating_mul(PARSED_SIZE_FACTOR));
+        let parsed = if estimate > limits.max_bytes.saturating_mul(PARSED_SIZE_FACTOR) { 0 } else { estimate };
         self.bytes().saturating_add(parsed)
     }
 
@@ -538,7 +538,7 @@ mod tests {
         // Beyond what validation parses, only the text is held: it is refused before parsing.
         let refused = RawResponse { children: vec![child(format!("\"z\":[{}0]", "0,".repeat(400_000)))], ..Default::default() };
         let estimate = refused.parsed_estimate();
-        assert_eq!(refused.held_bytes(&limits, estimate), refused.bytes() + 4 * limits.max_bytes);
+        assert_eq!(refused.held_bytes(&limits, estimate), refused.bytes());
         assert!(matches!(refused.validate_estimated(&limits, estimate), Err(ResponseError::TooDense { .. })));
     }
 

@@ -102,13 +102,14 @@ impl RawVerdict {
     }
 
     /// The most the host holds of this verdict while it checks it: its text plus the parsed
-    /// form of its mutated object as [`parsed_size`] estimates it, at most what
-    /// [`RawVerdict::validate`] parses (a denser object is refused before parsing). What the
-    /// response budget reserves for it.
+    /// form of its mutated object as [`parsed_size`] estimates it; only its text when the
+    /// estimate is over what [`RawVerdict::validate`] parses (such an object is refused before
+    /// parsing). What the response budget reserves for it.
     pub fn held_bytes(&self) -> usize {
         let parsed = match self {
             RawVerdict::Allowed { mutated: Some(text), .. } => {
-                parsed_size(text).min(MAX_MUTATED_OBJECT.saturating_mul(PARSED_SIZE_FACTOR))
+                let estimate = parsed_size(text);
+                if estimate > MAX_MUTATED_OBJECT.saturating_mul(PARSED_SIZE_FACTOR) { 0 } else { estimate }
             }
             _ => 0,
         };
@@ -275,7 +276,7 @@ mod tests {
         let req = request(Operation::Create, Some(pod()));
         let limits = OutputLimits { max_bytes: 1 << 20, ..OutputLimits::default() };
         let mut dense = pod();
-        dense["spec"]["z"] = json!(vec![0; 300_000]);
+        dense["spec"]["z"] = json!(vec![0; 200_000]);
         let text = dense.to_string();
         assert!(text.len() < 1 << 20, "under the size limit: {}", text.len());
         let raw = RawVerdict::Allowed { warnings: vec![], mutated: Some(text) };

@@ -91,7 +91,8 @@ impl Exports {
         if has(v0_1::RECONCILER) {
             return v0_1::guest::GuestIndices::new(pre).map(Exports::V0_1).map_err(wrong_world);
         }
-        if has(v0_3::PLUGIN) {
+        // A 0.2.0 or 0.3.0 plugin exports `plugin` and at least one of the other two.
+        let (exports, [plugin, reconciler, admission]) = if has(v0_3::PLUGIN) {
             let reconciler = has(v0_3::RECONCILER).then(|| v0_3::reconciler::GuestIndices::new(pre)).transpose();
             let admission = has(v0_3::ADMISSION).then(|| v0_3::admission::GuestIndices::new(pre)).transpose();
             let exports = Exports::V0_3 {
@@ -99,17 +100,8 @@ impl Exports {
                 reconciler: reconciler.map_err(wrong_world)?,
                 admission: admission.map_err(wrong_world)?,
             };
-            if !exports.reconciles() && !exports.admits() {
-                return Err(LoadError::WrongWorld(format!(
-                    "exports {} but neither {} nor {}",
-                    v0_3::PLUGIN,
-                    v0_3::RECONCILER,
-                    v0_3::ADMISSION
-                )));
-            }
-            return Ok(exports);
-        }
-        if has(v0_2::PLUGIN) {
+            (exports, [v0_3::PLUGIN, v0_3::RECONCILER, v0_3::ADMISSION])
+        } else if has(v0_2::PLUGIN) {
             let reconciler = has(v0_2::RECONCILER).then(|| v0_2::reconciler::GuestIndices::new(pre)).transpose();
             let admission = has(v0_2::ADMISSION).then(|| v0_2::admission::GuestIndices::new(pre)).transpose();
             let exports = Exports::V0_2 {
@@ -117,17 +109,19 @@ impl Exports {
                 reconciler: reconciler.map_err(wrong_world)?,
                 admission: admission.map_err(wrong_world)?,
             };
-            if !exports.reconciles() && !exports.admits() {
-                return Err(LoadError::WrongWorld(format!(
-                    "exports {} but neither {} nor {}",
-                    v0_2::PLUGIN,
-                    v0_2::RECONCILER,
-                    v0_2::ADMISSION
-                )));
-            }
-            return Ok(exports);
+            (exports, [v0_2::PLUGIN, v0_2::RECONCILER, v0_2::ADMISSION])
+        } else {
+            return Err(LoadError::WrongWorld(format!(
+                "exports none of {}, {} and {}",
+                v0_1::RECONCILER,
+                v0_2::PLUGIN,
+                v0_3::PLUGIN
+            )));
+        };
+        if !exports.reconciles() && !exports.admits() {
+            return Err(LoadError::WrongWorld(format!("exports {plugin} but neither {reconciler} nor {admission}")));
         }
-        Err(LoadError::WrongWorld(format!("exports none of {}, {} and {}", v0_1::RECONCILER, v0_2::PLUGIN, v0_3::PLUGIN)))
+        Ok(exports)
     }
 
     pub(super) fn version(&self) -> WitVersion {

@@ -32,12 +32,15 @@ mkdir -p "$out"
 
 eval "$(bash scripts/setup.sh)"
 export WASMOP_TOOLS
+# The peers the convergence bench runs beside the host (controller-runtime, kopf), built once.
+eval "$(bash scripts/peers.sh)"
+export WASMOP_PEER_CONTROLLER_RUNTIME WASMOP_PEER_KOPF
 # The server the e2e benches start (the harness picks the same directory).
 server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail -n 1)}
 server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
-benches=(reconcile containment memory converge converge-10k admission reload churn sharding)
+benches=(reconcile containment memory converge converge-10k converge-pods admission reload churn sharding)
 
 wanted() {
     [ -z "${BENCH_ONLY:-}" ] && return 0
@@ -50,10 +53,12 @@ knobs() {
     case "$mode:$1" in
     quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;
     full:memory) echo "N=1000 PLUGINS=1,10,50 FOREIGN=5000" ;;
-    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDE" ;;
-    full:converge) echo "N=1000 LAT=0 RUNS=ACDEEDCA" ;;
+    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDEKLP" ;;
+    full:converge) echo "N=1000 LAT=0 RUNS=ACDEKLPPLKEDCA" ;;
     quick:converge-10k) echo "" ;;
-    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEEDCA" ;;
+    quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AKLP" ;;
+    full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AKLPPLKA" ;;
+    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEKLPPLKEDCA" ;;
     quick:admission) echo "N=50" ;;
     full:admission) echo "N=400" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;
@@ -106,6 +111,7 @@ for name in "${benches[@]}"; do
     wanted "$name" || continue
     case "$name" in
     converge-10k) [ "$mode" = full ] && run "$name" converge ;;
+    converge-pods) run "$name" converge ;;
     *) run "$name" "$name" ;;
     esac
 done

@@ -303,8 +303,8 @@ metadata:
     kubernetes.io/arch: amd64
     type: kwok
 status:
-  allocatable: {cpu: "64", memory: 256Gi, pods: "1000"}
-  capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
+  allocatable: {cpu: "64", memory: 256Gi, pods: "5000"}
+  capacity: {cpu: "64", memory: 256Gi, pods: "5000"}
 NODE
 }
 

@@ -11,8 +11,15 @@
 //!   kube-rs controller, `C` the native controller with `predicates::generation` on its
 //!   Memcached stream (like the host, it then ignores status-only changes), `D` run C writing
 //!   the same status as the host (its `Reconciled` condition too), `E` the host with the policy
-//!   `reconciledCondition: onFailure` (no `Reconciled` condition while reconciles succeed);
-//!   e.g. `RUNS=BA`;
+//!   `reconciledCondition: onFailure` (no `Reconciled` condition while reconciles succeed),
+//!   and the peers users would pick instead, each its own process: `K` the controller-runtime
+//!   operator of `tests/peers/controller-runtime` as Kubebuilder scaffolds it (its defaults: one
+//!   worker, the priority queue, no client-side rate limit), `L` the same with as many workers
+//!   as the host (16), `P` the kopf operator of `tests/peers/kopf` (kopf's defaults); the peers
+//!   are built by `scripts/peers.sh`, whose output names them (`WASMOP_PEER_CONTROLLER_RUNTIME`,
+//!   `WASMOP_PEER_KOPF`); `Z` the control plane's own ceiling: no controller, the bench itself
+//!   makes exactly the writes each parent needs (the CR create, the Deployment apply, the
+//!   status patch) with the same calls in flight; e.g. `RUNS=BA`;
 //! - `INFLIGHT` (default 32): concurrent create calls in the bulk phase;
 //! - `QUIET` (default 10): seconds to wait after the controller starts, so
 //!   kube-controller-manager's own start-up (garbage collector and quota discovery of the
@@ -50,7 +57,7 @@ use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
@@ -72,8 +79,13 @@ use native::{NativeCounts, NativeCtx, NativeOptions, start_native};
 use process::{env_usize, memcached_resource};
 
 const NAMESPACE: &str = "default";
-/// `spec.size` of every CR: no Pods, so kube-controller-manager only adds a ReplicaSet.
-const SIZE: i32 = 0;
+/// `spec.size` of every CR: env `SIZE`, default 0 (no Pods: kube-controller-manager only adds a
+/// ReplicaSet). With `SIZE=3` every parent runs 3 Pods on the simulated Nodes, and its Pod
+/// events fan back into reconciles, as in a real operator.
+fn size() -> i32 {
+    static SIZE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| env_usize("SIZE", 0).ok().and_then(|s| i32::try_from(s).ok()).unwrap_or(0))
+}
 const BULK_TIMEOUT: Duration = Duration::from_secs(900);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(600);
 const ONE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -94,6 +106,14 @@ enum Which {
     /// Run A with the host policy's `reconciledCondition: onFailure`: the parents carry only
     /// the plugin's status while reconciles succeed, as in run C.
     HostOnFailure,
+    /// The controller-runtime (Kubebuilder) operator with its scaffold's options.
+    ControllerRuntime,
+    /// The controller-runtime operator with the host's number of workers.
+    ControllerRuntimeWorkers,
+    /// The kopf operator.
+    Kopf,
+    /// No controller: the bench makes each parent's writes itself (the control plane's ceiling).
+    Limit,
 }
 
 impl Which {
@@ -104,7 +124,39 @@ impl Which {
             Self::NativeGeneration => "C native + generation predicate",
             Self::NativeSameStatus => "D native, C + the host's Reconciled condition",
             Self::HostOnFailure => "E wasmop host, policy reconciledCondition: onFailure",
+            Self::ControllerRuntime => "K controller-runtime (Kubebuilder defaults: 1 worker)",
+            Self::ControllerRuntimeWorkers => "L controller-runtime, 16 workers",
+            Self::Kopf => "P kopf",
+            Self::Limit => "Z the limit: the bench writes what each parent needs",
         }
+    }
+
+    /// The peer's command line, from the paths `scripts/peers.sh` prints.
+    fn peer_command(self, kubeconfig: &std::path::Path) -> Result<std::process::Command> {
+        let from_env = |name: &str| -> Result<PathBuf> {
+            std::env::var_os(name).map(PathBuf::from).with_context(|| {
+                format!("{name} is not set: run `eval \"$(bash scripts/peers.sh)\"` first (it builds the peers once)")
+            })
+        };
+        let mut command = match self {
+            Self::ControllerRuntime | Self::ControllerRuntimeWorkers => {
+                let mut c = std::process::Command::new(from_env("WASMOP_PEER_CONTROLLER_RUNTIME")?);
+                c.args(["--health-probe-bind-address=0", "--metrics-bind-address=0"]);
+                if self == Self::ControllerRuntimeWorkers {
+                    c.arg("--max-concurrent-reconciles=16");
+                }
+                c
+            }
+            Self::Kopf => {
+                let mut c = std::process::Command::new(from_env("WASMOP_PEER_KOPF")?);
+                c.args(["run", "--standalone", "--all-namespaces"])
+                    .arg(workspace().join("tests/peers/kopf/memcached_operator.py"));
+                c
+            }
+            _ => bail!("{} is not a peer", self.label()),
+        };
+        command.env("KUBECONFIG", kubeconfig);
+        Ok(command)
     }
 }
 
@@ -209,11 +261,18 @@ async fn bench() -> Result<()> {
             'C' => Some(Which::NativeGeneration),
             'D' => Some(Which::NativeSameStatus),
             'E' => Some(Which::HostOnFailure),
+            'K' => Some(Which::ControllerRuntime),
+            'L' => Some(Which::ControllerRuntimeWorkers),
+            'P' => Some(Which::Kopf),
+            'Z' => Some(Which::Limit),
             _ => None,
         })
         .collect();
     if runs.is_empty() {
-        bail!("RUNS must name A, B, C, D and/or E");
+        bail!("RUNS must name A, B, C, D, E, K, L, P and/or Z");
+    }
+    if size() > 0 && runs.contains(&Which::Limit) {
+        bail!("the limit run Z writes Available=True at once: it measures SIZE=0 only");
     }
     eprintln!("[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?}; building the memcached plugin…");
     let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
@@ -227,6 +286,7 @@ async fn bench() -> Result<()> {
     }
     print_summary(&results, n, lat, inflight);
     print_figures(&results, n);
+    print_peer_figures(&results, n);
     Ok(())
 }
 
@@ -259,11 +319,75 @@ struct RunResult {
     /// What the controller itself counted during the bulk phase ([`controller_work`]).
     work_bulk: BTreeMap<String, f64>,
     native: Option<NativeCounts>,
+    /// A peer's peak resident memory over the run and its resident memory at the end of the
+    /// run, MiB (in-process controllers share the bench's process: not measured here).
+    rss: Option<(f64, f64)>,
 }
 
 enum Running {
     Host(Host),
     Native(tokio::task::JoinHandle<()>, Arc<NativeCtx>),
+    Peer(Peer),
+    /// The limit run: no controller.
+    Nothing,
+}
+
+/// A peer's process; killed when dropped.
+struct Peer {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Peer {
+    fn start(which: Which, kubeconfig: &std::path::Path) -> Result<Self> {
+        let log = std::env::temp_dir().join(format!("wasmop-converge-peer-{}.log", std::process::id()));
+        let file = std::fs::File::create(&log)?;
+        let child = which
+            .peer_command(kubeconfig)?
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {}", which.label()))?;
+        eprintln!("[converge] {} is process {}, its log {}", which.label(), child.id(), log.display());
+        Ok(Self { child, log })
+    }
+
+    /// Fails if the process has exited, with the end of its log.
+    fn check(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            bail!("the peer exited ({status}); its log ends:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        Ok(())
+    }
+
+    /// (VmHWM, VmRSS) of the process, MiB.
+    fn rss(&self) -> Option<(f64, f64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let field = |name: &str| -> Option<f64> {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? / 1024.0)
+        };
+        Some((field("VmHWM:")?, field("VmRSS:")?))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// The process id whose CPU is the controller's, for a peer.
+    fn peer_pid(&self) -> Option<u32> {
+        match self {
+            Running::Peer(p) => Some(p.child.id()),
+            _ => None,
+        }
+    }
 }
 
 async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, inflight: usize) -> Result<RunResult> {
@@ -275,7 +399,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     // The controller under test, on its own runtime with its own client.
     let ctrl_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("ctrl").enable_all().build()?;
     let started = Instant::now();
-    let running = {
+    let mut running = {
         let kubeconfig = cp.kubeconfig_path();
         let wasm: PathBuf = wasm.to_owned();
         let ar = ar.clone();
@@ -301,6 +425,8 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
                         let (task, ctx) = start_native(ctrl_client, ar, options).await?;
                         Ok(Running::Native(task, ctx))
                     }
+                    Which::Limit => Ok(Running::Nothing),
+                    peer => Ok(Running::Peer(Peer::start(peer, &kubeconfig)?)),
                 }
             })
             .await??
@@ -317,14 +443,22 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     let names: Vec<String> = (0..n).map(|i| format!("bulk-{i:05}")).collect();
     let metrics0 = request_counts(&client).await?;
     let work0 = controller_work(&running);
-    let cpu0 = cpu_snapshot();
+    let cpu0 = cpu_snapshot(running.peer_pid());
     let t0 = Instant::now();
     let creates = futures::stream::iter(names.iter().cloned())
         .map(|name| {
             let crs = crs.clone();
             let ar = ar.clone();
+            let client = client.clone();
             async move {
-                crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await.with_context(|| format!("creating {name}"))
+                let cr = crs
+                    .create(&PostParams::default(), &memcached_cr(&name, &ar))
+                    .await
+                    .with_context(|| format!("creating {name}"))?;
+                if which == Which::Limit {
+                    write_what_a_controller_writes(&client, &crs, &cr).await.with_context(|| format!("writing for {name}"))?;
+                }
+                Ok::<_, anyhow::Error>(())
             }
         })
         .buffer_unordered(inflight)
@@ -337,6 +471,9 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
         tokio::select! {
             r = &mut creates, if creates_done.is_none() => { r?; creates_done = Some(t0.elapsed()); }
             _ = progress.tick() => {
+                if let Running::Peer(p) = &mut running {
+                    p.check()?;
+                }
                 eprintln!("[converge]   {:>5.1} s: {} / {n} converged, {} Available=True", t0.elapsed().as_secs_f64(),
                     tracker.converged_count(&names), tracker.settled_count(&names));
             }
@@ -352,7 +489,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     let last = tracker.last_converged(&names).expect("all converged");
     let converge = last.saturating_duration_since(t0);
     let settled = tracker.last_settled(&names).expect("all settled").saturating_duration_since(t0);
-    let cpu1 = cpu_snapshot();
+    let cpu1 = cpu_snapshot(running.peer_pid());
     let work1 = controller_work(&running);
     let metrics1 = request_counts(&client).await?;
     eprintln!(
@@ -407,6 +544,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     }
     let metrics3 = request_counts(&client).await?;
 
+    let mut rss = None;
     let native = match running {
         Running::Host(host) => {
             let _ = ctrl_rt.spawn(async move { host.manager.shutdown().await }).await;
@@ -416,6 +554,12 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
             task.abort();
             Some(ctx.counts())
         }
+        Running::Peer(peer) => {
+            rss = peer.rss();
+            drop(peer);
+            None
+        }
+        Running::Nothing => None,
     };
     tracker.stop();
     ctrl_rt.shutdown_background();
@@ -438,6 +582,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
         cpu_bulk: diff(&cpu0, &cpu1),
         work_bulk: diff(&work0, &work1),
         native,
+        rss,
     })
 }
 
@@ -447,8 +592,27 @@ async fn client_from(kubeconfig: &std::path::Path) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// The limit run's writes for the just-created `cr`: its Deployment (server-side apply, owned
+/// by it) and its status with `Available=True` for its generation — what a controller that
+/// needed no read and no second reconcile would write.
+async fn write_what_a_controller_writes(client: &kube::Client, crs: &Api<DynamicObject>, cr: &DynamicObject) -> Result<()> {
+    let name = cr.name_any();
+    let mut deployment = serde_json::to_value(memcached::deployment(&name, Some(NAMESPACE), size()))?;
+    deployment["apiVersion"] = json!("apps/v1");
+    deployment["kind"] = json!("Deployment");
+    deployment["metadata"]["ownerReferences"] = json!([{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "name": name, "uid": cr.metadata.uid, "controller": true, "blockOwnerDeletion": true}]);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    deployments.patch(&name, &PatchParams::apply("limit").force(), &Patch::Apply(&deployment)).await?;
+    let status = json!({"status": {"nodes": [], "conditions": [{"type": "Available", "status": "True",
+        "reason": "MinimumReplicasAvailable", "message": format!("0/{} replicas available", size()),
+        "observedGeneration": cr.metadata.generation, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    crs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    Ok(())
+}
+
 fn memcached_cr(name: &str, ar: &ApiResource) -> DynamicObject {
-    DynamicObject::new(name, ar).within(NAMESPACE).data(json!({"spec": {"size": SIZE}}))
+    DynamicObject::new(name, ar).within(NAMESPACE).data(json!({"spec": {"size": size()}}))
 }
 
 /// Check the watch's verdict with plain lists: every CR converged, every Deployment right.
@@ -462,7 +626,7 @@ async fn verify_by_listing(client: &kube::Client, ar: &ApiResource, names: &[Str
     let mut bad = 0;
     for name in names {
         let cr_ok = crs.get(name).is_some_and(|cr| available_observed_generation(cr) == cr.metadata.generation);
-        let d_ok = deployments.get(name).is_some_and(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(SIZE));
+        let d_ok = deployments.get(name).is_some_and(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(size()));
         if !(cr_ok && d_ok) {
             bad += 1;
         }
@@ -498,7 +662,7 @@ struct Seen {
 impl Seen {
     fn check(&mut self, name: &str, now: Instant) {
         let cr = self.crs.get(name).filter(|(g, o, _)| g.is_some() && g == o);
-        let d = self.deployments.get(name).is_some_and(|(r, _, _)| *r == Some(SIZE));
+        let d = self.deployments.get(name).is_some_and(|(r, _, _)| *r == Some(size()));
         if let Some(&(_, _, available)) = cr
             && d
         {
@@ -739,6 +903,7 @@ fn controller_work(running: &Running) -> BTreeMap<String, f64> {
                 *out.entry(key.to_owned()).or_insert(0.0) += value;
             }
         }
+        Running::Peer(_) | Running::Nothing => {}
         Running::Native(_, ctx) => {
             let c = ctx.counts();
             out.insert("reconciles".to_owned(), c.reconciles as f64);
@@ -774,9 +939,13 @@ fn parse_labels(s: &str) -> HashMap<String, String> {
     out
 }
 
-/// CPU seconds (user + system) so far: this process's `ctrl` threads (the controller under
-/// test), its other threads (the bench: creates and watches), and each control-plane child.
-fn cpu_snapshot() -> BTreeMap<String, f64> {
+/// Key of the controller under test in [`cpu_snapshot`].
+const CONTROLLER: &str = "controller under test";
+
+/// CPU seconds (user + system) so far: the controller under test (this process's `ctrl`
+/// threads, or the peer process `peer`), this process's other threads (the bench: creates and
+/// watches), and each control-plane child.
+fn cpu_snapshot(peer: Option<u32>) -> BTreeMap<String, f64> {
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let tick = if tick > 0.0 { tick } else { 100.0 };
@@ -794,7 +963,7 @@ fn cpu_snapshot() -> BTreeMap<String, f64> {
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for t in tasks.flatten() {
             if let Some((comm, _, cpu)) = std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(parse) {
-                let group = if comm.starts_with("ctrl") { "controller (ctrl threads)" } else { "bench (creates, watches)" };
+                let group = if comm.starts_with("ctrl") { CONTROLLER } else { "bench (creates, watches)" };
                 *out.entry(group.to_owned()).or_insert(0.0) += cpu;
             }
         }
@@ -815,10 +984,12 @@ fn cpu_snapshot() -> BTreeMap<String, f64> {
             if !p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
+            let pid = p.file_name().to_string_lossy().parse::<u32>().ok();
             if let Some((comm, ppid, cpu)) = std::fs::read_to_string(p.path().join("stat")).ok().as_deref().and_then(parse)
                 && ppid == me
             {
-                *out.entry(comm).or_insert(0.0) += cpu;
+                let key = if pid.is_some() && pid == peer { CONTROLLER.to_owned() } else { comm };
+                *out.entry(key).or_insert(0.0) += cpu;
             }
         }
     }
@@ -861,10 +1032,20 @@ impl RunResult {
     /// The controller's writes of the bulk phase per CR: Deployment applies, Memcached patches
     /// (status and metadata). kube-controller-manager writes neither.
     fn writes_per_parent(&self) -> f64 {
-        let writes: f64 = ["APPLY deployments", "PATCH memcacheds/status", "PATCH memcacheds"]
-            .iter()
-            .filter_map(|k| self.requests_bulk.get(*k))
-            .sum();
+        // The peers' writes too: controller-runtime creates and updates, kopf patches.
+        // (`PUT deployments` is left out: kube-controller-manager writes the revision annotation.)
+        let writes: f64 = [
+            "APPLY deployments",
+            "POST deployments",
+            "PATCH deployments",
+            "PATCH memcacheds/status",
+            "PUT memcacheds/status",
+            "PATCH memcacheds",
+            "PUT memcacheds",
+        ]
+        .iter()
+        .filter_map(|k| self.requests_bulk.get(*k))
+        .sum();
         writes / self.n as f64
     }
 
@@ -882,6 +1063,9 @@ impl RunResult {
             self.creates.as_secs_f64(),
             self.settle.as_secs_f64()
         );
+        if let Some((peak, end)) = self.rss {
+            println!("peer process: peak RSS {peak:.1} MiB, {end:.1} MiB at the end of the run");
+        }
         if let Some(c) = self.native {
             println!(
                 "native controller: {} reconciles, {} applies, {} status patches, {} errors",
@@ -922,7 +1106,10 @@ impl RunResult {
 }
 
 fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
-    println!("\n## Summary: N = {n} CRs (size 0), {inflight} creates in flight; latency over {lat} sequential creates\n");
+    println!(
+        "\n## Summary: N = {n} CRs (size {}), {inflight} creates in flight; latency over {lat} sequential creates\n",
+        size()
+    );
     let header: Vec<&str> = results.iter().map(|r| r.which.label()).collect();
     println!("| | {} |", header.join(" | "));
     println!("|---|{}", "---:|".repeat(results.len()));
@@ -937,7 +1124,8 @@ fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
     row("status patches, bulk", &|r| format!("{}", r.requests_bulk.get("PATCH memcacheds/status").copied().unwrap_or(0.0)));
     row("reconciles per parent, bulk", &|r| format!("{:.2}", r.work_bulk.get("reconciles").copied().unwrap_or(0.0) / r.n as f64));
     row("controller writes per parent, bulk", &|r| format!("{:.2}", r.writes_per_parent()));
-    row("controller CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0)));
+    row("controller CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get(CONTROLLER).copied().unwrap_or(0.0)));
+    row("peer peak RSS (own process)", &|r| r.rss.map_or_else(|| "—".to_owned(), |(peak, _)| format!("{peak:.1} MiB")));
     row("kube-apiserver CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("kube-apiserver").copied().unwrap_or(0.0)));
     row("etcd CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("etcd").copied().unwrap_or(0.0)));
     row("other processes' CPU, bulk", &|r| format!("{:.2} s", r.foreign_cpu()));
@@ -983,6 +1171,7 @@ fn median_of(results: &[RunResult], which: Which, f: impl Fn(&RunResult) -> f64)
 /// (C, else B), medians over the runs of each: throughput to all Available=True (target ≥ 1.0×),
 /// to first convergence (information) and controller CPU in the bulk phase (target ≤ 1.2×).
 fn print_figures(results: &[RunResult], n: usize) {
+    let sz = size_label();
     let Some(baseline) = [Which::NativeGeneration, Which::Native].into_iter().find(|w| results.iter().any(|r| r.which == *w))
     else {
         return;
@@ -994,8 +1183,8 @@ fn print_figures(results: &[RunResult], n: usize) {
     let pair =
         |against: Which, f: &dyn Fn(&RunResult) -> f64| (median_of(results, Which::Host, f), median_of(results, against, f));
     let settled_throughput = |r: &RunResult| r.n as f64 / r.settled.as_secs_f64();
-    let controller_cpu = |r: &RunResult| r.cpu_bulk.get("controller (ctrl threads)").copied().unwrap_or(0.0);
-    let what = format!("N = {n}, median of {a_runs} A / {} {letter} runs, baseline {letter}", runs(baseline));
+    let controller_cpu = |r: &RunResult| r.cpu_bulk.get(CONTROLLER).copied().unwrap_or(0.0);
+    let what = format!("N = {n}{sz}, median of {a_runs} A / {} {letter} runs, baseline {letter}", runs(baseline));
     if let (Some(a), Some(b)) = pair(baseline, &settled_throughput) {
         figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", Goal::RatioAtLeast(1.0));
     }
@@ -1011,7 +1200,7 @@ fn print_figures(results: &[RunResult], n: usize) {
     // Against a native controller writing the same status as the host: what is left of the
     // difference when both make the API server do the same work (information, no target).
     let same = Which::NativeSameStatus;
-    let what = format!("N = {n}, median of {a_runs} A / {} D runs, baseline D = C writing the host's status", runs(same));
+    let what = format!("N = {n}{sz}, median of {a_runs} A / {} D runs, baseline D = C writing the host's status", runs(same));
     if let (Some(a), Some(b)) = pair(same, &settled_throughput) {
         figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", Goal::None);
     }
@@ -1023,7 +1212,7 @@ fn print_figures(results: &[RunResult], n: usize) {
     let e = Which::HostOnFailure;
     let e_runs = runs(e);
     let what = format!(
-        "host policy reconciledCondition: onFailure, N = {n}, median of {e_runs} E / {} {letter} runs, baseline {letter}",
+        "host policy reconciledCondition: onFailure, N = {n}{sz}, median of {e_runs} E / {} {letter} runs, baseline {letter}",
         runs(baseline)
     );
     let pair_e = |f: &dyn Fn(&RunResult) -> f64| (median_of(results, e, f), median_of(results, baseline, f));
@@ -1033,4 +1222,57 @@ fn print_figures(results: &[RunResult], n: usize) {
     if let (Some(a), Some(b)) = pair_e(&controller_cpu) {
         figure("converge", &format!("controller CPU, bulk ({what})"), a, Some(b), "CPU-s", Goal::RatioAtMost(1.2));
     }
+}
+
+/// The figure lines of the host (A, as users get it) against each peer that ran: throughput to
+/// all Available=True (target ≥ 1.0×) and the controller's CPU in the bulk phase (target ≤
+/// 1.0×), medians over the runs of each. The peers write no `Reconciled` condition: E (the host
+/// without it) is shown against them too, for information.
+fn print_peer_figures(results: &[RunResult], n: usize) {
+    let sz = size_label();
+    let settled_throughput = |r: &RunResult| r.n as f64 / r.settled.as_secs_f64();
+    let controller_cpu = |r: &RunResult| r.cpu_bulk.get(CONTROLLER).copied().unwrap_or(0.0);
+    let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
+    // How close each controller came to the control plane's own ceiling (the limit run Z).
+    if runs(Which::Limit) > 0 {
+        for which in [Which::Host, Which::HostOnFailure, Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
+            if runs(which) == 0 {
+                continue;
+            }
+            let what = format!("{}, N = {n}{sz}, fraction of the limit Z (medians)", which.label());
+            let pair = (median_of(results, which, settled_throughput), median_of(results, Which::Limit, settled_throughput));
+            if let (Some(a), Some(b)) = pair {
+                let target = if which == Which::Host { Goal::RatioAtLeast(0.8) } else { Goal::None };
+                figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", target);
+            }
+        }
+    }
+    for peer in [Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
+        if runs(peer) == 0 {
+            continue;
+        }
+        let letter = &peer.label()[..1];
+        for (host, goal) in [(Which::Host, true), (Which::HostOnFailure, false)] {
+            if runs(host) == 0 {
+                continue;
+            }
+            let h = &host.label()[..1];
+            let what =
+                format!("N = {n}{sz}, median of {} {h} / {} {letter} runs, baseline {}", runs(host), runs(peer), peer.label());
+            let pair = |f: &dyn Fn(&RunResult) -> f64| (median_of(results, host, f), median_of(results, peer, f));
+            if let (Some(a), Some(b)) = pair(&settled_throughput) {
+                let target = if goal { Goal::RatioAtLeast(1.0) } else { Goal::None };
+                figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", target);
+            }
+            if let (Some(a), Some(b)) = pair(&controller_cpu) {
+                let target = if goal { Goal::RatioAtMost(1.0) } else { Goal::None };
+                figure("converge", &format!("controller CPU, bulk ({what})"), a, Some(b), "CPU-s", target);
+            }
+        }
+    }
+}
+
+/// ", size S" in a figure's name when the parents run Pods (`SIZE` > 0), else nothing.
+fn size_label() -> String {
+    if size() > 0 { format!(", size {}", size()) } else { String::new() }
 }

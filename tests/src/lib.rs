@@ -489,9 +489,10 @@ impl std::fmt::Display for EarlyExit {
 
 impl std::error::Error for EarlyExit {}
 
-/// A Node that kwok manages (its annotation), with room for many Pods.
+/// A Node that kwok manages (its annotation), with room for many Pods (the convergence bench
+/// runs 1,000 parents of 3 Pods on two of them).
 fn node_json(name: &str) -> serde_json::Value {
-    let room = serde_json::json!({"cpu": "64", "memory": "256Gi", "pods": "1000"});
+    let room = serde_json::json!({"cpu": "64", "memory": "256Gi", "pods": "5000"});
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Node",

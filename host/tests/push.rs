@@ -91,7 +91,7 @@ async fn what_oras_pushes_is_pulled_and_what_is_not_a_plugin_is_refused() -> Res
         ensure!(err.reason() == reason, "{tag}: {err}");
     }
     let err = pull(&client, &at("plain"), 1024).await.expect_err("too large");
-    ensure!(err.reason() == "TooLarge" && err.to_string().contains("more than the 1024 allowed"), "{err}");
+    ensure!(err.reason() == "TooLarge" && err.to_string().contains("more than the 1024 bytes allowed"), "{err}");
     let pinned = format!("plugins/x:plain@sha256:{}", "0".repeat(64));
     let err = pull(&client, &reference(&registry.reference(&pinned)), 64 << 20).await.expect_err("unknown digest");
     ensure!(err.reason() == "NotFound", "{err}");

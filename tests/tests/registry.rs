@@ -19,7 +19,8 @@ use wasmop::registry::{
 };
 use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
-use wasmop_e2e::ControlPlane;
+use wasmop::contract::KnownKinds;
+use wasmop_e2e::{ControlPlane, StaticToken};
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 use wasmop_e2e::registry::{Registry, run_oras};
@@ -37,16 +38,17 @@ struct Host {
     _puller: Puller,
 }
 
-async fn control_plane() -> Result<(ControlPlane, kube::Client)> {
+async fn control_plane(token: Option<&StaticToken>) -> Result<(ControlPlane, kube::Client)> {
     log_to_test_output();
-    let cp = ControlPlane::start().await?;
+    let cp = ControlPlane::start_with_tokens(token.map(std::slice::from_ref).unwrap_or_default()).await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     apply_file(&client, &workspace().join("crds/wasmplugin.yaml")).await?;
     Ok((cp, client))
 }
 
-async fn start_host(cp: ControlPlane, client: kube::Client, policy: &str) -> Result<Host> {
+/// A host on `cp` authenticating as `host` (`client` is the admin's, for the test itself).
+async fn start_host(cp: ControlPlane, client: kube::Client, host: kube::Client, policy: &str) -> Result<Host> {
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins)?;
@@ -57,14 +59,14 @@ async fn start_host(cp: ControlPlane, client: kube::Client, policy: &str) -> Res
         .into_iter()
         .map(|(name, source)| PullTarget { max_bytes: policy.for_plugin(&name).max_module_bytes(), name, source })
         .collect();
-    let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, policy, ..Default::default() }));
+    let manager = Arc::new(Manager::new(host.clone(), runtime, ControllerConfig { resync: None, policy, ..Default::default() }));
     let reload = ReloadConfig { debounce: Duration::from_millis(100), rescan: Duration::from_secs(5) };
     let reloader = Reloader::new(Arc::clone(&manager), &plugins, reload);
     let watch = tokio::spawn(Arc::clone(&reloader).run());
     let ctx = PullContext {
         plugins_dir: plugins.clone(),
         cache: PullCache::new(PullCache::beside(&plugins)),
-        client: Some(client.clone()),
+        client: Some(host),
         reloader: Some(reloader),
         metrics: PullMetrics::registered(manager.metrics()),
     };
@@ -151,10 +153,10 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
         &["push", "--plain-http", &target, "--config", &format!("config.json:{WASM_CONFIG_MEDIA_TYPE}"), "memcached.wasm:application/wasm"],
         work.path(),
     )?;
-    let (cp, client) = control_plane().await?;
+    let (cp, client) = control_plane(None).await?;
     let source = registry.reference("plugins/memcached:stable");
     let policy = format!("plugins:\n  memcached: {{source: \"{source}\", pullInterval: 1s, insecure: true}}\n");
-    let host = start_host(cp, client, &policy).await?;
+    let host = start_host(cp, client.clone(), client, &policy).await?;
 
     eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) }).await?;
     apply(&host.client, &memcached("pulled-1")).await?;
@@ -217,6 +219,33 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
     Ok(())
 }
 
+/// Bind `user` to the ClusterRole `wasmop rbac` prints for memcached under `policy`, and to the
+/// Role it prints for the registry credentials' Secrets (`get` by name).
+async fn grant_what_rbac_prints(admin: &kube::Client, policy: &HostPolicy, user: &str) -> Result<()> {
+    let manifest = Runtime::builder().artifact_dir(None).build()?.load_file(plugin("memcached", "wasm32-wasip2")).await?;
+    let mut kinds = KnownKinds::builtin();
+    kinds.add_crds(&workspace().join("crds"))?;
+    let rules = wasmop::cli::rbac::rules(&[(**manifest.manifest()).clone()], policy, &kinds)?;
+    let subject = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]);
+    apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "wasmop-host"}, "rules": rules}))
+    .await?;
+    apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "wasmop-host"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop-host"}, "subjects": subject}))
+    .await?;
+    for (namespace, secrets) in wasmop::cli::rbac::pull_secrets(policy) {
+        let metadata = json!({"name": "wasmop-host-pull-secrets", "namespace": namespace});
+        apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}]}))
+        .await?;
+        apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "wasmop-host-pull-secrets"},
+            "subjects": subject}))
+        .await?;
+    }
+    Ok(())
+}
+
 /// A `kubernetes.io/dockerconfigjson` Secret `default/regcred` for `registry`.
 async fn set_credentials(client: &kube::Client, registry: &str, user: &str, password: &str) -> Result<()> {
     let config = json!({"auths": {registry: {"username": user, "password": password}}});
@@ -243,14 +272,18 @@ async fn wrong_credentials_and_unknown_tags_are_refused_and_the_previous_version
     let client = RegistryClient::new(&registry.host(), true, Some(alice));
     wasmop::registry::push(&client, &reference, Bytes::from(std::fs::read(&v1)?), "memcached.wasm").await?;
 
-    let (cp, client) = control_plane().await?;
+    // The host runs as a user granted only what `wasmop rbac` prints: the Secret by name.
+    let token = StaticToken::new("host-token", "wasmop-host", &[]);
+    let (cp, client) = control_plane(Some(&token)).await?;
     set_credentials(&client, &registry.host(), "alice", "s3cret").await?;
     let ghost = registry.reference("plugins/ghost:1");
     let policy = format!(
         "plugins:\n  memcached: {{source: \"{source}\", pullInterval: 1s, insecure: true, credentials: {{secret: default/regcred}}}}\n  \
          ghost: {{source: \"{ghost}\", insecure: true, credentials: {{secret: default/regcred}}}}\n"
     );
-    let host = start_host(cp, client, &policy).await?;
+    grant_what_rbac_prints(&client, &HostPolicy::from_yaml(&policy)?, &token.user).await?;
+    let as_host = cp.client_with_token(&token.token).await?;
+    let host = start_host(cp, client, as_host, &policy).await?;
     eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) }).await?;
     apply(&host.client, &memcached("private-1")).await?;
     converged(&host.client, "private-1", false).await?;

@@ -14,7 +14,7 @@ pub enum RegistryError {
         message: String,
     },
     /// The registry wants credentials and none were configured, or it refused them.
-    #[error("registry {registry} refused access{}: {message}", user.as_ref().map(|u| format!(" to user {u}")).unwrap_or_default())]
+    #[error("registry {registry} refused access{}: {message}", to_user(.user))]
     Unauthorized {
         /// `HOST[:PORT]`.
         registry: String,
@@ -24,7 +24,7 @@ pub enum RegistryError {
         message: String,
     },
     /// The repository, tag, manifest or blob does not exist.
-    #[error("{what} not found in registry {registry}{}", if body.is_empty() { String::new() } else { format!(": {body}") })]
+    #[error("{what} not found in registry {registry}{}", colon(.body))]
     NotFound {
         /// `HOST[:PORT]`.
         registry: String,
@@ -56,7 +56,7 @@ pub enum RegistryError {
         actual: String,
     },
     /// Content larger than allowed (`maxModuleBytes` for a plugin file).
-    #[error("{what} is {} bytes, more than the {limit} allowed (maxModuleBytes)", size.map_or_else(|| "more".to_owned(), |s| s.to_string()))]
+    #[error("{what}: {}more than the {limit} bytes allowed (maxModuleBytes)", bytes_comma(.size))]
     TooLarge {
         /// What was read.
         what: String,
@@ -122,4 +122,19 @@ impl RegistryError {
             Self::Io { .. } => "write_failed",
         }
     }
+}
+
+/// `": BODY"`, or nothing for an empty body.
+fn colon(body: &str) -> String {
+    if body.is_empty() { String::new() } else { format!(": {body}") }
+}
+
+/// `"N bytes, "` when the size is known.
+fn bytes_comma(size: &Option<u64>) -> String {
+    size.map(|n| format!("{n} bytes, ")).unwrap_or_default()
+}
+
+/// `" to user NAME"` when credentials were given.
+fn to_user(user: &Option<String>) -> String {
+    user.as_ref().map(|u| format!(" to user {u}")).unwrap_or_default()
 }

@@ -115,7 +115,7 @@ enum Report {
         status: ConfigStatus,
     },
     /// The latest pull of a file from its registry, shown with the file's status.
-    Pull(FileStatus, Option<Arc<crate::runtime::Plugin>>, PullReport),
+    Pull(FileStatus, Option<Arc<crate::runtime::Plugin>>, Box<PullReport>),
     /// A file's compile started or ended, shown on `target`.
     Compile {
         target: CompileTarget,
@@ -150,9 +150,9 @@ impl Reloader {
                     Report::Pull(status, plugin, pull) => {
                         // A good pull of a file not loaded yet is shown when it loads.
                         if pull.state == super::PullState::Failed || status.plugin.is_some() {
-                            cluster.publish(&status, plugin.as_deref(), Some(&pull)).await;
+                            cluster.publish(&status, plugin.as_deref(), Some(&*pull)).await;
                         }
-                        pulls.insert(status.file, pull);
+                        pulls.insert(status.file, *pull);
                     }
                     Report::Removed(name) => cluster.remove(&name).await,
                     Report::FileRejected(status, reason) => cluster.publish_file_report(&status, reason).await,
@@ -219,7 +219,7 @@ impl Reloader {
             ..FileStatus::default()
         });
         let running = status.plugin.as_deref().and_then(|p| self.manager.controller(p)).map(|c| c.plugin());
-        let _ = self.reports.send(Report::Pull(status, running, pull));
+        let _ = self.reports.send(Report::Pull(status, running, Box::new(pull)));
     }
 
     /// The status of every plugin file seen.

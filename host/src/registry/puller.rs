@@ -67,7 +67,7 @@ impl PullMetrics {
 
 /// What pulls need: where files go, the cache, the cluster (for credentials' Secrets), where
 /// pulls are shown and counted.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PullContext {
     /// The plugins directory the reloader follows.
     pub plugins_dir: PathBuf,
@@ -79,6 +79,12 @@ pub struct PullContext {
     pub reloader: Option<Arc<Reloader>>,
     /// Counts pulls.
     pub metrics: PullMetrics,
+}
+
+impl std::fmt::Debug for PullContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullContext").field("plugins_dir", &self.plugins_dir).field("cache", &self.cache).finish_non_exhaustive()
+    }
 }
 
 /// One plugin pulled from a registry.

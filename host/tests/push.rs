@@ -19,9 +19,9 @@ use wasmop_e2e::registry::{Registry, run_oras};
 fn wasmop(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(args)
-        .envs(env.iter().copied())
         .env_remove("WASMOP_REGISTRY_USERNAME")
         .env_remove("WASMOP_REGISTRY_PASSWORD")
+        .envs(env.iter().copied())
         .output()
         .expect("running wasmop")
 }

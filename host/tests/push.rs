@@ -101,7 +101,8 @@ async fn what_oras_pushes_is_pulled_and_what_is_not_a_plugin_is_refused() -> Res
     let nowhere = RegistryClient::new(&format!("127.0.0.1:{closed}"), true, None);
     let err = pull(&nowhere, &reference(&format!("oci://127.0.0.1:{closed}/x:1")), 64 << 20).await.expect_err("unreachable");
     ensure!(err.reason() == "RegistryUnreachable", "{err}");
-    let out = wasmop(&["push", work.path().join("fake.wasm").to_str().unwrap(), &registry.reference("plugins/x:y"), "--insecure"], &[]);
+    let out =
+        wasmop(&["push", work.path().join("fake.wasm").to_str().unwrap(), &registry.reference("plugins/x:y"), "--insecure"], &[]);
     ensure!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is not a plugin file"));
     Ok(())
 }
@@ -115,20 +116,28 @@ async fn basic_auth_is_answered_with_the_credentials_and_wrong_ones_are_refused(
     let out = wasmop(&["push", file, &target, "--insecure"], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     ensure!(!out.status.success() && stderr.contains("asks for credentials and none are configured"), "{stderr}");
-    let out = wasmop(&["push", file, &target, "--insecure"], &[("WASMOP_REGISTRY_USERNAME", "alice"), ("WASMOP_REGISTRY_PASSWORD", "wrong")]);
+    let out = wasmop(
+        &["push", file, &target, "--insecure"],
+        &[("WASMOP_REGISTRY_USERNAME", "alice"), ("WASMOP_REGISTRY_PASSWORD", "wrong")],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     ensure!(!out.status.success() && stderr.contains("refused access to user alice"), "{stderr}");
-    let out = wasmop(&["push", file, &target, "--insecure"], &[("WASMOP_REGISTRY_USERNAME", "alice"), ("WASMOP_REGISTRY_PASSWORD", "s3cret")]);
+    let out = wasmop(
+        &["push", file, &target, "--insecure"],
+        &[("WASMOP_REGISTRY_USERNAME", "alice"), ("WASMOP_REGISTRY_PASSWORD", "s3cret")],
+    );
     ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let work = tempfile::tempdir()?;
     let plain = format!("{}/private/memcached:1", registry.host());
     run_oras(&["pull", "--plain-http", "-u", "alice", "-p", "s3cret", &plain, "-o", "out"], work.path())?;
     ensure!(std::fs::read(work.path().join("out").join(Path::new(file).file_name().unwrap()))? == std::fs::read(&wasm)?);
-    let wrong = RegistryClient::new(&registry.host(), true, Some(Credentials { username: "alice".into(), password: "nope".into() }));
+    let wrong =
+        RegistryClient::new(&registry.host(), true, Some(Credentials { username: "alice".into(), password: "nope".into() }));
     let err = pull(&wrong, &reference(&target), 64 << 20).await.expect_err("wrong password");
     ensure!(err.reason() == "Unauthorized", "{err}");
-    let right = RegistryClient::new(&registry.host(), true, Some(Credentials { username: "alice".into(), password: "s3cret".into() }));
+    let right =
+        RegistryClient::new(&registry.host(), true, Some(Credentials { username: "alice".into(), password: "s3cret".into() }));
     ensure!(pull(&right, &reference(&target), 64 << 20).await?.wasm == Bytes::from(std::fs::read(&wasm)?));
     Ok(())
 }

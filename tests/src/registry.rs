@@ -112,7 +112,8 @@ impl Registry {
         let registry = Self { dir, port, child: Mutex::new(Some(child)) };
         let deadline = Instant::now() + START_TIMEOUT;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = registry.child.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|c| c.try_wait().ok().flatten())
+            if let Some(status) =
+                registry.child.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|c| c.try_wait().ok().flatten())
             {
                 bail!("docker-registry exited ({status}):\n{}", crate::tail(&log, 30));
             }

@@ -11,19 +11,19 @@ use bytes::Bytes;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use wasmop::contract::KnownKinds;
 use wasmop::controller::{ControllerConfig, Manager};
 use wasmop::policy::{HostPolicy, OciReference};
 use wasmop::registry::{
-    Credentials, PullCache, PullContext, PullMetrics, PullTarget, Puller, RegistryClient, WASM_CONFIG_MEDIA_TYPE, manifest,
-    OCI_MANIFEST_MEDIA_TYPE,
+    Credentials, OCI_MANIFEST_MEDIA_TYPE, PullCache, PullContext, PullMetrics, PullTarget, Puller, RegistryClient,
+    WASM_CONFIG_MEDIA_TYPE, manifest,
 };
 use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
-use wasmop::contract::KnownKinds;
-use wasmop_e2e::{ControlPlane, StaticToken};
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 use wasmop_e2e::registry::{Registry, run_oras};
+use wasmop_e2e::{ControlPlane, StaticToken};
 
 const WAIT: Duration = Duration::from_secs(60);
 const V2_LABEL: &str = "wasmop.dev/test-version";
@@ -150,7 +150,14 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
     std::fs::write(work.path().join("config.json"), br#"{"architecture":"wasm","os":"wasip2"}"#)?;
     let target = format!("{}/plugins/memcached:stable", registry.host());
     run_oras(
-        &["push", "--plain-http", &target, "--config", &format!("config.json:{WASM_CONFIG_MEDIA_TYPE}"), "memcached.wasm:application/wasm"],
+        &[
+            "push",
+            "--plain-http",
+            &target,
+            "--config",
+            &format!("config.json:{WASM_CONFIG_MEDIA_TYPE}"),
+            "memcached.wasm:application/wasm",
+        ],
         work.path(),
     )?;
     let (cp, client) = control_plane(None).await?;
@@ -158,7 +165,8 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
     let policy = format!("plugins:\n  memcached: {{source: \"{source}\", pullInterval: 1s, insecure: true}}\n");
     let host = start_host(cp, client.clone(), client, &policy).await?;
 
-    eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) }).await?;
+    eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) })
+        .await?;
     apply(&host.client, &memcached("pulled-1")).await?;
     converged(&host.client, "pulled-1", false).await?;
     let wp = wasm_plugin_when(&host.client, "memcached", "pulled and Ready", |p| {
@@ -173,7 +181,8 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
     let client = RegistryClient::new(&registry.host(), true, None);
     let pushed = wasmop::registry::push(&client, &reference, Bytes::from(std::fs::read(&v2)?), "memcached.wasm").await?;
     ensure!(pushed.manifest_digest != v1_digest);
-    eventually("memcached 0.2.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.2.0")).then_some(())) }).await?;
+    eventually("memcached 0.2.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.2.0")).then_some(())) })
+        .await?;
     converged(&host.client, "pulled-1", true).await?;
     wasm_plugin_when(&host.client, "memcached", "the new digest", |p| {
         p.pointer("/status/pull/digest") == Some(&json!(pushed.manifest_digest)) && ready(p)["status"] == "True"
@@ -191,7 +200,9 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
     *tampered.last_mut().expect("not empty") ^= 0x01;
     std::fs::write(registry.blob_path(&layer), &tampered)?;
     client.put_manifest(&reference.repository, "stable", OCI_MANIFEST_MEDIA_TYPE, Bytes::from(manifest_bytes)).await?;
-    let wp = wasm_plugin_when(&host.client, "memcached", "Ready=False, DigestMismatch", |p| ready(p)["reason"] == "DigestMismatch").await?;
+    let wp =
+        wasm_plugin_when(&host.client, "memcached", "Ready=False, DigestMismatch", |p| ready(p)["reason"] == "DigestMismatch")
+            .await?;
     let ready_condition = ready(&wp);
     ensure!(ready_condition["status"] == "False", "{wp}");
     ensure!(ready_condition["message"].as_str().is_some_and(|m| m.contains("version 0.2.0 keeps serving")), "{wp}");
@@ -208,8 +219,17 @@ async fn a_pulled_plugin_runs_follows_its_tag_and_refuses_a_tampered_blob() -> R
     no_failed_reconciles(&host.client).await?;
 
     // A good push under the tag again: pulled, Ready again.
-    let fourth = wasmop::registry::push(&client, &reference, Bytes::from(with_custom_section(&std::fs::read(&v1)?, b"four")), "memcached.wasm").await?;
-    eventually("memcached 0.1.0 serving again", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) }).await?;
+    let fourth = wasmop::registry::push(
+        &client,
+        &reference,
+        Bytes::from(with_custom_section(&std::fs::read(&v1)?, b"four")),
+        "memcached.wasm",
+    )
+    .await?;
+    eventually("memcached 0.1.0 serving again", WAIT, || async {
+        Ok((version(&host).as_deref() == Some("0.1.0")).then_some(()))
+    })
+    .await?;
     wasm_plugin_when(&host.client, "memcached", "Ready again on the fourth push", |p| {
         p.pointer("/status/pull/digest") == Some(&json!(fourth.manifest_digest)) && ready(p)["status"] == "True"
     })
@@ -227,20 +247,32 @@ async fn grant_what_rbac_prints(admin: &kube::Client, policy: &HostPolicy, user:
     kinds.add_crds(&workspace().join("crds"))?;
     let rules = wasmop::cli::rbac::rules(&[(**manifest.manifest()).clone()], policy, &kinds)?;
     let subject = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]);
-    apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "wasmop-host"}, "rules": rules}))
+    apply(
+        admin,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "wasmop-host"}, "rules": rules}),
+    )
     .await?;
-    apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "wasmop-host"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop-host"}, "subjects": subject}))
+    apply(
+        admin,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "wasmop-host"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop-host"}, "subjects": subject}),
+    )
     .await?;
     for (namespace, secrets) in wasmop::cli::rbac::pull_secrets(policy) {
         let metadata = json!({"name": "wasmop-host-pull-secrets", "namespace": namespace});
-        apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
-            "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}]}))
+        apply(
+            admin,
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}]}),
+        )
         .await?;
-        apply(admin, &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
+        apply(
+            admin,
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "wasmop-host-pull-secrets"},
-            "subjects": subject}))
+            "subjects": subject}),
+        )
         .await?;
     }
     Ok(())
@@ -266,7 +298,8 @@ async fn wrong_credentials_and_unknown_tags_are_refused_and_the_previous_version
     let source = registry.reference("plugins/memcached:1");
     let reference = OciReference::parse(&source).map_err(anyhow::Error::msg)?;
     let anonymous = RegistryClient::new(&registry.host(), true, None);
-    let err = wasmop::registry::push(&anonymous, &reference, Bytes::from(std::fs::read(&v1)?), "memcached.wasm").await.unwrap_err();
+    let err =
+        wasmop::registry::push(&anonymous, &reference, Bytes::from(std::fs::read(&v1)?), "memcached.wasm").await.unwrap_err();
     ensure!(err.reason() == "Unauthorized", "{err}");
     let alice = Credentials { username: "alice".into(), password: "s3cret".into() };
     let client = RegistryClient::new(&registry.host(), true, Some(alice));
@@ -284,7 +317,8 @@ async fn wrong_credentials_and_unknown_tags_are_refused_and_the_previous_version
     grant_what_rbac_prints(&client, &HostPolicy::from_yaml(&policy)?, &token.user).await?;
     let as_host = cp.client_with_token(&token.token).await?;
     let host = start_host(cp, client, as_host, &policy).await?;
-    eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) }).await?;
+    eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) })
+        .await?;
     apply(&host.client, &memcached("private-1")).await?;
     converged(&host.client, "private-1", false).await?;
 
@@ -295,8 +329,12 @@ async fn wrong_credentials_and_unknown_tags_are_refused_and_the_previous_version
 
     // The Secret's password changed to a wrong one: refused, 0.1.0 keeps serving.
     set_credentials(&host.client, &registry.host(), "alice", "wrong").await?;
-    let wp = wasm_plugin_when(&host.client, "memcached", "Ready=False, Unauthorized", |p| ready(p)["reason"] == "Unauthorized").await?;
-    ensure!(ready(&wp)["message"].as_str().is_some_and(|m| m.contains("version 0.1.0 keeps serving") && m.contains("alice")), "{wp}");
+    let wp = wasm_plugin_when(&host.client, "memcached", "Ready=False, Unauthorized", |p| ready(p)["reason"] == "Unauthorized")
+        .await?;
+    ensure!(
+        ready(&wp)["message"].as_str().is_some_and(|m| m.contains("version 0.1.0 keeps serving") && m.contains("alice")),
+        "{wp}"
+    );
     ensure!(pulls(&host, "unauthorized") >= 1, "{}", host.manager.metrics().render());
     apply(&host.client, &memcached("private-2")).await?;
     converged(&host.client, "private-2", false).await?;

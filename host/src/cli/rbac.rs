@@ -680,7 +680,8 @@ mod tests {
         .unwrap();
         for text in [
             render(&[fixtures::memcached("")], &policy, &kinds(), "w", "ns", "sa").unwrap(),
-            render_namespaced(&[fixtures::memcached("")], &policy, &kinds(), "w", &["team".to_owned()].into(), "ns", "sa").unwrap(),
+            render_namespaced(&[fixtures::memcached("")], &policy, &kinds(), "w", &["team".to_owned()].into(), "ns", "sa")
+                .unwrap(),
         ] {
             let docs: Vec<Value> = text.split("\n---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
             let pulls: Vec<&Value> = docs.iter().filter(|d| d["metadata"]["name"] == "w-pull-secrets").collect();

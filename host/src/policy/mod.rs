@@ -381,7 +381,10 @@ fn source(entry: &PluginEntry, at: &str) -> Result<Option<PluginSource>, PolicyE
     };
     let name = at.strip_prefix("plugins.").unwrap_or(at);
     if !crate::contract::names::is_dns1123_subdomain(name) {
-        return Err(bad("source", format!("the plugin name {name:?} is the file name NAME.wasm: it must be {}", crate::contract::names::SUBDOMAIN_RULE)));
+        return Err(bad(
+            "source",
+            format!("the plugin name {name:?} is the file name NAME.wasm: it must be {}", crate::contract::names::SUBDOMAIN_RULE),
+        ));
     }
     let reference = OciReference::parse(text).map_err(|e| bad("source", e))?;
     let pull_interval = entry
@@ -501,7 +504,10 @@ mod tests {
         let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/X:1\"}}").unwrap_err();
         assert!(err.to_string().starts_with("invalid policy: plugins.a.source: repository \"X\""), "{err}");
         let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/x:1\", credentials: {secret: pull}}}").unwrap_err();
-        assert!(err.to_string().starts_with("invalid policy: plugins.a.credentials.secret: \"pull\" is not NAMESPACE/NAME"), "{err}");
+        assert!(
+            err.to_string().starts_with("invalid policy: plugins.a.credentials.secret: \"pull\" is not NAMESPACE/NAME"),
+            "{err}"
+        );
         let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/x:1\", pullInterval: 10ms}}").unwrap_err();
         assert!(err.to_string().starts_with("invalid policy: plugins.a.pullInterval:"), "{err}");
     }

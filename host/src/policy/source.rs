@@ -46,7 +46,8 @@ impl OciReference {
     pub fn parse(text: &str) -> Result<Self, String> {
         let rest = text.strip_prefix("oci://").ok_or_else(|| format!("{text:?} does not start with oci://"))?;
         let (registry, path) = rest.split_once('/').ok_or_else(|| format!("{text:?} has no repository after the registry"))?;
-        if registry.is_empty() || !registry.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')) {
+        if registry.is_empty() || !registry.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
+        {
             return Err(format!("registry {registry:?} is not HOST or HOST:PORT"));
         }
         let (path, digest) = match path.split_once('@') {
@@ -101,7 +102,8 @@ impl fmt::Display for OciReference {
 
 /// Whether `d` is `sha256:` and 64 lowercase hex digits.
 pub fn is_sha256_digest(d: &str) -> bool {
-    d.strip_prefix("sha256:").is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    d.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// The distribution spec's repository grammar: components of `[a-z0-9]+` joined by `.`, `_`,

@@ -111,11 +111,14 @@ pub fn manifest(wasm: &[u8], title: &str) -> (Vec<u8>, Vec<u8>) {
 /// one without exactly one [`WASM_LAYER_MEDIA_TYPE`] layer (and no other).
 pub fn wasm_layer(bytes: &[u8], media_type: &str) -> Result<Descriptor, RegistryError> {
     if media_type.contains("index") || media_type.contains("manifest.list") {
-        return Err(RegistryError::NotWasmArtifact(format!("the reference names an image index ({media_type}), not one artifact")));
+        return Err(RegistryError::NotWasmArtifact(format!(
+            "the reference names an image index ({media_type}), not one artifact"
+        )));
     }
     let manifest: Manifest =
         serde_json::from_slice(bytes).map_err(|e| RegistryError::NotWasmArtifact(format!("the manifest does not parse: {e}")))?;
-    if let Some(t) = manifest.media_type.as_deref().filter(|t| *t != OCI_MANIFEST_MEDIA_TYPE && *t != DOCKER_MANIFEST_MEDIA_TYPE) {
+    if let Some(t) = manifest.media_type.as_deref().filter(|t| *t != OCI_MANIFEST_MEDIA_TYPE && *t != DOCKER_MANIFEST_MEDIA_TYPE)
+    {
         return Err(RegistryError::NotWasmArtifact(format!("manifest media type {t}")));
     }
     match manifest.layers.as_slice() {
@@ -147,7 +150,11 @@ pub async fn push(client: &RegistryClient, reference: &OciReference, wasm: Bytes
     client.push_blob(repository, Bytes::from(config)).await?;
     let manifest_digest = client.put_manifest(repository, tag, OCI_MANIFEST_MEDIA_TYPE, Bytes::from(manifest)).await?;
     if let Some(pinned) = reference.digest.as_deref().filter(|d| *d != manifest_digest) {
-        return Err(RegistryError::DigestMismatch { what: format!("pushed manifest of {reference}"), expected: pinned.into(), actual: manifest_digest });
+        return Err(RegistryError::DigestMismatch {
+            what: format!("pushed manifest of {reference}"),
+            expected: pinned.into(),
+            actual: manifest_digest,
+        });
     }
     Ok(Pushed { manifest_digest, layer_digest })
 }
@@ -158,11 +165,19 @@ pub async fn push(client: &RegistryClient, reference: &OciReference, wasm: Bytes
 /// # Errors
 /// [`RegistryError::TooLarge`] for a layer over `max_bytes`; see [`wasm_layer`] and
 /// [`RegistryClient::get_manifest`].
-pub async fn resolve(client: &RegistryClient, reference: &OciReference, max_bytes: u64) -> Result<(String, Descriptor), RegistryError> {
+pub async fn resolve(
+    client: &RegistryClient,
+    reference: &OciReference,
+    max_bytes: u64,
+) -> Result<(String, Descriptor), RegistryError> {
     let manifest = client.get_manifest(&reference.repository, reference.manifest_reference()).await?;
     let layer = wasm_layer(&manifest.bytes, &manifest.media_type)?;
     if layer.size > max_bytes {
-        return Err(RegistryError::TooLarge { what: format!("the Wasm layer of {reference}"), size: Some(layer.size), limit: max_bytes });
+        return Err(RegistryError::TooLarge {
+            what: format!("the Wasm layer of {reference}"),
+            size: Some(layer.size),
+            limit: max_bytes,
+        });
     }
     Ok((manifest.digest, layer))
 }

@@ -115,12 +115,12 @@ impl RegistryClient {
             "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.index.v1+json",
         );
         let response = self.request(Method::GET, &path, &[(ACCEPT, accept)], Bytes::new()).await?;
-        let response = self.expect(response, &[StatusCode::OK], &format!("GET {path}"), || {
-            format!("manifest {repository}:{reference}")
-        })
-        .await?;
+        let response = self
+            .expect(response, &[StatusCode::OK], &format!("GET {path}"), || format!("manifest {repository}:{reference}"))
+            .await?;
         let media_type = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-        let bytes = read_body(response, MAX_MANIFEST_BYTES, &format!("manifest {repository}:{reference}"), &self.registry).await?;
+        let bytes =
+            read_body(response, MAX_MANIFEST_BYTES, &format!("manifest {repository}:{reference}"), &self.registry).await?;
         let digest = sha256_digest(&bytes);
         if reference.starts_with("sha256:") && digest != reference {
             return Err(RegistryError::DigestMismatch {
@@ -177,8 +177,11 @@ impl RegistryClient {
             return Ok(digest);
         }
         let start = format!("/v2/{repository}/blobs/uploads/");
-        let response = self.request(Method::POST, &start, &[(CONTENT_LENGTH, HeaderValue::from_static("0"))], Bytes::new()).await?;
-        let response = self.expect(response, &[StatusCode::ACCEPTED], &format!("POST {start}"), || format!("repository {repository}")).await?;
+        let response =
+            self.request(Method::POST, &start, &[(CONTENT_LENGTH, HeaderValue::from_static("0"))], Bytes::new()).await?;
+        let response = self
+            .expect(response, &[StatusCode::ACCEPTED], &format!("POST {start}"), || format!("repository {repository}"))
+            .await?;
         let location = response
             .headers()
             .get(LOCATION)
@@ -215,7 +218,8 @@ impl RegistryClient {
     ) -> Result<String, RegistryError> {
         let digest = sha256_digest(&manifest);
         let path = format!("/v2/{repository}/manifests/{reference}");
-        let content_type = HeaderValue::from_str(media_type).map_err(|_| RegistryError::NotWasmArtifact(format!("media type {media_type:?}")))?;
+        let content_type = HeaderValue::from_str(media_type)
+            .map_err(|_| RegistryError::NotWasmArtifact(format!("media type {media_type:?}")))?;
         let headers = [(CONTENT_TYPE, content_type), (CONTENT_LENGTH, HeaderValue::from(manifest.len()))];
         let response = self.request(Method::PUT, &path, &headers, manifest).await?;
         self.expect(response, &[StatusCode::CREATED], &format!("PUT {path}"), || format!("repository {repository}")).await?;
@@ -289,9 +293,10 @@ impl RegistryClient {
         match scheme.to_ascii_lowercase().as_str() {
             "basic" => basic.ok_or_else(|| self.unauthorized("the registry asks for credentials and none are configured")),
             "bearer" => {
-                let realm = params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v.clone()).ok_or_else(|| {
-                    self.unauthorized(&format!("the registry's Bearer challenge has no realm: {challenge}"))
-                })?;
+                let realm =
+                    params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v.clone()).ok_or_else(|| {
+                        self.unauthorized(&format!("the registry's Bearer challenge has no realm: {challenge}"))
+                    })?;
                 let query: Vec<String> = params
                     .iter()
                     .filter(|(k, _)| k == "service" || k == "scope")
@@ -307,10 +312,12 @@ impl RegistryClient {
                 let body = read_body(response, 1 << 20, "token", &self.registry).await?;
                 let token: serde_json::Value = serde_json::from_slice(&body)
                     .map_err(|e| self.unauthorized(&format!("the token service answered something else than JSON: {e}")))?;
-                let token = token["token"].as_str().or(token["access_token"].as_str()).ok_or_else(|| {
-                    self.unauthorized("the token service's answer has no token")
-                })?;
-                HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| self.unauthorized("the token service sent an invalid token"))
+                let token = token["token"]
+                    .as_str()
+                    .or(token["access_token"].as_str())
+                    .ok_or_else(|| self.unauthorized("the token service's answer has no token"))?;
+                HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| self.unauthorized("the token service sent an invalid token"))
             }
             _ => Err(self.unauthorized(&format!("unsupported authentication challenge {challenge:?}"))),
         }
@@ -329,12 +336,20 @@ impl RegistryClient {
         if ok.contains(&status) {
             return Ok(response);
         }
-        let body = read_body(response, 64 << 10, "error", &self.registry).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let body = read_body(response, 64 << 10, "error", &self.registry)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let body: String = body.trim().chars().take(300).collect();
         Err(match status {
             StatusCode::NOT_FOUND => RegistryError::NotFound { registry: self.registry.clone(), what: what(), body },
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => self.unauthorized(&format!("{request}: {status}: {body}")),
-            _ => RegistryError::Protocol { registry: self.registry.clone(), request: request.to_owned(), status: status.as_u16(), body },
+            _ => RegistryError::Protocol {
+                registry: self.registry.clone(),
+                request: request.to_owned(),
+                status: status.as_u16(),
+                body,
+            },
         })
     }
 

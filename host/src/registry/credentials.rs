@@ -57,7 +57,10 @@ impl Credentials {
         {
             return Ok(Self { username: username.to_owned(), password: password.to_owned() });
         }
-        let auth = entry.get("auth").and_then(|a| a.as_str()).ok_or_else(|| format!("the entry of {registry} has neither auth nor username and password"))?;
+        let auth = entry
+            .get("auth")
+            .and_then(|a| a.as_str())
+            .ok_or_else(|| format!("the entry of {registry} has neither auth nor username and password"))?;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.trim())
             .map_err(|e| format!("the auth of {registry} is not base64: {e}"))?;

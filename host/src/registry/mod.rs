@@ -17,8 +17,8 @@ mod error;
 mod puller;
 
 pub use artifact::{
-    Descriptor, Manifest, OCI_MANIFEST_MEDIA_TYPE, Pulled, Pushed, TITLE_ANNOTATION, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE,
-    check_wasm, fetch_layer, manifest, pull, push, resolve, wasm_layer,
+    Descriptor, Manifest, OCI_MANIFEST_MEDIA_TYPE, Pulled, Pushed, TITLE_ANNOTATION, WASM_CONFIG_MEDIA_TYPE,
+    WASM_LAYER_MEDIA_TYPE, check_wasm, fetch_layer, manifest, pull, push, resolve, wasm_layer,
 };
 pub use cache::{PullCache, write_atomically};
 pub use client::{FetchedManifest, MAX_MANIFEST_BYTES, REQUEST_TIMEOUT, RegistryClient, sha256_digest};

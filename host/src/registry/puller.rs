@@ -281,7 +281,11 @@ async fn credentials(ctx: &PullContext, secret: &SecretRef, registry: &str) -> R
     if found.type_.as_deref() != Some(DOCKER_CONFIG_JSON_TYPE) {
         return Err(fail(format!("the Secret's type is {:?}, not {DOCKER_CONFIG_JSON_TYPE}", found.type_.unwrap_or_default())));
     }
-    let data = found.data.as_ref().and_then(|d| d.get(DOCKER_CONFIG_JSON_KEY)).ok_or_else(|| fail(format!("the Secret has no {DOCKER_CONFIG_JSON_KEY} key")))?;
+    let data = found
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DOCKER_CONFIG_JSON_KEY))
+        .ok_or_else(|| fail(format!("the Secret has no {DOCKER_CONFIG_JSON_KEY} key")))?;
     Credentials::from_docker_config(&data.0, registry).map_err(|e| fail(format!("its {DOCKER_CONFIG_JSON_KEY} {e}")))
 }
 

@@ -14,7 +14,9 @@
 #   - componentize-py and componentize-js (scripts/polyglot.sh, from PyPI and npm), which build
 #     the Python and JavaScript example plugins;
 #   - wit-bindgen, wasm-tools and the WASI reactor adapter (scripts/go-toolchain.sh, from
-#     crates.io), which build the Go example plugins with the machine's Go.
+#     crates.io), which build the Go example plugins with the machine's Go;
+#   - docker-registry and htpasswd (Debian) and oras (Go module proxy) for the registry tests
+#     (scripts/registry.sh; the tests start their own registries, never the Debian service).
 #
 # Prints `export WASMOP_TOOLS=<dir with helm and kubectl>`,
 # `export WASMOP_POLYGLOT=<dir with componentize-py and componentize-js>` and
@@ -58,6 +60,9 @@ echo "export WASMOP_POLYGLOT=$polyglot"
 go_toolchain=$(bash scripts/go-toolchain.sh | tail -n 1)
 log "wit-bindgen, wasm-tools and the reactor adapter in $go_toolchain"
 echo "export WASMOP_GO_TOOLCHAIN=$go_toolchain"
+
+registry_tools=$(bash scripts/registry.sh | tail -n 1)
+log "docker-registry and htpasswd installed; oras in $registry_tools"
 
 # The newest first (the full suite runs on it), then the floor (the compatibility set).
 versions=("${WASMOP_K8S_VERSION:-1.37}")

@@ -20,6 +20,8 @@
 //! - [`controller`]: watches, queues and reconciles against a cluster; the metrics registry
 //!   controllers report into.
 //! - [`reload`]: the directory reloader (hot reload of plugin files, `WasmPlugin` status).
+//! - [`registry`]: plugins from OCI registries: the client, `wasmop push`, and the puller that
+//!   fills the plugins directory from the host policy's sources.
 //! - [`admission`]: admission webhooks served by plugins (HTTPS server, certificates, webhook
 //!   configurations).
 //! - [`server`]: metrics and health endpoints.
@@ -36,6 +38,7 @@ pub mod contract;
 pub mod controller;
 pub mod objects;
 pub mod policy;
+pub mod registry;
 pub mod reload;
 pub mod runtime;
 pub mod server;

@@ -16,6 +16,7 @@ const LAYERS: &[&str] = &[
     "actions",
     "controller",
     "reload",
+    "registry",
     "admission",
     "server",
     "cli",

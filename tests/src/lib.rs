@@ -25,6 +25,7 @@
 pub mod cluster;
 pub mod plugins;
 pub mod polyglot;
+pub mod registry;
 pub mod tools;
 
 use std::fs;

@@ -8,6 +8,7 @@ mod dev;
 mod inspect;
 pub mod new;
 mod object_files;
+pub mod push;
 pub mod rbac;
 mod reconcile;
 pub mod run;
@@ -154,6 +155,8 @@ pub enum Command {
     New(new::NewArgs),
     /// Print the webhook configurations a host registers for a plugins directory (YAML).
     Webhooks(webhooks::WebhooksArgs),
+    /// Push a plugin file to an OCI registry as a Wasm artifact; print its digest.
+    Push(push::PushArgs),
     /// Compile one plugin file into an artifact: the compiler process of a running host.
     #[command(hide = true)]
     Compile(compile::CompileArgs),
@@ -175,6 +178,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::New(args) => new::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Webhooks(args) => webhooks::run(args, &cli.runtime).await,
+        Command::Push(args) => push::run(args).await,
         Command::Compile(args) => compile::run(args),
     };
     done.map(|()| std::process::ExitCode::SUCCESS)

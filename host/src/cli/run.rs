@@ -17,6 +17,7 @@ use crate::controller::leader::{LeaderElector, LeaseConfig};
 use crate::controller::shard::{Membership, Sharder, shard_name};
 use crate::controller::{ControllerConfig, InitialList, Manager};
 use crate::policy::limits_json;
+use crate::registry::{PullCache, PullContext, PullMetrics, PullTarget, Puller};
 use crate::reload::{ReloadConfig, Reloader};
 use crate::runtime::{Compiler, Subprocess};
 
@@ -77,6 +78,10 @@ pub struct RunArgs {
     /// where the server serves it by default, `paged` always lists, `streaming` always streams.
     #[arg(long, default_value = "auto", value_name = "MODE", value_parser = initial_list)]
     pub initial_list: InitialList,
+    /// Cache of the plugin files pulled from registries (the host policy's `source`s), kept
+    /// across restarts [default: `PLUGINS.pull-cache` beside the plugins directory].
+    #[arg(long, env = "WASMOP_PLUGIN_CACHE", value_name = "DIR")]
+    pub plugin_cache: Option<PathBuf>,
     /// Admission webhooks: where the API server reaches them, how they are served.
     #[command(flatten)]
     pub admission: AdmissionArgs,
@@ -284,6 +289,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         ControllerConfig { policy, shard: shard.clone(), ..args.controller_config() },
     ));
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
+    let _puller = start_puller(&args, &manager, &reloader);
     let started = Arc::new(AtomicBool::new(false));
     let _server = match args.metrics_addr {
         Some(addr) => {
@@ -374,6 +380,31 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         elector.release().await;
     }
     result
+}
+
+/// Pull the plugins the policy names a registry source for into the plugins directory (each in
+/// a task of its own); `None` when it names none.
+fn start_puller(args: &RunArgs, manager: &Arc<Manager>, reloader: &Arc<Reloader>) -> Option<Puller> {
+    let policy = manager.policy();
+    let targets: Vec<PullTarget> = policy
+        .sources()
+        .into_iter()
+        .map(|(name, source)| PullTarget { max_bytes: policy.for_plugin(&name).max_module_bytes(), name, source })
+        .collect();
+    if targets.is_empty() {
+        return None;
+    }
+    let cache = args.plugin_cache.clone().unwrap_or_else(|| PullCache::beside(&args.plugins));
+    let sources: Vec<String> = targets.iter().map(|t| format!("{} <- {}", t.name, t.source.reference)).collect();
+    tracing::info!(?sources, cache = %cache.display(), "pulling plugins from their registries into the plugins directory");
+    let ctx = PullContext {
+        plugins_dir: args.plugins.clone(),
+        cache: PullCache::new(cache),
+        client: Some(manager.client().clone()),
+        reloader: Some(Arc::clone(reloader)),
+        metrics: PullMetrics::registered(manager.metrics()),
+    };
+    Some(Puller::start(ctx, targets))
 }
 
 /// Aborts a task when dropped.

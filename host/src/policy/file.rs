@@ -49,6 +49,24 @@ pub(super) struct PluginEntry {
     pub config: Option<serde_yaml::Value>,
     /// `NAMESPACE/NAME` of the ConfigMap holding the plugin's configuration.
     pub config_map: Option<String>,
+    /// The largest plugin file pulled from a registry (`64Mi`).
+    pub max_module_bytes: Option<String>,
+    /// `oci://REGISTRY/REPOSITORY:TAG` or `@sha256:...`: the registry the file is pulled from.
+    pub source: Option<String>,
+    /// How often a tag is resolved again (`5m`).
+    pub pull_interval: Option<String>,
+    /// Plain HTTP to the registry.
+    pub insecure: Option<bool>,
+    /// The registry's credentials.
+    pub credentials: Option<CredentialsEntry>,
+}
+
+/// The `credentials` block of a plugin pulled from a registry.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct CredentialsEntry {
+    /// `NAMESPACE/NAME` of a `kubernetes.io/dockerconfigjson` Secret.
+    pub secret: String,
 }
 
 /// The `breaker` block: the plugin's circuit breaker, over the host's defaults.

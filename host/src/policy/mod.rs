@@ -47,6 +47,13 @@
 //!     reconciledCondition: onFailure  # always (default) | onFailure, see ReconciledCondition
 //!   web:
 //!     config: {image: "nginx:1.27"}  # the plugin's configuration; or configMap: NAMESPACE/NAME
+//!   pulled:
+//!     # the file pulled from an OCI registry into the plugins directory as pulled.wasm
+//!     source: oci://registry.example.com/plugins/pulled:1.0   # or @sha256:... (pinned)
+//!     pullInterval: 5m          # resolve the tag again this often (default: once at start)
+//!     insecure: false           # plain HTTP (a registry on loopback)
+//!     credentials: {secret: wasmop/registry-pull}   # a kubernetes.io/dockerconfigjson Secret
+//!     maxModuleBytes: 64Mi      # the largest file pulled (also allowed under defaults)
 //! ```
 //!
 //! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace;
@@ -78,6 +85,7 @@ mod limits;
 mod object_escalation;
 mod reconciled;
 mod removal;
+mod source;
 mod view;
 mod webhook_reach;
 mod webhook_resources;
@@ -97,11 +105,12 @@ pub use limits::{Limits, MAX_DEADLINE, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse
 pub use object_escalation::{ObjectEscalation, object_escalations};
 pub use reconciled::ReconciledCondition;
 pub use removal::OnRemove;
+pub use source::{DEFAULT_MAX_MODULE_BYTES, MIN_PULL_INTERVAL, OciReference, PluginSource, SecretRef, is_sha256_digest};
 pub use view::{grants_json, limits_json};
 pub use webhook_resources::{WebhookMode, WebhookResourceEntry, WebhookResources};
 
 use crate::contract::Kind;
-use crate::units::{parse_bytes, parse_duration};
+use crate::units::{self, parse_bytes, parse_duration};
 use file::{PluginEntry, PolicyFile};
 
 /// Why a policy file was rejected.
@@ -143,6 +152,18 @@ pub struct PluginPolicy {
     pub reconciled_condition: ReconciledCondition,
     /// Where its configuration comes from.
     pub config: ConfigSource,
+    /// `maxModuleBytes`: the largest file pulled for it from a registry (`None`:
+    /// [`DEFAULT_MAX_MODULE_BYTES`]); see [`PluginPolicy::max_module_bytes`].
+    pub max_module_bytes: Option<u64>,
+    /// The registry its file is pulled from (`source`), if any.
+    pub source: Option<PluginSource>,
+}
+
+impl PluginPolicy {
+    /// The largest plugin file pulled for it from a registry.
+    pub fn max_module_bytes(&self) -> u64 {
+        self.max_module_bytes.unwrap_or(DEFAULT_MAX_MODULE_BYTES)
+    }
 }
 
 /// The policy of a host: defaults and per-plugin overrides.
@@ -191,6 +212,19 @@ impl HostPolicy {
                 message: "a configuration belongs to one plugin: set it under plugins.NAME".into(),
             });
         }
+        let d = &file.defaults;
+        let pulled = [
+            ("source", d.source.is_some()),
+            ("pullInterval", d.pull_interval.is_some()),
+            ("insecure", d.insecure.is_some()),
+            ("credentials", d.credentials.is_some()),
+        ];
+        if let Some((field, _)) = pulled.iter().find(|(_, set)| *set) {
+            return Err(PolicyError::Value {
+                at: format!("defaults.{field}"),
+                message: "a source belongs to one plugin: set it under plugins.NAME".into(),
+            });
+        }
         let defaults = apply(&PluginPolicy::default(), &file.defaults, "defaults")?;
         for (name, entry) in &file.plugins {
             apply(&defaults, entry, &format!("plugins.{name}"))?;
@@ -227,6 +261,11 @@ impl HostPolicy {
             Some(entry) => apply(&self.defaults, entry, name).expect("entries are validated when parsed"),
             None => self.defaults.clone(),
         }
+    }
+
+    /// The plugins pulled from a registry, by name (`plugins.NAME.source`).
+    pub fn sources(&self) -> Vec<(String, PluginSource)> {
+        self.plugins.keys().filter_map(|name| Some((name.clone(), self.for_plugin(name).source?))).collect()
     }
 
     /// The plugins with an entry of their own.
@@ -319,7 +358,44 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     policy.reconciled_condition = entry.reconciled_condition.unwrap_or(policy.reconciled_condition);
     policy.config =
         ConfigSource::from_entry(entry.config.as_ref(), entry.config_map.as_deref()).map_err(|(field, e)| bad(field, e))?;
+    if let Some(b) = &entry.max_module_bytes {
+        policy.max_module_bytes = Some(units::bytes_in(b, 1024, 1 << 32).map_err(|e| bad("maxModuleBytes", e))?);
+    }
+    policy.source = source(entry, at)?;
     Ok(policy)
+}
+
+/// The `source` of a plugin's entry and its settings; `at` is `plugins.NAME`.
+fn source(entry: &PluginEntry, at: &str) -> Result<Option<PluginSource>, PolicyError> {
+    let bad = |field: &str, message: String| PolicyError::Value { at: format!("{at}.{field}"), message };
+    let Some(text) = &entry.source else {
+        let without = [
+            ("pullInterval", entry.pull_interval.is_some()),
+            ("insecure", entry.insecure.is_some()),
+            ("credentials", entry.credentials.is_some()),
+        ];
+        return match without.iter().find(|(_, set)| *set) {
+            Some((field, _)) => Err(bad(field, "needs a source (oci://...) in the same entry".into())),
+            None => Ok(None),
+        };
+    };
+    let name = at.strip_prefix("plugins.").unwrap_or(at);
+    if !crate::contract::names::is_dns1123_subdomain(name) {
+        return Err(bad(
+            "source",
+            format!("the plugin name {name:?} is the file name NAME.wasm: it must be {}", crate::contract::names::SUBDOMAIN_RULE),
+        ));
+    }
+    let reference = OciReference::parse(text).map_err(|e| bad("source", e))?;
+    let pull_interval = entry
+        .pull_interval
+        .as_deref()
+        .map(|i| units::duration_in(i, MIN_PULL_INTERVAL, Duration::from_secs(7 * 24 * 3600)))
+        .transpose()
+        .map_err(|e| bad("pullInterval", e))?;
+    let credentials =
+        entry.credentials.as_ref().map(|c| SecretRef::parse(&c.secret)).transpose().map_err(|e| bad("credentials.secret", e))?;
+    Ok(Some(PluginSource { reference, pull_interval, insecure: entry.insecure.unwrap_or(false), credentials }))
 }
 
 #[cfg(test)]
@@ -398,6 +474,56 @@ mod tests {
         assert!(err.to_string().starts_with("invalid policy: plugins.a.configMap: config and configMap are exclusive"), "{err}");
         let err = HostPolicy::from_yaml("plugins: {a: {config: 3}}").unwrap_err();
         assert_eq!(err.to_string(), "invalid policy: plugins.a.config: must be a mapping (a JSON object)");
+    }
+
+    #[test]
+    fn a_source_is_parsed_with_its_settings_and_belongs_to_one_plugin() {
+        let p = HostPolicy::from_yaml(
+            "defaults: {maxModuleBytes: 32Mi}\nplugins:\n  memcached: {source: \"oci://127.0.0.1:5000/plugins/memcached:1.0\", pullInterval: 10s, insecure: true, credentials: {secret: ops/pull}}\n  other: {memory: 8Mi}\n",
+        )
+        .unwrap();
+        let m = p.for_plugin("memcached");
+        let source = m.source.clone().unwrap();
+        assert_eq!(source.reference.to_string(), "oci://127.0.0.1:5000/plugins/memcached:1.0");
+        assert_eq!((source.pull_interval, source.insecure), (Some(Duration::from_secs(10)), true));
+        assert_eq!(source.credentials.unwrap().to_string(), "ops/pull");
+        assert_eq!(m.max_module_bytes(), 32 << 20);
+        assert_eq!(p.for_plugin("x").max_module_bytes(), 32 << 20);
+        assert_eq!(HostPolicy::default().for_plugin("x").max_module_bytes(), DEFAULT_MAX_MODULE_BYTES);
+        assert_eq!(p.sources().into_iter().map(|(n, _)| n).collect::<Vec<_>>(), ["memcached"]);
+        let err = HostPolicy::from_yaml("defaults: {source: \"oci://r/x:1\"}").unwrap_err();
+        assert_eq!(err.to_string(), "invalid policy: defaults.source: a source belongs to one plugin: set it under plugins.NAME");
+        let err = HostPolicy::from_yaml("plugins: {a: {pullInterval: 1m}}").unwrap_err();
+        assert_eq!(err.to_string(), "invalid policy: plugins.a.pullInterval: needs a source (oci://...) in the same entry");
+        let err = HostPolicy::from_yaml("plugins: {a: {source: \"r/x:1\"}}").unwrap_err();
+        assert_eq!(err.to_string(), "invalid policy: plugins.a.source: \"r/x:1\" does not start with oci://");
+        let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/x\"}}").unwrap_err();
+        assert!(err.to_string().contains("names neither a tag"), "{err}");
+        let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/x@sha256:12\"}}").unwrap_err();
+        assert!(err.to_string().contains("is not sha256: and 64 lowercase hex digits"), "{err}");
+        let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/X:1\"}}").unwrap_err();
+        assert!(err.to_string().starts_with("invalid policy: plugins.a.source: repository \"X\""), "{err}");
+        let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/x:1\", credentials: {secret: pull}}}").unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid policy: plugins.a.credentials.secret: \"pull\" is not NAMESPACE/NAME"),
+            "{err}"
+        );
+        let err = HostPolicy::from_yaml("plugins: {a: {source: \"oci://r/x:1\", pullInterval: 10ms}}").unwrap_err();
+        assert!(err.to_string().starts_with("invalid policy: plugins.a.pullInterval:"), "{err}");
+    }
+
+    #[test]
+    fn a_reference_names_its_registry_repository_tag_and_digest() {
+        let d = format!("sha256:{}", "ab".repeat(32));
+        let r = OciReference::parse(&format!("oci://localhost:5000/a/b-c/d_e@{d}")).unwrap();
+        assert_eq!((r.registry.as_str(), r.repository.as_str(), r.tag.as_deref()), ("localhost:5000", "a/b-c/d_e", None));
+        assert_eq!(r.manifest_reference(), d);
+        let r = OciReference::parse(&format!("oci://ghcr.io/org/x:v1.0@{d}")).unwrap();
+        assert_eq!((r.tag.as_deref(), r.manifest_reference()), (Some("v1.0"), d.as_str()));
+        assert_eq!(r.to_string(), format!("oci://ghcr.io/org/x:v1.0@{d}"));
+        assert!(OciReference::parse("oci://ghcr.io/x:-bad").is_err());
+        assert!(OciReference::parse("oci://ghcr.io/:1").is_err());
+        assert!(OciReference::parse("oci:///x:1").is_err());
     }
 
     #[test]

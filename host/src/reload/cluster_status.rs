@@ -20,6 +20,7 @@ use kube::discovery::pinned_kind;
 use serde_json::json;
 
 use super::file_status::FileStatus;
+use super::pull_status::PullReport;
 use super::report_name::{FILE_REPORT_LABEL, report_name};
 use crate::actions::merge_conditions;
 use crate::cluster::InstallScope;
@@ -85,9 +86,15 @@ impl ClusterStatus {
         api.clone()
     }
 
-    /// Record a file's status on the `WasmPlugin` of the plugin it provides. Failures are
-    /// logged: this is a report, not part of loading.
-    pub async fn publish(&self, file: &FileStatus, running: Option<&Plugin>) {
+    /// Record a file's status on the `WasmPlugin` of the plugin it provides, with the latest
+    /// pull of the file from its registry (`pull`, if it has a source: a failed pull makes
+    /// `Ready=False` with its reason). Failures are logged: this is a report, not part of
+    /// loading.
+    pub async fn publish(&self, file: &FileStatus, running: Option<&Plugin>, pull: Option<&PullReport>) {
+        let version = file.plugin.as_ref().and(file.version.as_deref());
+        if let Some(ready) = pull.and_then(|p| p.ready(version)) {
+            return self.write(file, running, ready, pull).await;
+        }
         let ready = match &file.last_error {
             Some(e) if file.plugin.is_none() => Condition {
                 type_: "Ready".into(),
@@ -111,7 +118,7 @@ impl ClusterStatus {
                 ),
             },
         };
-        self.write(file, running, ready).await;
+        self.write(file, running, ready, pull).await;
     }
 
     /// Record that the file of a plugin with a finalizer was removed and its last version
@@ -128,7 +135,7 @@ impl ClusterStatus {
                 file.version.as_deref().unwrap_or("?")
             ),
         };
-        self.write(file, running, ready).await;
+        self.write(file, running, ready, None).await;
     }
 
     /// Deal with the `WasmPlugin` objects of files in `dir` (their `spec.file`) that no running
@@ -169,7 +176,7 @@ impl ClusterStatus {
                     tracing::info!(plugin = %name, file = %file.display(), "the plugin's file no longer loads; marking its WasmPlugin");
                     let status =
                         FileStatus { file, not_started: Some(name), last_error: Some(error.clone()), ..FileStatus::default() };
-                    self.publish(&status, None).await;
+                    self.publish(&status, None, None).await;
                 }
                 None if was_finalizing(&object) => {
                     let finalizer = format!("wasmop.dev/{name}");
@@ -185,7 +192,7 @@ impl ClusterStatus {
                         ),
                     };
                     let status = FileStatus { file, not_started: Some(name), ..FileStatus::default() };
-                    self.write(&status, None, ready).await;
+                    self.write(&status, None, ready, None).await;
                 }
                 None => {
                     tracing::info!(plugin = %name, file = %file.display(), "the plugin's file is gone; deleting its WasmPlugin");
@@ -195,8 +202,9 @@ impl ClusterStatus {
         }
     }
 
-    /// Apply the object (`spec.file`) and this manager's status fields with `ready`.
-    async fn write(&self, file: &FileStatus, running: Option<&Plugin>, ready: Condition) {
+    /// Apply the object (`spec.file`) and this manager's status fields with `ready` (and
+    /// `pull`, the latest pull of the file from its registry).
+    async fn write(&self, file: &FileStatus, running: Option<&Plugin>, ready: Condition, pull: Option<&PullReport>) {
         let Some(name) = file.plugin.as_ref().or(file.not_started.as_ref()) else { return };
         let manifest = running.map(|p| p.manifest().as_ref());
         let Some(api) = self.api().await else { return };
@@ -233,6 +241,7 @@ impl ClusterStatus {
             "rejectedDigest": file.last_error.as_ref().map(|_| &file.digest).filter(|d| !d.is_empty()),
             "limits": running.map(|p| limits_json(p.limits())),
             "grants": running.map(|p| grants_json(p.grants())),
+            "pull": pull,
             "conditions": merge_conditions(&existing, &[ready], None, &crate::actions::timestamp_now()),
         });
         // Absent, not null: the schema's fields are not nullable.

@@ -10,7 +10,9 @@
 //! nothing: the previous version keeps serving, and the failure is logged and kept in the
 //! file's status until the file changes again. A periodic rescan catches missed events.
 //! A rejected file from which no plugin runs gets a `WasmPlugin` of its own, a file report
-//! named after the file ([`report_name`]), until it goes or loads.
+//! named after the file ([`report_name`]), until it goes or loads. A file pulled from a registry
+//! (`crate::registry`) is followed like any other; its latest pull ([`PullReport`]) shows on
+//! its `WasmPlugin` too.
 
 mod cluster_status;
 mod compile_status;
@@ -18,6 +20,7 @@ mod config_status;
 mod directory;
 mod file_report;
 mod file_status;
+mod pull_status;
 mod reloader;
 mod report_name;
 
@@ -26,5 +29,6 @@ pub use compile_status::{COMPILING, CompileEnd, CompileReport, CompileTarget};
 pub use config_status::CONFIG_VALID;
 pub use directory::{DirectoryEvents, scan};
 pub use file_status::FileStatus;
+pub use pull_status::{PullReport, PullState};
 pub use reloader::{PluginSetObserver, ReloadConfig, Reloader, SHOW_COMPILING_AFTER, START_RETRY};
 pub use report_name::{FILE_REPORT_LABEL, report_name};

@@ -11,6 +11,7 @@ use super::compile_status::{CompileReport, CompileTarget};
 use super::directory::{DirectoryEvents, scan};
 use super::file_report::{needs_report, rejection_reason};
 use super::file_status::FileStatus;
+use super::pull_status::PullReport;
 use compiles::Compile;
 pub use compiles::SHOW_COMPILING_AFTER;
 
@@ -81,6 +82,8 @@ pub struct Reloader {
     stale_checked: AtomicBool,
     /// Told about plugins leaving and passes ending ([`Reloader::observe`]).
     observer: Mutex<Option<Arc<dyn PluginSetObserver>>>,
+    /// Plugins whose pulls were reported ([`Reloader::pulled`]).
+    pulled: Mutex<BTreeSet<String>>,
 }
 
 /// A change to report in the cluster.
@@ -111,6 +114,8 @@ enum Report {
         plugin: String,
         status: ConfigStatus,
     },
+    /// The latest pull of a file from its registry, shown with the file's status.
+    Pull(FileStatus, Option<Arc<crate::runtime::Plugin>>, Box<PullReport>),
     /// A file's compile started or ended, shown on `target`.
     Compile {
         target: CompileTarget,
@@ -134,12 +139,21 @@ impl Reloader {
         let leadership = manager.leadership().clone();
         let (reports, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
+            // The latest pull of each file pulled from a registry, shown with its status.
+            let mut pulls: HashMap<PathBuf, PullReport> = HashMap::new();
             while let Some(report) = rx.recv().await {
                 // A standby writes nothing: its reports wait, in order, until it leads (the
                 // last one of each plugin then stands, as it would have on the leader).
                 leadership.until_leader().await;
                 match report {
-                    Report::Loaded(status, plugin) => cluster.publish(&status, plugin.as_deref()).await,
+                    Report::Loaded(status, plugin) => cluster.publish(&status, plugin.as_deref(), pulls.get(&status.file)).await,
+                    Report::Pull(status, plugin, pull) => {
+                        // A good pull of a file not loaded yet is shown when it loads.
+                        if pull.state == super::PullState::Failed || status.plugin.is_some() {
+                            cluster.publish(&status, plugin.as_deref(), Some(&*pull)).await;
+                        }
+                        pulls.insert(status.file, *pull);
+                    }
                     Report::Removed(name) => cluster.remove(&name).await,
                     Report::FileRejected(status, reason) => cluster.publish_file_report(&status, reason).await,
                     Report::FileReportGone(file) => cluster.remove_file_report(&file).await,
@@ -169,6 +183,7 @@ impl Reloader {
             passed: AtomicBool::new(false),
             stale_checked: AtomicBool::new(false),
             observer: Mutex::default(),
+            pulled: Mutex::default(),
         })
     }
 
@@ -188,6 +203,23 @@ impl Reloader {
     /// The directory followed.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Show the latest pull of `plugin`'s file (`PLUGIN.wasm` in the directory) from its
+    /// registry on its `WasmPlugin`, with the file's status (a plugin with no file yet gets an
+    /// object saying so). A failed pull makes `Ready=False` with its reason until a pull
+    /// succeeds; the version serving keeps serving.
+    pub fn pulled(&self, plugin: &str, pull: PullReport) {
+        self.pulled.lock().expect("pulled lock").insert(plugin.to_owned());
+        let file = self.dir.join(format!("{plugin}.wasm"));
+        let known = self.files.lock().expect("files lock").get(&file).cloned();
+        let status = known.filter(|s| s.plugin.is_some() || s.not_started.is_some()).unwrap_or_else(|| FileStatus {
+            file,
+            not_started: Some(plugin.to_owned()),
+            ..FileStatus::default()
+        });
+        let running = status.plugin.as_deref().and_then(|p| self.manager.controller(p)).map(|c| c.plugin());
+        let _ = self.reports.send(Report::Pull(status, running, Box::new(pull)));
     }
 
     /// The status of every plugin file seen.
@@ -341,6 +373,8 @@ impl Reloader {
     fn report_stale(&self) {
         let files = self.files.lock().expect("files lock");
         let mut keep: BTreeSet<String> = self.manager.plugins().into_iter().collect();
+        // A plugin pulled from a registry keeps its object while it has no file yet: it says why.
+        keep.extend(self.pulled.lock().expect("pulled lock").iter().cloned());
         keep.extend(files.values().filter_map(|s| s.plugin.clone().or_else(|| s.not_started.clone())));
         let rejected = files
             .values()

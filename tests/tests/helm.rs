@@ -95,7 +95,19 @@ async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
         assert_eq!(applied, expected, "helm template {extra:?}: every object passes the server dry run");
         let c = &find(&rendered, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
         let args: Vec<&str> = c["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
-        assert_eq!(&args[..5], ["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]);
+        assert_eq!(
+            &args[..8],
+            [
+                "run",
+                "--plugins",
+                "/plugins",
+                "--metrics-addr",
+                "0.0.0.0:8443",
+                "--metrics-secure",
+                "--probe-addr",
+                "0.0.0.0:8081"
+            ]
+        );
         assert_eq!(args.contains(&"--sharding"), extra.contains(&"sharding.enabled=true"), "helm template {extra:?}: {args:?}");
     }
     Ok(())
@@ -133,8 +145,11 @@ async fn namespaced_chart_grants_what_wasmop_rbac_namespace_prints() -> Result<(
     kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
     let namespaces: BTreeSet<String> = ["team-a".into(), "team-b".into()].into();
     let policy = wasmop::policy::HostPolicy::default();
-    let generated =
-        docs(&wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?)?;
+    // The chart serves metrics securely: `wasmop rbac --metrics-secure` adds its roles in both modes.
+    let generated = docs(
+        &(wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?
+            + &wasmop::cli::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?),
+    )?;
     // The admission Secret's Role is the same in both modes: `wasmop rbac` without --namespace
     // prints it (the chart renders it whenever admission is enabled).
     let admission_secret = |o: &Value| o["metadata"]["name"] == "wasmop-admission";

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
+use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, deployment_available, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
 use wasmop_e2e::tools::{docs, kubectl_name, kubectl_or_skip, kubectls_or_skip, kustomize_base_objects, skipped, to_yaml_stream};
 
@@ -257,7 +257,7 @@ async fn kustomize_base_passes_server_dry_run() -> Result<()> {
         let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
         let from_files: BTreeSet<String> = kustomize_base_objects()?.iter().map(kubectl_name).collect();
         assert_eq!(expected, from_files, "kubectl 1.{}: kustomize output differs from the base's files", kubectl.minor);
-        assert_eq!(expected.len(), 15, "objects: {expected:?}");
+        assert_eq!(expected.len(), 16, "objects: {expected:?}");
 
         // A dry run of objects in a namespace that does not exist yet fails ("namespaces
         // \"wasmop-system\" not found"): create it for real, then dry-run everything.
@@ -327,9 +327,12 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
             }
         }
     }
-    // The Deployment exists (kwok marks its Pod Running; no container runs here).
-    let deployments = api_for(&admin, "apps/v1", "Deployment", Some(NAMESPACE)).await?;
-    ensure!(deployments.get_opt("wasmop").await?.is_some(), "Deployment wasmop applied");
+    // The base's namespace enforces the Pod Security `restricted` profile, and the host's Pod
+    // passes it: the Deployment becomes Available (kwok runs its Pod; no container runs here).
+    let namespaces = api_for(&admin, "v1", "Namespace", None).await?;
+    let labels = namespaces.get(NAMESPACE).await?.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+    deployment_available(&admin, NAMESPACE, "wasmop", WAIT).await?;
 
     // The pod's identity: a token of ServiceAccount wasmop-system/wasmop.
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);

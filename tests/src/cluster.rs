@@ -125,7 +125,9 @@ pub async fn deployment_available(client: &kube::Client, namespace: &str, name: 
     let deployments = api_for(client, "apps/v1", "Deployment", Some(namespace)).await?;
     let events = api_for(client, "v1", "Event", Some(namespace)).await?;
     let failed_create = kube::api::ListParams::default().fields("reason=FailedCreate");
-    eventually(&format!("Deployment {namespace}/{name} Available"), timeout, || async {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        // A refusal fails at once: waiting longer would not admit the Pod.
         if let Some(event) = events.list(&failed_create).await?.items.first() {
             bail!("a Pod of {namespace}/{name} was refused: {}", event.data["message"]);
         }
@@ -135,7 +137,12 @@ pub async fn deployment_available(client: &kube::Client, namespace: &str, name: 
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .is_some_and(|c| c.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
-        Ok(available.then_some(()))
-    })
-    .await
+        if available {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("Deployment {namespace}/{name} not Available after {timeout:?}: {}", deployment.data["status"]);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

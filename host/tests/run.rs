@@ -1,5 +1,6 @@
 //! The `wasmop run` binary against a real control plane: plugins from a directory, metrics and
-//! probes on HTTP, graceful exit on SIGTERM.
+//! probes on HTTP (or metrics over HTTPS behind the API server and probes apart), graceful exit on
+//! SIGTERM.
 
 mod support;
 
@@ -365,5 +366,63 @@ async fn sigterm_lets_a_reconcile_in_flight_finish_its_writes_before_exit() -> R
     assert_eq!(child.data["data"]["mode"], "ok");
     let testbeds = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
     assert_eq!(testbeds.get("slow").await?.data.pointer("/status/phase"), Some(&json!("Ready")));
+    Ok(())
+}
+
+/// `GET /metrics` over TLS (trusting `ca`) without a token: the status line.
+async fn anonymous_scrape(port: u16, ca: &str) -> Result<String> {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(ca.as_bytes())?)?;
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await?;
+    tls.write_all(b"GET /metrics HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").await?;
+    let mut response = String::new();
+    tls.read_to_string(&mut response).await?;
+    Ok(response.lines().next().unwrap_or_default().to_owned())
+}
+
+#[tokio::test]
+async fn run_with_secure_metrics_serves_the_probes_apart_and_refuses_an_anonymous_scrape() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    apply_file(&client, &support::workspace().join("crds/wasmplugin.yaml")).await?;
+    let dir = tempfile::tempdir()?;
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(dir.path().join("plugins"))?;
+    std::fs::create_dir(&certs)?;
+    let cert = wasmop::admission::ServingCert::generate(&["127.0.0.1".into()])?;
+    std::fs::write(certs.join("tls.crt"), &cert.cert_pem)?;
+    std::fs::write(certs.join("tls.key"), &cert.key_pem)?;
+    let [metrics, probes] = [(); 2].map(|()| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()));
+    let (metrics, probes) = (metrics?, probes?);
+    let _host = Host(
+        Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(["run", "--plugins"])
+            .arg(dir.path().join("plugins"))
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics}"), "--metrics-secure", "--metrics-cert-dir"])
+            .arg(&certs)
+            .args(["--probe-addr", &format!("127.0.0.1:{probes}")])
+            .env("WASMOP_CACHE_DIR", dir.path().join(".cache"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?,
+    );
+    eventually("/readyz ok on the probe port", WAIT, || async {
+        Ok(get(probes, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ()))
+    })
+    .await?;
+    assert_eq!(get(probes, "/metrics")?.0, 404, "no metrics on the probe port");
+    let status = anonymous_scrape(metrics, &cert.ca_pem).await?;
+    assert!(status.starts_with("HTTP/1.1 401"), "an anonymous scrape: {status}");
     Ok(())
 }

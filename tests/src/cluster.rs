@@ -114,3 +114,35 @@ impl Host {
         ControllerConfig { resync: None, ..ControllerConfig::default() }
     }
 }
+
+/// Wait until Deployment `namespace/name` is `Available`, failing at once with the message of
+/// any `FailedCreate` event in `namespace` (a ReplicaSet whose Pod admission refused, e.g. by
+/// Pod Security).
+///
+/// # Errors
+/// A `FailedCreate` event, or not Available within `timeout`.
+pub async fn deployment_available(client: &kube::Client, namespace: &str, name: &str, timeout: Duration) -> Result<()> {
+    let deployments = api_for(client, "apps/v1", "Deployment", Some(namespace)).await?;
+    let events = api_for(client, "v1", "Event", Some(namespace)).await?;
+    let failed_create = kube::api::ListParams::default().fields("reason=FailedCreate");
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        // A refusal fails at once: waiting longer would not admit the Pod.
+        if let Some(event) = events.list(&failed_create).await?.items.first() {
+            bail!("a Pod of {namespace}/{name} was refused: {}", event.data["message"]);
+        }
+        let deployment = deployments.get(name).await?;
+        let available = deployment
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+        if available {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("Deployment {namespace}/{name} not Available after {timeout:?}: {}", deployment.data["status"]);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, eventually};
+use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, deployment_available, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
 use wasmop_e2e::tools::{docs, kubectl_name, kubectl_or_skip, kubectls_or_skip, kustomize_base_objects, skipped, to_yaml_stream};
 
@@ -75,8 +75,10 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     let manifest = runtime.load_file(&memcached).await?.manifest().as_ref().clone();
     let mut kinds = wasmop::contract::KnownKinds::builtin();
     kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
+    // The base serves metrics securely: `wasmop rbac --metrics-secure`.
     let generated =
-        wasmop::cli::rbac::render(&[manifest], &wasmop::policy::HostPolicy::default(), &kinds, "wasmop", NAMESPACE, "wasmop")?;
+        wasmop::cli::rbac::render(&[manifest], &wasmop::policy::HostPolicy::default(), &kinds, "wasmop", NAMESPACE, "wasmop")?
+            + &wasmop::cli::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?;
     ensure!(
         generated_part(&base().join("rbac.yaml"))? == generated,
         "deploy/kustomize/base/rbac.yaml is stale; regenerate it (see its header). `wasmop rbac` now prints:\n{generated}"
@@ -96,10 +98,27 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     let c = container(deployment);
     assert_eq!(
         c["args"],
-        json!(["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080", "--admission-service", "wasmop-webhook"])
+        json!([
+            "run",
+            "--plugins",
+            "/plugins",
+            "--metrics-addr",
+            "0.0.0.0:8443",
+            "--metrics-secure",
+            "--probe-addr",
+            "0.0.0.0:8081",
+            "--admission-service",
+            "wasmop-webhook"
+        ])
     );
-    assert_eq!(c["ports"][0]["containerPort"], 8080);
-    assert_eq!(c["ports"][1], json!({"name": "webhook", "containerPort": 9443, "protocol": "TCP"}));
+    assert_eq!(c["ports"][0], json!({"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"}));
+    assert_eq!(c["ports"][1], json!({"name": "probes", "containerPort": 8081, "protocol": "TCP"}));
+    assert_eq!(c["ports"][2], json!({"name": "webhook", "containerPort": 9443, "protocol": "TCP"}));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["port"], "probes", "{probe} on the plain probe port");
+    }
+    let metrics_service = objects.iter().find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "wasmop-metrics");
+    assert_eq!(metrics_service.context("Service wasmop-metrics")?["spec"]["ports"][0]["targetPort"], "https-metrics");
     let webhook_service = objects.iter().find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "wasmop-webhook");
     assert_eq!(webhook_service.context("Service wasmop-webhook")?["spec"]["ports"][0]["targetPort"], "webhook");
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
@@ -191,7 +210,10 @@ async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
         let rendered = docs(&kubectl.run(&cp, &["kustomize", &overlay_arg], None)?)?;
         let names: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
         let cluster_roles: Vec<&String> = names.iter().filter(|n| n.starts_with("clusterrole.")).collect();
-        assert_eq!(cluster_roles, ["clusterrole.rbac.authorization.k8s.io/wasmop-reports"], "kubectl 1.{}", kubectl.minor);
+        // The reports' from the overlay; the secure metrics' from the base, the same in both modes.
+        let expected_cluster_roles = ["wasmop-metrics-auth", "wasmop-metrics-reader", "wasmop-reports"]
+            .map(|name| format!("clusterrole.rbac.authorization.k8s.io/{name}"));
+        assert_eq!(cluster_roles, expected_cluster_roles.iter().collect::<Vec<_>>(), "kubectl 1.{}", kubectl.minor);
         let roles: BTreeSet<(&str, &str)> = rendered
             .iter()
             .filter(|o| o["kind"] == "Role")
@@ -235,7 +257,7 @@ async fn kustomize_base_passes_server_dry_run() -> Result<()> {
         let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
         let from_files: BTreeSet<String> = kustomize_base_objects()?.iter().map(kubectl_name).collect();
         assert_eq!(expected, from_files, "kubectl 1.{}: kustomize output differs from the base's files", kubectl.minor);
-        assert_eq!(expected.len(), 12, "objects: {expected:?}");
+        assert_eq!(expected.len(), 16, "objects: {expected:?}");
 
         // A dry run of objects in a namespace that does not exist yet fails ("namespaces
         // \"wasmop-system\" not found"): create it for real, then dry-run everything.
@@ -305,9 +327,12 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
             }
         }
     }
-    // The Deployment exists (kwok marks its Pod Running; no container runs here).
-    let deployments = api_for(&admin, "apps/v1", "Deployment", Some(NAMESPACE)).await?;
-    ensure!(deployments.get_opt("wasmop").await?.is_some(), "Deployment wasmop applied");
+    // The base's namespace enforces the Pod Security `restricted` profile, and the host's Pod
+    // passes it: the Deployment becomes Available (kwok runs its Pod; no container runs here).
+    let namespaces = api_for(&admin, "v1", "Namespace", None).await?;
+    let labels = namespaces.get(NAMESPACE).await?.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+    deployment_available(&admin, NAMESPACE, "wasmop", WAIT).await?;
 
     // The pod's identity: a token of ServiceAccount wasmop-system/wasmop.
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);

@@ -6,6 +6,8 @@
 //! - with `watchNamespaces` the chart grants, Role for Role, what `wasmop rbac --namespace`
 //!   prints (no ClusterRole but the reports'), passes the dry run, and passes the namespaces
 //!   to the host;
+//! - the chart's Pod runs in a namespace enforcing the Pod Security `restricted` profile, and
+//!   the chart renders a PodDisruptionBudget exactly when `replicaCount > 1`;
 //! - `helm install` creates the same objects as the kustomize base (its Namespace aside),
 //!   wired the same way; `helm upgrade` rolls a changed value into the Deployment; `helm
 //!   uninstall` removes what the release created (CRDs stay, as Helm keeps `crds/`).
@@ -18,9 +20,11 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
-use serde_json::Value;
+use std::time::Duration;
+
+use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::api_for;
+use wasmop_e2e::cluster::{api_for, apply, deployment_available, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
 use wasmop_e2e::tools::{docs, helm_or_skip, kubectl_name, kubectl_or_skip, kustomize_base_objects, to_yaml_stream};
 
@@ -95,9 +99,83 @@ async fn chart_variants_render_and_pass_server_dry_run() -> Result<()> {
         assert_eq!(applied, expected, "helm template {extra:?}: every object passes the server dry run");
         let c = &find(&rendered, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
         let args: Vec<&str> = c["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
-        assert_eq!(&args[..5], ["run", "--plugins", "/plugins", "--metrics-addr", "0.0.0.0:8080"]);
+        assert_eq!(
+            &args[..8],
+            [
+                "run",
+                "--plugins",
+                "/plugins",
+                "--metrics-addr",
+                "0.0.0.0:8443",
+                "--metrics-secure",
+                "--probe-addr",
+                "0.0.0.0:8081"
+            ]
+        );
         assert_eq!(args.contains(&"--sharding"), extra.contains(&"sharding.enabled=true"), "helm template {extra:?}: {args:?}");
+        // A PodDisruptionBudget exactly when there are several replicas; spread shards over nodes.
+        let replicas = find(&rendered, "Deployment")?["spec"]["replicas"].as_u64().context("replicas")?;
+        let pdb = rendered.iter().find(|o| o["kind"] == "PodDisruptionBudget");
+        assert_eq!(pdb.is_some(), replicas > 1, "helm template {extra:?}: a PDB with {replicas} replica(s)");
+        if let Some(pdb) = pdb {
+            assert_eq!(pdb["spec"]["maxUnavailable"], 1, "helm template {extra:?}");
+        }
+        let spread = &find(&rendered, "Deployment")?["spec"]["template"]["spec"]["topologySpreadConstraints"];
+        assert_eq!(spread.is_array(), extra.contains(&"sharding.enabled=true"), "helm template {extra:?}: {spread}");
+        let policy = find(&rendered, "NetworkPolicy")?;
+        assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "webhook", "the webhook port from anywhere");
+        assert!(policy["spec"]["ingress"][0].get("from").is_none(), "the webhook port from anywhere");
+        assert_eq!(policy["spec"]["ingress"][1]["ports"][0]["port"], "https-metrics", "metrics from the selected namespaces");
     }
+    Ok(())
+}
+
+/// The chart's Pod passes the Pod Security `restricted` profile: installed into a namespace
+/// that enforces it, its Deployment becomes Available (kwok runs the Pod) and no ReplicaSet
+/// reports `FailedCreate`; the same namespace refuses a Pod that is not restricted.
+#[tokio::test]
+async fn chart_runs_in_a_namespace_enforcing_the_restricted_profile() -> Result<()> {
+    let Some(helm_bin) = helm_or_skip("helm install into a restricted namespace") else {
+        return Ok(());
+    };
+    let cp = ControlPlane::start().await?;
+    let client = cp.client().await?;
+    let restricted = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE,
+        "labels": {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}});
+    apply(&client, &restricted).await?;
+    // The negative control: the namespace refuses a Pod that is not restricted.
+    let pods = api_for(&client, "v1", "Pod", Some(NAMESPACE)).await?;
+    let loose: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "loose", "namespace": NAMESPACE}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))?;
+    let refused = pods.create(&Default::default(), &loose).await.expect_err("a Pod without a restricted securityContext");
+    assert!(refused.to_string().contains("violates PodSecurity \"restricted"), "{refused}");
+
+    helm(&helm_bin, &cp, &["install", "wasmop", &chart(), "--namespace", NAMESPACE])?;
+    deployment_available(&client, NAMESPACE, "wasmop", Duration::from_secs(60)).await?;
+    // Several replicas too (a PDB, warm standbys), each Pod admitted.
+    helm(
+        &helm_bin,
+        &cp,
+        &[
+            "upgrade",
+            "wasmop",
+            &chart(),
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "replicaCount=2",
+            "--set",
+            "leaderElection.enabled=true",
+        ],
+    )?;
+    deployment_available(&client, NAMESPACE, "wasmop", Duration::from_secs(60)).await?;
+    let deployments = api_for(&client, "apps/v1", "Deployment", Some(NAMESPACE)).await?;
+    let ready = eventually("two ready replicas", Duration::from_secs(60), || async {
+        let d = deployments.get("wasmop").await?;
+        Ok((d.data.pointer("/status/readyReplicas") == Some(&json!(2))).then_some(()))
+    })
+    .await;
+    ready?;
     Ok(())
 }
 
@@ -133,8 +211,11 @@ async fn namespaced_chart_grants_what_wasmop_rbac_namespace_prints() -> Result<(
     kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
     let namespaces: BTreeSet<String> = ["team-a".into(), "team-b".into()].into();
     let policy = wasmop::policy::HostPolicy::default();
-    let generated =
-        docs(&wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?)?;
+    // The chart serves metrics securely: `wasmop rbac --metrics-secure` adds its roles in both modes.
+    let generated = docs(
+        &(wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?
+            + &wasmop::cli::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?),
+    )?;
     // The admission Secret's Role is the same in both modes: `wasmop rbac` without --namespace
     // prints it (the chart renders it whenever admission is enabled).
     let admission_secret = |o: &Value| o["metadata"]["name"] == "wasmop-admission";

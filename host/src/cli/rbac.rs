@@ -49,6 +49,11 @@ pub struct RbacArgs {
     /// directory of them (repeatable). Their `spec.names.plural` and `spec.scope` are used.
     #[arg(long)]
     pub crds: Vec<PathBuf>,
+    /// For a host run with `--metrics-secure`: also the ClusterRole `<name>-metrics-auth`
+    /// (create TokenReviews and SubjectAccessReviews, to check each scrape) bound to the host,
+    /// and the ClusterRole `<name>-metrics-reader` (get `/metrics`) to bind to the scrapers.
+    #[arg(long)]
+    pub metrics_secure: bool,
     /// Ask this cluster (by discovery) about kinds that are neither built in nor in `--crds`
     /// [default: the default kubeconfig, when there is one].
     #[arg(long)]
@@ -490,6 +495,47 @@ pub fn render_namespaced(
 
 const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
+/// The RBAC of secure metrics (`wasmop run --metrics-secure`), as YAML documents each with a
+/// comment saying why, to follow [`render`] or [`render_namespaced`]:
+///
+/// - ClusterRole and ClusterRoleBinding `<name>-metrics-auth` to
+///   `namespace/service_account`: `create` on `tokenreviews` and `subjectaccessreviews`
+///   (cluster-scoped kinds), which the host makes for each scrape;
+/// - ClusterRole `<name>-metrics-reader`: `get` on the non-resource URL `/metrics`, for the
+///   scrapers (bind it to Prometheus' ServiceAccount); not bound here.
+///
+/// # Errors
+/// A YAML serialization failure.
+pub fn render_metrics(name: &str, namespace: &str, service_account: &str) -> anyhow::Result<String> {
+    let auth = format!("{name}-metrics-auth");
+    let role = json!({
+        "apiVersion": RBAC_V1, "kind": "ClusterRole",
+        "metadata": {"name": auth},
+        "rules": [
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        ],
+    });
+    let binding = json!({
+        "apiVersion": RBAC_V1, "kind": "ClusterRoleBinding",
+        "metadata": {"name": auth},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    });
+    let reader = json!({
+        "apiVersion": RBAC_V1, "kind": "ClusterRole",
+        "metadata": {"name": format!("{name}-metrics-reader")},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    });
+    Ok(format!(
+        "---\n# Secure metrics (--metrics-secure): the host reviews each scrape's token and access to /metrics.\n{}---\n{}---\n\
+         # Secure metrics: bind this to whoever scrapes /metrics (e.g. Prometheus' ServiceAccount).\n{}",
+        serde_yaml::to_string(&role)?,
+        serde_yaml::to_string(&binding)?,
+        serde_yaml::to_string(&reader)?
+    ))
+}
+
 /// The built-in kinds, the CRDs in `crds`, and — for any of `needed` still unknown — what the
 /// cluster's discovery says (`kubeconfig`, else the default kubeconfig). No cluster is
 /// contacted when every needed kind is known offline.
@@ -532,12 +578,15 @@ pub(super) async fn run(args: RbacArgs, runtime: &RuntimeArgs) -> anyhow::Result
     }
     let kinds = known_kinds(&kinds_of(&manifests), &args.crds, args.kubeconfig.as_deref()).await?;
     let (sa_namespace, sa) = (&args.service_account_namespace, &args.service_account);
-    let yaml = match InstallScope::from_names(&args.namespaces)? {
+    let mut yaml = match InstallScope::from_names(&args.namespaces)? {
         InstallScope::Cluster => render(&manifests, &policy, &kinds, &args.name, sa_namespace, sa)?,
         InstallScope::Namespaces(namespaces) => {
             render_namespaced(&manifests, &policy, &kinds, &args.name, &namespaces, sa_namespace, sa)?
         }
     };
+    if args.metrics_secure {
+        yaml.push_str(&render_metrics(&args.name, sa_namespace, sa)?);
+    }
     print!("{yaml}");
     Ok(())
 }
@@ -840,6 +889,29 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("- clusterroles") && !text.contains("- deployments"), "the whole plugin is left out:\n{text}");
+    }
+
+    #[test]
+    fn secure_metrics_add_the_reviews_for_the_host_and_a_reader_role_for_scrapers() {
+        let text = render(&[fixtures::memcached("")], &HostPolicy::default(), &kinds(), "w", "ns", "sa").unwrap();
+        assert!(!text.contains("tokenreviews") && !text.contains("nonResourceURLs"), "only with secure metrics:\n{text}");
+        let text = format!("{text}{}", render_metrics("w", "ns", "sa").unwrap());
+        let docs = documents(&text);
+        let auth = docs.iter().find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "w-metrics-auth").unwrap();
+        assert_eq!(
+            auth["rules"],
+            json!([
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+            ])
+        );
+        let binding =
+            docs.iter().find(|d| d["kind"] == "ClusterRoleBinding" && d["metadata"]["name"] == "w-metrics-auth").unwrap();
+        assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]));
+        let reader = docs.iter().find(|d| d["metadata"]["name"] == "w-metrics-reader").unwrap();
+        assert_eq!(reader["kind"], "ClusterRole");
+        assert_eq!(reader["rules"], json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]));
+        assert!(!docs.iter().any(|d| d["roleRef"]["name"] == "w-metrics-reader"), "the scrapers' binding is the operator's");
     }
 
     #[test]

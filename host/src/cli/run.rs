@@ -20,6 +20,7 @@ use crate::policy::limits_json;
 use crate::registry::{PullCache, PullContext, PullMetrics, PullTarget, Puller};
 use crate::reload::{ReloadConfig, Reloader};
 use crate::runtime::{Compiler, Subprocess};
+use crate::server::{MetricsCerts, MetricsConfig, ServeContext};
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]
@@ -38,9 +39,26 @@ pub struct RunArgs {
     /// Reconciles of one plugin running at once (1 to 256, the runtime's instance slots).
     #[arg(long, default_value_t = 8, value_parser = |s: &str| units::count_in(s, 1, 256))]
     pub concurrency: usize,
-    /// Address of `/metrics`, `/healthz` and `/readyz` (`none` disables).
+    /// Address of `/metrics` (`none` disables), and of `/healthz` and `/readyz` too unless
+    /// metrics are secure or `--probe-addr` is given.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_addr)]
     pub metrics_addr: MetricsAddr,
+    /// Serve `/metrics` over HTTPS and check every scrape's bearer token with a TokenReview,
+    /// then a SubjectAccessReview (`get` on the non-resource URL `/metrics`): no or an unknown
+    /// token is refused with 401, a user without the right with 403. The probes move to
+    /// `--probe-addr`. The host needs `create` on tokenreviews and subjectaccessreviews
+    /// (`wasmop rbac --metrics-secure`).
+    #[arg(long)]
+    pub metrics_secure: bool,
+    /// With `--metrics-secure`: serve the certificate of `tls.crt` and `tls.key` in this
+    /// directory (a mounted cert-manager Secret), re-read every 10s [default: a self-signed
+    /// certificate generated at start].
+    #[arg(long, value_name = "DIR", requires = "metrics_secure")]
+    pub metrics_cert_dir: Option<PathBuf>,
+    /// Address of `/healthz` and `/readyz` on their own plain HTTP port [default: with plain
+    /// metrics, on `--metrics-addr`; with `--metrics-secure`, 127.0.0.1:8081].
+    #[arg(long, value_name = "ADDR")]
+    pub probe_addr: Option<std::net::SocketAddr>,
     /// Only the holder of a Lease writes to the cluster (reconciles, WasmPlugin reports); every
     /// replica loads its plugins and syncs its caches, and is Ready, leader or not.
     #[arg(long)]
@@ -207,6 +225,15 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
 }
 
 impl RunArgs {
+    /// Where and how metrics and probes are served, as these flags describe.
+    pub fn metrics_config(&self) -> MetricsConfig {
+        let secure = self.metrics_secure.then(|| match &self.metrics_cert_dir {
+            Some(dir) => MetricsCerts::Dir(dir.clone()),
+            None => MetricsCerts::generated(),
+        });
+        MetricsConfig { metrics_addr: self.metrics_addr, secure, probe_addr: self.probe_addr, ..MetricsConfig::default() }
+    }
+
     /// The controller configuration these flags describe.
     pub fn controller_config(&self) -> ControllerConfig {
         ControllerConfig {
@@ -291,17 +318,12 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     let reloader = Reloader::new(Arc::clone(&manager), &args.plugins, ReloadConfig::default());
     let _puller = start_puller(&args, &manager, &reloader);
     let started = Arc::new(AtomicBool::new(false));
-    let _server = match args.metrics_addr {
-        Some(addr) => {
-            let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
-            let ready: crate::server::Readiness = Arc::new(move || s.load(Ordering::Relaxed) && m.synced());
-            let (_, task) = crate::server::serve(addr, Arc::clone(manager.metrics()), ready)
-                .await
-                .with_context(|| format!("cannot serve metrics on {addr}"))?;
-            Some(AbortOnDrop(task))
-        }
-        None => None,
+    let ready: crate::server::Readiness = {
+        let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
+        Arc::new(move || s.load(Ordering::Relaxed) && m.synced())
     };
+    let serve = ServeContext { metrics: Arc::clone(manager.metrics()), ready, client: client.clone() };
+    let _serving = crate::server::start(&args.metrics_config(), serve).await?;
     let lease_namespace =
         args.leader_elect_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "default".into());
     let lease_config = LeaseConfig {
@@ -485,6 +507,27 @@ mod tests {
         let env = |long: &str| run.get_arguments().find(|a| a.get_long() == Some(long)).unwrap().get_env().map(ToOwned::to_owned);
         assert_eq!(env("sharding").as_deref(), Some(std::ffi::OsStr::new("WASMOP_SHARDING")));
         assert_eq!(env("shard-name").as_deref(), Some(std::ffi::OsStr::new("WASMOP_SHARD_NAME")));
+    }
+
+    #[test]
+    fn plain_metrics_serve_the_probes_too_and_secure_metrics_move_them() {
+        let plain = run_args(&[]).unwrap().metrics_config();
+        assert_eq!(plain, MetricsConfig::default());
+        assert_eq!((plain.secure, plain.probe_addr), (None, None));
+        let secure = run_args(&["--metrics-secure", "--metrics-addr", "0.0.0.0:8443", "--probe-addr", "0.0.0.0:8081"])
+            .unwrap()
+            .metrics_config();
+        assert!(matches!(secure.secure, Some(MetricsCerts::Generated(_))), "{secure:?}");
+        assert_eq!(secure.metrics_addr, Some("0.0.0.0:8443".parse().unwrap()));
+        assert_eq!(secure.probe_addr, Some("0.0.0.0:8081".parse().unwrap()));
+        let from_dir = run_args(&["--metrics-secure", "--metrics-cert-dir", "/certs"]).unwrap().metrics_config();
+        assert_eq!(from_dir.secure, Some(MetricsCerts::Dir("/certs".into())));
+    }
+
+    #[test]
+    fn a_metrics_certificate_without_secure_metrics_is_refused() {
+        let err = run_args(&["--metrics-cert-dir", "/certs"]).unwrap_err().to_string();
+        assert!(err.contains("--metrics-secure"), "{err}");
     }
 
     fn admission(args: &[&str]) -> anyhow::Result<Option<AdmissionConfig>> {

@@ -178,3 +178,15 @@ func (w Webhook) MatchCondition(name, expression string) Webhook {
 	w.MatchConditions = append(append([]MatchCondition{}, w.MatchConditions...), MatchCondition{Name: name, Expression: expression})
 	return w
 }
+
+// WithTimeout is the webhook with the API server waiting seconds (1 to 30) for it.
+func (w Webhook) WithTimeout(seconds uint32) Webhook {
+	w.TimeoutSeconds = seconds
+	return w
+}
+
+// WithFailurePolicy is the webhook with what the API server does when the call fails.
+func (w Webhook) WithFailurePolicy(policy FailurePolicy) Webhook {
+	w.FailurePolicy = policy
+	return w
+}

@@ -192,7 +192,8 @@ impl Discovery {
     /// manifest's order.
     pub async fn check_webhook_resources(&self, manifest: &Manifest) -> Result<(), Vec<DiscoveryError>> {
         self.read_snapshot().await;
-        let (mut errors, mut checked) = (Vec::new(), Vec::new());
+        let mut errors = Vec::new();
+        let mut checked: Vec<(&str, &str, &str, &str)> = Vec::new();
         for webhook in &manifest.webhooks {
             for rule in &webhook.rules {
                 for group in &rule.api_groups {

@@ -91,7 +91,6 @@ impl AdmissionConfig {
 /// The running admission server and registration; dropping it stops both (the webhook
 /// configurations stay, so the API server applies their `failurePolicy` while no host answers,
 /// unless [`Admission::unregister`] removed them).
-#[derive(Debug)]
 pub struct Admission {
     addr: SocketAddr,
     ca_pem: watch::Receiver<String>,
@@ -102,6 +101,16 @@ pub struct Admission {
     client: kube::Client,
     configuration_name: String,
     outside: bool,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("addr", &self.addr)
+            .field("configuration_name", &self.configuration_name)
+            .field("outside", &self.outside)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Admission {

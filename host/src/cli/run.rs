@@ -373,14 +373,16 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         }
     };
     drop(watch);
-    if let (Some(admission), Ok(())) = (&mut admission, &result) {
-        // Outside a cluster no replica answers after this one: remove the configurations, or
-        // every write of the admitted kinds fails with "connection refused". In a cluster the
-        // other replicas behind the Service keep answering, and the configurations stay.
-        if admission.outside_cluster() && manager.leadership().is_leader() {
-            if let Err(e) = admission.unregister().await {
-                tracing::warn!(error = %e, "cannot remove the webhook configurations on exit; they stay registered");
-            }
+    // Outside a cluster no replica answers after this one: on a clean exit the writer removes
+    // the configurations, or every write of the admitted kinds fails with "connection
+    // refused". In a cluster the other replicas behind the Service keep answering: they stay.
+    if let (Some(admission), Ok(())) = (&mut admission, &result)
+        && admission.outside_cluster()
+        && manager.leadership().is_leader()
+    {
+        let removed = admission.unregister().await;
+        if let Err(e) = removed {
+            tracing::warn!(error = %e, "cannot remove the webhook configurations on exit; they stay registered");
         }
     }
     tracing::info!("shutting down: finishing reconciles in flight");

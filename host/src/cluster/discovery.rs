@@ -162,7 +162,13 @@ impl Discovery {
     /// Every kind that does not resolve, one [`DiscoveryError::NotServed`] each, in that order.
     pub async fn resolve_declared(&self, manifest: &Manifest, patience: Duration) -> Result<DeclaredKinds, Vec<DiscoveryError>> {
         let mut errors = Vec::new();
-        let parent = self.resolve(&manifest.parent, patience).await.map_err(|e| errors.push(e)).ok();
+        let parent = match self.resolve(&manifest.parent, patience).await {
+            Ok(parent) => Some(parent),
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        };
         let children = self.resolve_each(&manifest.children, patience, &mut errors).await;
         let related: Vec<Kind> = manifest.related.iter().map(|r| r.kind.clone()).collect();
         let related = self.resolve_each(&related, patience, &mut errors).await;

@@ -168,3 +168,32 @@ fn a_new_go_plugin_with_webhooks_tests_builds_and_admits_its_sample() {
     let plan = wasmop(&dir, &["reconcile", "--plugin", "hello-hooks.wasm", "--object", "sample.yaml", "--crds", "crd.yaml"]);
     assert!(plan.status.success(), "{}", text(&plan.stderr));
 }
+
+#[test]
+fn a_go_plugin_declaring_webhooks_without_admit_is_refused_by_the_build_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = workspace().join("plugins/sidecarset-go");
+    for name in ["sidecarset.go", "validate.go"] {
+        std::fs::copy(source.join(name), tmp.path().join(name)).unwrap();
+    }
+    let go_mod = std::fs::read_to_string(source.join("go.mod")).unwrap();
+    let sdk = format!("=> {}", workspace().join("sdk-go").display());
+    std::fs::write(tmp.path().join("go.mod"), go_mod.replace("=> ../../sdk-go", &sdk)).unwrap();
+    let plugin = tmp.path().join("sidecarset.go");
+    let text = std::fs::read_to_string(&plugin).unwrap();
+    assert!(text.contains(", Admit: Admit}"), "{text}");
+    std::fs::write(&plugin, text.replace(", Admit: Admit}", "}")).unwrap();
+    let out = Command::new("bash")
+        .arg(workspace().join("sdk-go/build/component.sh"))
+        .args([tmp.path(), &tmp.path().join("out.wasm"), &workspace().join("wit/v0.3.0")])
+        .env("WASMOP_GO_TOOLCHAIN", go_toolchain())
+        .envs(go_caches())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        "[go-plugin] error: github.com/wasmop/wasmop/plugins/sidecarset-go declares webhooks in its manifest but registers no Admit"
+    );
+    assert!(!tmp.path().join("out.wasm").exists());
+}

@@ -180,9 +180,9 @@ fn a_go_plugin_declaring_webhooks_without_admit_is_refused_by_the_build_in_one_l
     let sdk = format!("=> {}", workspace().join("sdk-go").display());
     std::fs::write(tmp.path().join("go.mod"), go_mod.replace("=> ../../sdk-go", &sdk)).unwrap();
     let plugin = tmp.path().join("sidecarset.go");
-    let text = std::fs::read_to_string(&plugin).unwrap();
-    assert!(text.contains(", Admit: Admit}"), "{text}");
-    std::fs::write(&plugin, text.replace(", Admit: Admit}", "}")).unwrap();
+    let code = std::fs::read_to_string(&plugin).unwrap();
+    assert!(code.contains(", Admit: Admit}"), "{code}");
+    std::fs::write(&plugin, code.replace(", Admit: Admit}", "}")).unwrap();
     let out = Command::new("bash")
         .arg(workspace().join("sdk-go/build/component.sh"))
         .args([tmp.path(), &tmp.path().join("out.wasm"), &workspace().join("wit/v0.3.0")])

@@ -64,7 +64,8 @@ fn admit(plugin: &Path, webhook: &str, object: &Path, policy: Option<&Path>) -> 
         args.extend(["--policy", policy.to_str().unwrap()]);
     }
     let out = wasmop(dir, &args);
-    let review = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    let review =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
     (out.status.code(), review)
 }
 
@@ -76,7 +77,8 @@ fn the_go_sidecarset_webhook_answers_what_the_rust_one_answers() {
     std::fs::write(&policy, SIDECARSET_POLICY).unwrap();
     let invalid = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sidecarset-without-image.yaml");
     let no_name = dir.path().join("bad-selector.yaml");
-    std::fs::write(&no_name, VALID.replace("{matchLabels: {app: web}}", "{matchExpressions: [{key: app, operator: In}]}")).unwrap();
+    std::fs::write(&no_name, VALID.replace("{matchLabels: {app: web}}", "{matchExpressions: [{key: app, operator: In}]}"))
+        .unwrap();
     let (go, rust) = (sidecarset_go(), plugin("sidecarset", "wasm32-wasip2"));
 
     let (code, review) = admit(&go, "validate", &valid, None);
@@ -93,7 +95,10 @@ fn the_go_sidecarset_webhook_answers_what_the_rust_one_answers() {
 
     let (code, review) = admit(&go, "validate", &no_name, None);
     assert_eq!(code, Some(2), "denied: {review:#}");
-    assert_eq!(review["response"]["status"]["message"], "spec.selector.matchExpressions[0]: operator In needs at least one value");
+    assert_eq!(
+        review["response"]["status"]["message"],
+        "spec.selector.matchExpressions[0]: operator In needs at least one value"
+    );
     assert_eq!(review, admit(&rust, "validate", &no_name, Some(&policy)).1, "the Go and Rust webhooks differ");
 }
 
@@ -154,7 +159,8 @@ fn a_new_go_plugin_with_webhooks_tests_builds_and_admits_its_sample() {
     assert_eq!(allowed.status.code(), Some(0), "{}", text(&allowed.stderr));
     assert_eq!(text(&allowed.stdout), "allowed\n");
     let sample = std::fs::read_to_string(dir.join("sample.yaml")).unwrap();
-    std::fs::write(dir.join("empty.yaml"), sample.replace("  message: hello\n", "  {}\n").replace("spec:\n  {}", "spec: {}")).unwrap();
+    std::fs::write(dir.join("empty.yaml"), sample.replace("  message: hello\n", "  {}\n").replace("spec:\n  {}", "spec: {}"))
+        .unwrap();
     let denied = admit("check", "empty.yaml");
     assert_eq!(denied.status.code(), Some(2), "{}{}", text(&denied.stdout), text(&denied.stderr));
     assert_eq!(text(&denied.stdout), "denied (422): spec.message must not be empty\n");

@@ -59,10 +59,7 @@ async fn inspect_names_each_declared_kind_and_webhook_resource_the_cluster_does_
     assert!(lines.iter().all(|l| !l.contains('\n')), "one line each: {lines:#?}");
 
     apply_file(&client, &support::workspace().join("crds/sidecarset.yaml")).await?;
-    eventually("the SidecarSet CRD served", WAIT, || async {
-        Ok(not_served(&cp, &plugin).is_empty().then_some(()))
-    })
-    .await?;
+    eventually("the SidecarSet CRD served", WAIT, || async { Ok(not_served(&cp, &plugin).is_empty().then_some(())) }).await?;
     Ok(())
 }
 

@@ -512,7 +512,8 @@ mod tests {
         let Command::Run(run) = cli.command else { unreachable!("a run command") };
         let config = run.admission.config("wasmop-system").unwrap().unwrap();
         assert_eq!(secret_namespace(config), "wasmop-system", "the Leases' namespace by default");
-        let flag = ["wasmop", "run", "--plugins", "/p", "--admission-url-base", "https://h:1", "--admission-cert-namespace", "ops"];
+        let flag =
+            ["wasmop", "run", "--plugins", "/p", "--admission-url-base", "https://h:1", "--admission-cert-namespace", "ops"];
         let Command::Run(run) = Cli::try_parse_from(flag).unwrap().command else { unreachable!("a run command") };
         assert_eq!(secret_namespace(run.admission.config("wasmop-system").unwrap().unwrap()), "ops");
     }

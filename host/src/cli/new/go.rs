@@ -117,7 +117,8 @@ fn admission_values(args: &NewArgs) -> Vec<(&'static str, String)> {
         tests.push_str(&fill(test));
     }
     let functions = ADMIT_GO.replace("{webhook_list}", &list).replace("{cases}", &cases) + &functions;
-    let commands: String = super::admit_steps(args, &format!("{}.wasm", args.name)).iter().map(|c| format!("    {c}\n")).collect();
+    let commands: String =
+        super::admit_steps(args, &format!("{}.wasm", args.name)).iter().map(|c| format!("    {c}\n")).collect();
     vec![
         ("world", "operator".to_owned()),
         ("manifest_webhooks", "\n\tWebhooks:    Webhooks,".to_owned()),
@@ -329,7 +330,10 @@ mod tests {
         );
         assert!(readme.contains("wasmop reconcile --plugin my-db.wasm --object sample.yaml --crds crd.yaml\n"), "{readme}");
         let steps = super::next_steps(&new);
-        assert_eq!(steps.last().unwrap(), "wasmop admit --plugin my-db.wasm --webhook set-defaults --object sample.yaml --crds crd.yaml");
+        assert_eq!(
+            steps.last().unwrap(),
+            "wasmop admit --plugin my-db.wasm --webhook set-defaults --object sample.yaml --crds crd.yaml"
+        );
     }
 
     #[test]

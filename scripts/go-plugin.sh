@@ -4,8 +4,8 @@
 #
 #   scripts/go-plugin.sh PLUGIN_DIR OUT.wasm [WIT_VERSION [WORLD]]
 #
-# WIT_VERSION is a directory of wit/ (default v0.3.0, the newest), WORLD `controller` (default)
-# or `operator`. Go's module and build caches default to the ones scripts/control-plane.sh
+# WIT_VERSION is a directory of wit/ (default v0.3.0, the newest); WORLD (`controller`,
+# `operator` or `webhook`) defaults to what the plugin serves (component.sh reads it). Go's module and build caches default to the ones scripts/control-plane.sh
 # uses, under $WASMOP_CACHE (default /var/cache/wasmop).
 #
 #   scripts/go-plugin.sh plugins/memcached-go memcached-go.wasm
@@ -21,4 +21,4 @@ if [[ -z "${WASMOP_GO_TOOLCHAIN:-}" ]]; then
     WASMOP_GO_TOOLCHAIN=$(bash "$root/scripts/go-toolchain.sh" | tail -n 1)
     export WASMOP_GO_TOOLCHAIN
 fi
-exec bash "$root/sdk-go/build/component.sh" "$1" "$2" "$root/wit/${3:-v0.3.0}" "${4:-controller}"
+exec bash "$root/sdk-go/build/component.sh" "$1" "$2" "$root/wit/${3:-v0.3.0}" ${4:+"$4"}

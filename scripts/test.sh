@@ -15,7 +15,7 @@ export WASMOP_TOOLS WASMOP_POLYGLOT WASMOP_GO_TOOLCHAIN
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The Go SDK and the Go example: formatted, vetted, their unit tests (native).
-for module in sdk-go plugins/memcached-go; do
+for module in sdk-go plugins/memcached-go plugins/sidecarset-go; do
     unformatted=$(gofmt -l "$module")
     [[ -z "$unformatted" ]] || { echo "[test] gofmt: $unformatted" >&2; exit 1; }
     (cd "$module" && go vet ./... && go test ./...)

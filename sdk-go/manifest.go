@@ -135,3 +135,58 @@ type Webhook struct {
 	TimeoutSeconds  uint32
 	MatchConditions []MatchCondition
 }
+
+// NewRule is a rule for operations on one resource (`""` is the core group), both scopes.
+func NewRule(operations []Operation, group, version, resource string) Rule {
+	return Rule{
+		Operations:  append([]Operation{}, operations...),
+		APIGroups:   []string{group},
+		APIVersions: []string{version},
+		Resources:   []string{resource},
+		Scope:       RuleScopeAll,
+	}
+}
+
+// ValidatingWebhook is a validating webhook named name (a DNS-1123 label), without rules yet:
+// it fails closed, has no side effects and a 10 s timeout. Add rules with [Webhook.Rule].
+func ValidatingWebhook(name string) Webhook {
+	return Webhook{Name: name, Type: Validating, FailurePolicy: Fail, SideEffects: SideEffectsNone, TimeoutSeconds: 10}
+}
+
+// MutatingWebhook is a mutating webhook named name, otherwise as [ValidatingWebhook].
+func MutatingWebhook(name string) Webhook {
+	w := ValidatingWebhook(name)
+	w.Type = Mutating
+	return w
+}
+
+// Rule is the webhook with one more rule: one operation on one resource.
+func (w Webhook) Rule(operation Operation, group, version, resource string) Webhook {
+	return w.WithRule(NewRule([]Operation{operation}, group, version, resource))
+}
+
+// WithRule is the webhook with one more rule built with [NewRule].
+func (w Webhook) WithRule(rule Rule) Webhook {
+	w.Rules = append(append([]Rule{}, w.Rules...), rule)
+	return w
+}
+
+// MatchCondition is the webhook called only for requests on which the CEL expression is true
+// (a condition named name; every condition must hold). The API server evaluates it before
+// calling, so requests the plugin would let through anyway never reach it.
+func (w Webhook) MatchCondition(name, expression string) Webhook {
+	w.MatchConditions = append(append([]MatchCondition{}, w.MatchConditions...), MatchCondition{Name: name, Expression: expression})
+	return w
+}
+
+// WithTimeout is the webhook with the API server waiting seconds (1 to 30) for it.
+func (w Webhook) WithTimeout(seconds uint32) Webhook {
+	w.TimeoutSeconds = seconds
+	return w
+}
+
+// WithFailurePolicy is the webhook with what the API server does when the call fails.
+func (w Webhook) WithFailurePolicy(policy FailurePolicy) Webhook {
+	w.FailurePolicy = policy
+	return w
+}

@@ -104,3 +104,66 @@ func TestRequestsDecodeTheirParentAndConfig(t *testing.T) {
 		t.Errorf("generation %d", req.Generation())
 	}
 }
+
+func TestAdmissionFixturesReadTheObjectAsTheAPIServerSendsIt(t *testing.T) {
+	pod := mustParse(t, `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "prod"}}`)
+	req := NewAdmissionRequest(Create, pod).WithUser("admin", "system:masters")
+	if req.Kind != NewKind("", "v1", "Pod") || req.Resource.Resource != "pods" || req.Namespace != "prod" || req.Name != "web" {
+		t.Errorf("%+v", req)
+	}
+	if req.OldObject != nil || req.UserInfo.Groups[0] != "system:masters" {
+		t.Errorf("%+v", req)
+	}
+	var typed struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	if err := req.ObjectAs(&typed); err != nil || typed.Metadata.Name != "web" {
+		t.Errorf("%v %+v", err, typed)
+	}
+	if err := req.OldObjectAs(&typed); err == nil || err.Error() != "the request has no old object" {
+		t.Errorf("%v", err)
+	}
+	deleted := NewAdmissionRequest(Delete, pod)
+	if deleted.Object != nil || deleted.OldObject.Name() != "web" {
+		t.Errorf("a delete has the old object only: %+v", deleted)
+	}
+	if err := deleted.ObjectAs(&typed); err == nil || err.Error() != "the request has no object" {
+		t.Errorf("%v", err)
+	}
+	if NewAdmissionRequest(Update, pod).WithResource("pods/status").Resource.Resource != "pods/status" {
+		t.Error("resource")
+	}
+}
+
+func TestVerdictsAllowDenyOrMutateWithWarnings(t *testing.T) {
+	if v := Allow(); !v.Allowed || v.Mutated != nil {
+		t.Errorf("%+v", v)
+	}
+	if v := Deny("no"); v.Allowed || v.Code != 403 || v.Message != "no" {
+		t.Errorf("%+v", v)
+	}
+	if v := DenyWith(422, "spec.containers must list at least one container"); v.Code != 422 {
+		t.Errorf("%+v", v)
+	}
+	if v := Denyf("%d sidecars", 2); v.Code != 403 || v.Message != "2 sidecars" {
+		t.Errorf("%+v", v)
+	}
+	base := Mutate(map[string]any{"kind": "Pod"})
+	warned := base.Warning("defaulted imagePullPolicy")
+	if !warned.Allowed || len(warned.Warnings) != 1 || len(base.Warnings) != 0 {
+		t.Errorf("%+v %+v", base, warned)
+	}
+}
+
+func TestWebhooksAreDeclaredWithKubernetesDefaults(t *testing.T) {
+	w := MutatingWebhook("inject").Rule(Create, "", "v1", "pods").MatchCondition("not-opted-out", "true")
+	if w.Type != Mutating || w.FailurePolicy != Fail || w.SideEffects != SideEffectsNone || w.TimeoutSeconds != 10 {
+		t.Errorf("%+v", w)
+	}
+	if len(w.Rules) != 1 || w.Rules[0].Resources[0] != "pods" || w.Rules[0].Scope != RuleScopeAll || w.Rules[0].Operations[0] != Create {
+		t.Errorf("%+v", w.Rules)
+	}
+	if w.MatchConditions[0].Name != "not-opted-out" || ValidatingWebhook("check").Type != Validating {
+		t.Errorf("%+v", w.MatchConditions)
+	}
+}

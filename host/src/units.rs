@@ -118,9 +118,42 @@ pub fn format_bytes(n: u64) -> String {
     }
 }
 
+/// A byte size for a person reading a progress line: `96 B`, `812 KB`, `3.7 MB` (decimal
+/// units, one decimal under 10).
+pub fn approximate_bytes(n: u64) -> String {
+    let (value, unit) = match n {
+        0..1_000 => return format!("{n} B"),
+        1_000..1_000_000 => (n as f64 / 1e3, "KB"),
+        1_000_000..1_000_000_000 => (n as f64 / 1e6, "MB"),
+        _ => (n as f64 / 1e9, "GB"),
+    };
+    if value < 10.0 { format!("{value:.1} {unit}") } else { format!("{value:.0} {unit}") }
+}
+
+/// A duration for a person reading a progress line: `830ms`, `14.2s`, `1m42s`.
+pub fn approximate_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", d.as_secs_f64()),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_lines_show_rounded_sizes_and_durations() {
+        assert_eq!(approximate_bytes(96), "96 B");
+        assert_eq!(approximate_bytes(812_400), "812 KB");
+        assert_eq!(approximate_bytes(3_640_000), "3.6 MB");
+        assert_eq!(approximate_bytes(18_500_000), "18 MB");
+        assert_eq!(approximate_duration(Duration::from_millis(830)), "830ms");
+        assert_eq!(approximate_duration(Duration::from_millis(14_230)), "14.2s");
+        assert_eq!(approximate_duration(Duration::from_secs(102)), "1m42s");
+    }
 
     #[test]
     fn durations() {

@@ -4,9 +4,14 @@
 #   bash component.sh PLUGIN_DIR OUT.wasm WIT_DIR [WORLD]
 #
 # PLUGIN_DIR is a Go module whose root package calls wasmop.Register from an init function;
-# WIT_DIR holds the contract (`wasmop:plugin@X.Y.Z`), WORLD is `controller` (default) or
-# `operator` (reconcile and admission). The steps, in a temporary directory:
+# WIT_DIR holds the contract (`wasmop:plugin@X.Y.Z`). WORLD is what the registered plugin
+# serves, read from it by default (the plugin's package runs natively once, in `go run`):
+# `controller` (reconcile), `operator` (reconcile and the webhooks its manifest declares) or
+# `webhook` (webhooks only, no Reconcile). A WORLD given that does not fit the plugin (a
+# `controller` for a plugin declaring webhooks, say) is refused. The steps, in a temporary
+# directory:
 #
+#   0. the world, from the registered plugin;
 #   1. `wit-bindgen go` writes the bindings of WORLD and a `main` package exporting it
 #      (`//go:wasmexport`, mainline Go, no TinyGo);
 #   2. the entry of this SDK for that contract version (_entry/vX.Y.Z/) is added beside them:
@@ -31,7 +36,8 @@ plugin=$(cd "$1" && pwd)
 out=$2
 [[ -f "$3/world.wit" ]] || die "$3 holds no world.wit: give the contract's directory (wit/v0.3.0)"
 wit=$(cd "$3" && pwd)
-world=${4:-controller}
+world=${4:-}
+[[ -z "$world" || "$world" =~ ^(controller|operator|webhook)$ ]] || die "world $world is not controller, operator or webhook"
 tools=${WASMOP_GO_TOOLCHAIN:-}
 [[ -n "$tools" ]] || die "WASMOP_GO_TOOLCHAIN is not set: run scripts/go-toolchain.sh (it prints the directory)"
 for tool in wit-bindgen wasm-tools wasi_snapshot_preview1.reactor.wasm go-pkg/go.mod; do
@@ -49,6 +55,56 @@ module=$(cd "$plugin" && GOWORK=off go list -m) || die "$plugin is not a Go modu
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/wasmop-go-plugin.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# The world the registered plugin serves: its package, run natively once.
+mkdir -p "$work/probe"
+cat >"$work/probe/go.mod" <<GO
+module wasmop.dev/probe
+
+go 1.24
+GO
+cat >"$work/probe/main.go" <<GO
+package main
+
+import (
+	"fmt"
+
+	wasmop "github.com/wasmop/wasmop/sdk-go"
+	_ "$module"
+)
+
+func main() {
+	p := wasmop.Registered()
+	if p == nil {
+		fmt.Println("none")
+		return
+	}
+	fmt.Println(len(p.Manifest.Webhooks) > 0, p.Reconcile != nil, p.Admit != nil)
+}
+GO
+cat >"$work/probe.work" <<GO
+go ${goversion#go}
+
+use (
+	./probe
+	$plugin
+	$sdk
+)
+GO
+served=$(cd "$work/probe" && env -u GOOS -u GOARCH GOWORK="$work/probe.work" GOTOOLCHAIN=local go run . 2>"$work/probe.log") \
+    || die "the plugin's package does not run natively to say what it serves (go run): $(cat "$work/probe.log")"
+case "$served" in
+    none) die "$module registers no plugin: call wasmop.Register from an init function of its root package" ;;
+    "true true true") wants=operator ;;
+    "true false true") wants=webhook ;;
+    "false true "*) wants=controller ;;
+    "true "*" false") die "$module declares webhooks in its manifest but registers no Admit" ;;
+    *) die "$module registers neither Reconcile nor webhooks" ;;
+esac
+if [[ -z "$world" ]]; then
+    world=$wants
+elif [[ "$world" != "$wants" ]]; then
+    die "world $world does not fit $module: it serves world $wants (its manifest's webhooks, its Reconcile); drop the WORLD argument"
+fi
 gen="$work/entry"
 "$tools/wit-bindgen" go --world "$world" --out-dir "$gen" "$wit" >"$work/wit-bindgen.log" 2>&1 \
     || die "wit-bindgen go failed for world $world of $wit: $(cat "$work/wit-bindgen.log")"

@@ -202,6 +202,7 @@ func Admit(webhook string, raw AdmissionRequest) (Verdict, *AdmissionError) {
 		return Verdict{}, &AdmissionError{UnknownWebhook: true, Message: webhook}
 	}
 	req := raw.AdmissionRequest
+	req.Cache = wasmop.HostCache()
 	var err error
 	if raw.ObjectJSON != nil {
 		if req.Object, err = wasmop.ParseObject(*raw.ObjectJSON); err != nil {

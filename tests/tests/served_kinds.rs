@@ -87,7 +87,7 @@ async fn kinds_of_six_group_versions_are_resolved_in_two_requests_and_a_crd_inst
     // A kind nobody serves is refused, naming it.
     let err =
         discovery.resolve(&Kind::new("nowhere.example.com", "v1", "Ghost"), std::time::Duration::from_secs(1)).await.unwrap_err();
-    let DiscoveryError::NotServed { kind, .. } = err;
+    let DiscoveryError::NotServed { kind, .. } = &err else { panic!("another error: {err}") };
     assert_eq!(kind.to_string(), "nowhere.example.com/v1/Ghost");
     Ok(())
 }

@@ -191,7 +191,8 @@ impl ServingCert {
 
 /// The certificate of Secret `namespace/name`, or — when there is no such Secret — a new one
 /// for `names`, stored there first. Replicas starting together agree: the one whose create
-/// loses (409 Conflict) reads the winner's.
+/// loses (409 Conflict) reads the winner's. While `namespace` does not exist, it waits for it
+/// (a warning says so, once).
 ///
 /// # Errors
 /// [`CertError::Secret`] when the API server refuses; [`CertError::Invalid`] when the Secret
@@ -209,18 +210,37 @@ pub async fn shared_secret(
         return ServingCert::from_secret(&existing);
     }
     let fresh = ServingCert::generate(names)?;
-    match api.create(&PostParams::default(), &fresh.to_secret(namespace, name)).await {
-        Ok(_) => {
-            tracing::info!(%namespace, %name, ?names, "admission CA and certificate generated and stored in a Secret");
-            Ok(fresh)
+    let mut waiting = false;
+    loop {
+        match api.create(&PostParams::default(), &fresh.to_secret(namespace, name)).await {
+            Ok(_) => {
+                tracing::info!(%namespace, %name, ?names, "admission CA and certificate generated and stored in a Secret");
+                return Ok(fresh);
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::info!(%namespace, %name, "another replica created the admission certificate first; using it");
+                return ServingCert::from_secret(&api.get(name).await.map_err(api_error)?);
+            }
+            // The namespace does not exist (yet): wait for it rather than exit.
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                if !waiting {
+                    tracing::warn!(
+                        %namespace,
+                        %name,
+                        "namespace {namespace} does not exist yet: waiting for it to keep the admission certificate's \
+                         Secret there (create it: kubectl create namespace {namespace})"
+                    );
+                    waiting = true;
+                }
+                tokio::time::sleep(NAMESPACE_POLL).await;
+            }
+            Err(e) => return Err(api_error(e)),
         }
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            tracing::info!(%namespace, %name, "another replica created the admission certificate first; using it");
-            ServingCert::from_secret(&api.get(name).await.map_err(api_error)?)
-        }
-        Err(e) => Err(api_error(e)),
     }
 }
+
+/// How often a host waiting for the certificate Secret's namespace looks again.
+const NAMESPACE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The certificate the TLS server presents, swappable while it serves.
 #[derive(Debug)]

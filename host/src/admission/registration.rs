@@ -334,8 +334,34 @@ impl Registrar {
     }
 }
 
+/// Delete both configurations named `name` (one already gone is not an error): what a host
+/// outside the cluster does on a clean exit, so that writes of the admitted kinds are not
+/// refused for a webhook no host answers any more.
+///
+/// # Errors
+/// [`RegistrationError::Api`] when the API server refuses a delete.
+pub async fn unregister(client: &kube::Client, name: &str) -> Result<(), RegistrationError> {
+    let empty = Configurations { validating: json!({}), mutating: json!({}) };
+    delete_or_apply(client, name, &empty).await?;
+    tracing::info!(name, "webhook configurations removed: a clean exit outside a cluster");
+    Ok(())
+}
+
 /// Apply both configurations (or delete those without webhooks).
 async fn write(client: &kube::Client, name: &str, configurations: &Configurations) -> Result<(), RegistrationError> {
+    delete_or_apply(client, name, configurations).await?;
+    let count = |c: &Value| c["webhooks"].as_array().map_or(0, Vec::len);
+    tracing::info!(
+        name,
+        validating = count(&configurations.validating),
+        mutating = count(&configurations.mutating),
+        "webhook configurations updated"
+    );
+    Ok(())
+}
+
+/// Apply each configuration that has webhooks, delete each that has none.
+async fn delete_or_apply(client: &kube::Client, name: &str, configurations: &Configurations) -> Result<(), RegistrationError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
@@ -357,13 +383,6 @@ async fn write(client: &kube::Client, name: &str, configurations: &Configuration
             Err(e) => return Err(api_error(kind, e)),
         }
     }
-    let count = |c: &Value| c["webhooks"].as_array().map_or(0, Vec::len);
-    tracing::info!(
-        name,
-        validating = count(&configurations.validating),
-        mutating = count(&configurations.mutating),
-        "webhook configurations updated"
-    );
     Ok(())
 }
 

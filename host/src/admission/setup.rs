@@ -15,7 +15,7 @@ use super::certs::{self, CertError, CertResolver, ServingCert};
 use super::exclusions::HostObjects;
 use super::handler::{DEFAULT_MAX_IN_FLIGHT, Handler};
 use super::metrics::AdmissionMetrics;
-use super::registration::{Endpoint, Registrar};
+use super::registration::{self, Endpoint, Registrar, RegistrationError};
 use super::server::{self, ServeError};
 use crate::controller::Manager;
 use crate::reload::PluginSetObserver;
@@ -89,13 +89,28 @@ impl AdmissionConfig {
 }
 
 /// The running admission server and registration; dropping it stops both (the webhook
-/// configurations stay, so the API server applies their `failurePolicy` while no host answers).
-#[derive(Debug)]
+/// configurations stay, so the API server applies their `failurePolicy` while no host answers,
+/// unless [`Admission::unregister`] removed them).
 pub struct Admission {
     addr: SocketAddr,
     ca_pem: watch::Receiver<String>,
     follow: Arc<Follow>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The registrar's writing task.
+    writing: tokio::task::JoinHandle<()>,
+    client: kube::Client,
+    configuration_name: String,
+    outside: bool,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("addr", &self.addr)
+            .field("configuration_name", &self.configuration_name)
+            .field("outside", &self.outside)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Admission {
@@ -103,6 +118,7 @@ impl Drop for Admission {
         for task in &self.tasks {
             task.abort();
         }
+        self.writing.abort();
     }
 }
 
@@ -144,6 +160,8 @@ impl Admission {
             tasks.push(tokio::spawn(async move { ca_tx.closed().await }));
         }
         let endpoint = config.endpoint.unwrap_or_else(|| Endpoint::Url(format!("https://127.0.0.1:{}", addr.port())));
+        let outside = matches!(endpoint, Endpoint::Url(_));
+        let configuration_name = config.configuration_name.clone();
         tracing::info!(?endpoint, configurations = %config.configuration_name, "admission webhooks registered for this endpoint");
         let (registrar, writing) = Registrar::start(
             manager.client().clone(),
@@ -153,8 +171,29 @@ impl Admission {
             manager.leadership().clone(),
             ca_pem.clone(),
         );
-        tasks.push(writing);
-        Ok(Self { addr, ca_pem, follow: Arc::new(Follow { admitter, registrar }), tasks })
+        let follow = Arc::new(Follow { admitter, registrar });
+        Ok(Self { addr, ca_pem, follow, tasks, writing, client: manager.client().clone(), configuration_name, outside })
+    }
+
+    /// Whether the API server reaches this host by URL (a host outside the cluster, or `wasmop
+    /// dev`), not through a Service whose other replicas keep answering.
+    pub fn outside_cluster(&self) -> bool {
+        self.outside
+    }
+
+    /// On a clean exit: stop registering, and delete both webhook configurations, so that
+    /// writes of the admitted kinds are not refused ("connection refused") once no host
+    /// answers. Call it only where no other replica answers for this host (outside a cluster:
+    /// [`Admission::outside_cluster`]) and on the replica that writes them (the leader); the
+    /// server keeps answering until the `Admission` is dropped.
+    ///
+    /// # Errors
+    /// [`RegistrationError`] when the API server refuses a delete (the configurations stay).
+    pub async fn unregister(&mut self) -> Result<(), RegistrationError> {
+        // Stop the registrar first, so that no write follows the deletes.
+        self.writing.abort();
+        let _cancelled = (&mut self.writing).await;
+        registration::unregister(&self.client, &self.configuration_name).await
     }
 
     /// The address the server listens on.

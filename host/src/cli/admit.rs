@@ -72,7 +72,7 @@ fn parse_operation(text: &str) -> Result<Operation, String> {
 }
 
 pub(super) async fn run(args: AdmitArgs, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
-    let plugin = runtime.runtime()?.load_file(&args.plugin).await?;
+    let plugin = super::progress::load_file(&runtime.runtime()?, &args.plugin).await?;
     let manifest = Arc::clone(plugin.manifest());
     let Some(webhook) = plugin.webhook(&args.webhook).cloned() else {
         let names: Vec<&str> = manifest.webhooks.iter().map(|w| w.name.as_str()).collect();

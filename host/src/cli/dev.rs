@@ -153,7 +153,7 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         names: vec!["localhost".into(), "127.0.0.1".into()],
     };
     let config = AdmissionConfig { configuration_name: "wasmop-dev".into(), ..AdmissionConfig::new(certs) };
-    let admission = Admission::start(config, Arc::clone(&manager)).await.context("serving admission webhooks")?;
+    let mut admission = Admission::start(config, Arc::clone(&manager)).await.context("serving admission webhooks")?;
     reloader.observe(admission.observer());
     eprintln!("    admission webhooks served at https://{}", admission.addr());
     reloader.sync().await;
@@ -210,6 +210,10 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         () = report => {}
     }
     eprintln!("\n==> stopping the host and the control plane");
+    // Nothing answers the webhooks after this: remove their configurations first.
+    if let Err(e) = admission.unregister().await {
+        eprintln!("    cannot remove the webhook configurations: {e}");
+    }
     manager.shutdown().await;
     drop(guard);
     Ok(())

@@ -1,10 +1,13 @@
-//! `wasmop inspect`: print a plugin's manifest, and what this host's policy would allow it.
+//! `wasmop inspect`: print a plugin's manifest, and what this host's policy would allow it; with
+//! `--kubeconfig`, which of the kinds it declares (and resources its webhooks' rules name) the
+//! cluster does not serve, by the discovery check `run` makes before it starts a plugin.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use super::{Output, RuntimeArgs};
+use crate::cluster::Discovery;
 use crate::contract::{KnownKinds, Manifest};
 use crate::controller::config::{check, compile_schema, offline};
 use crate::policy::{ConfigSource, grants_json, limits_json};
@@ -21,6 +24,12 @@ pub struct InspectArgs {
     /// repeatable), to tell whether they are cluster-scoped.
     #[arg(long)]
     pub crds: Vec<std::path::PathBuf>,
+    /// Check every kind the plugin declares (parent, children, related kinds) and every
+    /// resource its webhooks' rules name against this cluster's discovery, as `run` does
+    /// before it starts the plugin; those not served are listed under `notServed`, one line
+    /// each.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -41,6 +50,10 @@ struct Inspection<'a> {
     /// so `not_granted` may miss a cluster-scoped one; a host decides by discovery.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unknown_child_kinds: Vec<String>,
+    /// With `--kubeconfig`: what the cluster does not serve, one line each (a host would not
+    /// start the plugin there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_served: Option<Vec<String>>,
 }
 
 /// The plugin's configuration as `run` would use it.
@@ -71,12 +84,16 @@ impl ConfigInUse {
 }
 
 pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
-    let plugin = runtime.runtime()?.load_file(&args.plugin).await?;
+    let plugin = super::progress::load_file(&runtime.runtime()?, &args.plugin).await?;
     let mut kinds = KnownKinds::builtin();
     for path in &args.crds {
         kinds.add_crds(path)?;
     }
     let unknown = plugin.manifest().children.iter().filter(|k| kinds.get(k).is_none());
+    let not_served = match &args.kubeconfig {
+        Some(path) => Some(not_served(plugin.manifest(), path).await?),
+        None => None,
+    };
     let out = Inspection {
         digest: plugin.digest(),
         manifest: plugin.manifest(),
@@ -85,7 +102,25 @@ pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Res
         config: ConfigInUse::of(&runtime.host_policy()?.for_plugin(plugin.name()).config, plugin.manifest()),
         not_granted: plugin.grants().ungranted(plugin.manifest(), &kinds),
         unknown_child_kinds: unknown.map(ToString::to_string).collect(),
+        not_served,
     };
     print!("{}", args.output.render(&out)?);
     Ok(())
+}
+
+/// How long a lookup waits for an unreachable API server.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the cluster of `kubeconfig` does not serve of what `manifest` declares: the declared
+/// kinds, resolved as a plugin's start resolves them, then the webhooks' rules' resources.
+///
+/// # Errors
+/// A kubeconfig that cannot be used.
+async fn not_served(manifest: &Manifest, kubeconfig: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let discovery = Discovery::new(super::run::client(Some(kubeconfig)).await?);
+    let kinds = discovery.resolve_declared(manifest, PATIENCE).await.err().unwrap_or_default();
+    let resources = discovery.check_webhook_resources(manifest).await.err().unwrap_or_default();
+    // One line each, whatever the server's answer holds.
+    let line = |e: &crate::cluster::DiscoveryError| e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+    Ok(kinds.iter().chain(&resources).map(line).collect())
 }

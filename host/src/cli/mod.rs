@@ -8,6 +8,7 @@ mod dev;
 mod inspect;
 pub mod new;
 mod object_files;
+mod progress;
 pub mod push;
 pub mod rbac;
 mod reconcile;

@@ -60,7 +60,7 @@ pub struct ReconcileArgs {
 }
 
 pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::Result<()> {
-    let plugin = runtime.runtime()?.load_file(&args.plugin).await?;
+    let plugin = super::progress::load_file(&runtime.runtime()?, &args.plugin).await?;
     let manifest = Arc::clone(plugin.manifest());
     let mut kinds = KnownKinds::builtin();
     for path in &args.crds {

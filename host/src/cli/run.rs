@@ -133,6 +133,12 @@ pub struct AdmissionArgs {
     /// created if absent and shared by replicas.
     #[arg(long, default_value = crate::admission::certs::ADMISSION_SECRET)]
     pub admission_cert_secret: String,
+    /// With `--admission-url-base`: the host's own namespace, where that Secret is kept
+    /// [default: the Leases' namespace: `--leader-elect-namespace`, else `$POD_NAMESPACE`, else
+    /// `default`]. A host started before it exists waits for it. (With `--admission-service`
+    /// the Secret is in the Service's namespace.)
+    #[arg(long, env = "WASMOP_ADMISSION_CERT_NAMESPACE", value_name = "NAMESPACE")]
+    pub admission_cert_namespace: Option<String>,
     /// Name of the host's ValidatingWebhookConfiguration and MutatingWebhookConfiguration.
     #[arg(long, default_value = "wasmop")]
     pub admission_configuration_name: String,
@@ -143,12 +149,15 @@ pub struct AdmissionArgs {
 }
 
 impl AdmissionArgs {
-    /// The admission configuration these flags describe; `None` when admission is off.
+    /// The admission configuration these flags describe; `None` when admission is off. A host
+    /// outside the cluster keeps its certificate Secret in `--admission-cert-namespace`, else
+    /// `lease_namespace` (its Leases' namespace).
     ///
     /// # Errors
     /// A Service reference that is not `NAME` or `NAMESPACE/NAME`.
-    pub fn config(&self) -> anyhow::Result<Option<AdmissionConfig>> {
+    pub fn config(&self, lease_namespace: &str) -> anyhow::Result<Option<AdmissionConfig>> {
         let pod_namespace = || std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "default".into());
+        let own_namespace = || self.admission_cert_namespace.clone().unwrap_or_else(|| lease_namespace.to_owned());
         let (endpoint, namespace, names) = match (&self.admission_service, &self.admission_url_base) {
             (Some(service), _) => {
                 let (namespace, name) = match service.split_once('/') {
@@ -162,7 +171,7 @@ impl AdmissionArgs {
                 let endpoint = Endpoint::Service { namespace: namespace.clone(), name, port: self.admission_service_port };
                 (endpoint, namespace, names)
             }
-            (None, Some(url)) => (Endpoint::Url(url.clone()), pod_namespace(), vec!["localhost".into(), "127.0.0.1".into()]),
+            (None, Some(url)) => (Endpoint::Url(url.clone()), own_namespace(), vec!["localhost".into(), "127.0.0.1".into()]),
             (None, None) => return Ok(None),
         };
         let certs = match &self.admission_cert_dir {
@@ -347,7 +356,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     }
     // Serving before the first pass registers any webhook; every replica serves, the leader
     // writes the configurations.
-    let _admission = match args.admission.config()? {
+    let mut admission = match args.admission.config(&lease_namespace)? {
         Some(mut config) => {
             config.host.namespace = std::env::var("POD_NAMESPACE").ok().filter(|ns| !ns.is_empty());
             config.host.lease_namespace.clone_from(&lease_namespace);
@@ -391,8 +400,20 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
             Err(anyhow::Error::from(error).context("stopping: another host may be reconciling now"))
         }
     };
-    tracing::info!("shutting down: finishing reconciles in flight");
     drop(watch);
+    // Outside a cluster no replica answers after this one: on a clean exit the writer removes
+    // the configurations, or every write of the admitted kinds fails with "connection
+    // refused". In a cluster the other replicas behind the Service keep answering: they stay.
+    if let (Some(admission), Ok(())) = (&mut admission, &result)
+        && admission.outside_cluster()
+        && manager.leadership().is_leader()
+    {
+        let removed = admission.unregister().await;
+        if let Err(e) = removed {
+            tracing::warn!(error = %e, "cannot remove the webhook configurations on exit; they stay registered");
+        }
+    }
+    tracing::info!("shutting down: finishing reconciles in flight");
     manager.shutdown().await;
     if let Some(membership) = &membership {
         // After the last reconcile: the sharder moves this replica's parents at once.
@@ -533,7 +554,7 @@ mod tests {
     fn admission(args: &[&str]) -> anyhow::Result<Option<AdmissionConfig>> {
         let cli = Cli::try_parse_from([&["wasmop", "run", "--plugins", "/p"], args].concat())?;
         let Command::Run(run) = cli.command else { unreachable!("a run command") };
-        run.admission.config()
+        run.admission.config("default")
     }
 
     #[test]
@@ -553,6 +574,22 @@ mod tests {
         let from_dir = admission(&["--admission-url-base", "https://h:1", "--admission-cert-dir", "/certs"]).unwrap().unwrap();
         assert_eq!(from_dir.certs, CertSource::Dir("/certs".into()));
         assert_eq!(from_dir.endpoint, Some(Endpoint::Url("https://h:1".into())));
+    }
+
+    #[test]
+    fn outside_a_cluster_the_certificate_secret_is_in_the_hosts_own_namespace() {
+        let secret_namespace = |config: AdmissionConfig| match config.certs {
+            CertSource::Secret { namespace, .. } => namespace,
+            other => panic!("{other:?}"),
+        };
+        let cli = Cli::try_parse_from(["wasmop", "run", "--plugins", "/p", "--admission-url-base", "https://h:1"]).unwrap();
+        let Command::Run(run) = cli.command else { unreachable!("a run command") };
+        let config = run.admission.config("wasmop-system").unwrap().unwrap();
+        assert_eq!(secret_namespace(config), "wasmop-system", "the Leases' namespace by default");
+        let flag =
+            ["wasmop", "run", "--plugins", "/p", "--admission-url-base", "https://h:1", "--admission-cert-namespace", "ops"];
+        let Command::Run(run) = Cli::try_parse_from(flag).unwrap().command else { unreachable!("a run command") };
+        assert_eq!(secret_namespace(run.admission.config("wasmop-system").unwrap().unwrap()), "ops");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::time::Duration;
 use kube::api::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope as DiscoveredScope, pinned_kind};
 
-use crate::contract::{Kind, KindScopes, Scope};
+use crate::contract::{Kind, KindScopes, Manifest, Scope};
 
 /// Why a kind could not be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +32,29 @@ pub enum DiscoveryError {
         /// The server's answer.
         message: String,
     },
+    /// The API server does not serve the resource a webhook's rule names.
+    #[error("the API server does not serve resource {resource} of {group_version} (webhook {webhook}): {message}")]
+    ResourceNotServed {
+        /// The webhook whose rule names it.
+        webhook: String,
+        /// `group/version` (`v1` for the core group).
+        group_version: String,
+        /// The resource, as the rule names it (`pods`, `pods/status`).
+        resource: String,
+        /// The server's answer.
+        message: String,
+    },
+}
+
+/// Every kind a plugin declares, resolved: what its controller watches.
+#[derive(Debug, Clone)]
+pub struct DeclaredKinds {
+    /// The parent kind.
+    pub parent: Resolved,
+    /// Each child kind, in the manifest's order.
+    pub children: Vec<(Kind, Resolved)>,
+    /// Each related kind, in the manifest's order.
+    pub related: Vec<(Kind, Resolved)>,
 }
 
 /// A resolved kind: its resource (plural, version) and scope.
@@ -130,6 +153,100 @@ impl Discovery {
         let resolved = Resolved::new(resource, &caps);
         self.cache.lock().expect("discovery lock").insert(kind.clone(), resolved.clone());
         Ok(resolved)
+    }
+
+    /// Resolve every kind `manifest` declares, as a plugin's start does: the parent, each child
+    /// kind, each related kind ([`Discovery::resolve`], `patience` each).
+    ///
+    /// # Errors
+    /// Every kind that does not resolve, one [`DiscoveryError::NotServed`] each, in that order.
+    pub async fn resolve_declared(&self, manifest: &Manifest, patience: Duration) -> Result<DeclaredKinds, Vec<DiscoveryError>> {
+        let mut errors = Vec::new();
+        let parent = match self.resolve(&manifest.parent, patience).await {
+            Ok(parent) => Some(parent),
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        };
+        let children = self.resolve_each(&manifest.children, patience, &mut errors).await;
+        let related: Vec<Kind> = manifest.related.iter().map(|r| r.kind.clone()).collect();
+        let related = self.resolve_each(&related, patience, &mut errors).await;
+        match parent {
+            Some(parent) if errors.is_empty() => Ok(DeclaredKinds { parent, children, related }),
+            _ => Err(errors),
+        }
+    }
+
+    /// Resolve each of `kinds`, pushing the failures onto `errors`.
+    async fn resolve_each(&self, kinds: &[Kind], patience: Duration, errors: &mut Vec<DiscoveryError>) -> Vec<(Kind, Resolved)> {
+        let mut resolved = Vec::new();
+        for kind in kinds {
+            match self.resolve(kind, patience).await {
+                Ok(r) => resolved.push((kind.clone(), r)),
+                Err(e) => errors.push(e),
+            }
+        }
+        resolved
+    }
+
+    /// Check that the server serves every resource the rules of `manifest`'s webhooks name (a
+    /// `*` in a rule's group, version or resource matches whatever is served).
+    ///
+    /// # Errors
+    /// Every resource not served, one [`DiscoveryError::ResourceNotServed`] each, in the
+    /// manifest's order.
+    pub async fn check_webhook_resources(&self, manifest: &Manifest) -> Result<(), Vec<DiscoveryError>> {
+        self.read_snapshot().await;
+        let mut errors = Vec::new();
+        let mut checked: Vec<(&str, &str, &str, &str)> = Vec::new();
+        for webhook in &manifest.webhooks {
+            for rule in &webhook.rules {
+                for group in &rule.api_groups {
+                    for version in &rule.api_versions {
+                        for resource in &rule.resources {
+                            // Once per webhook and resource, however many rules name it.
+                            let key = (webhook.name.as_str(), group.as_str(), version.as_str(), resource.as_str());
+                            if checked.contains(&key) {
+                                continue;
+                            }
+                            checked.push(key);
+                            if let Err(message) = self.serves_resource(group, version, resource).await {
+                                let group_version = if group.is_empty() { version.clone() } else { format!("{group}/{version}") };
+                                errors.push(DiscoveryError::ResourceNotServed {
+                                    webhook: webhook.name.clone(),
+                                    group_version,
+                                    resource: resource.clone(),
+                                    message,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    /// Whether `resource` (its part before a `/`) of `group`/`version` is served: from the
+    /// snapshot, else from the group-version's own discovery. `Err` says why not.
+    async fn serves_resource(&self, group: &str, version: &str, resource: &str) -> Result<(), String> {
+        let plural = resource.split('/').next().unwrap_or(resource);
+        if [group, version, plural].contains(&"*") {
+            return Ok(());
+        }
+        let matches = |r: &ApiResource| r.group == group && r.version == version && r.plural == plural;
+        if self.cache.lock().expect("discovery lock").values().any(|r| matches(&r.resource)) {
+            return Ok(());
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let gv = kube::core::GroupVersion::gv(group, version);
+        let served = kube::discovery::oneshot::pinned_group(&self.client, &gv).await.map_err(|e| e.to_string())?;
+        if served.versioned_resources(version).iter().any(|(r, _)| matches(r)) {
+            Ok(())
+        } else {
+            Err(format!("the group-version serves no resource {plural}"))
+        }
     }
 
     fn cached(&self, kind: &Kind) -> Option<Resolved> {

@@ -6,5 +6,5 @@ pub mod discovery;
 pub mod install_scope;
 pub mod server_version;
 
-pub use discovery::{Discovery, DiscoveryError, Resolved};
+pub use discovery::{DeclaredKinds, Discovery, DiscoveryError, Resolved};
 pub use install_scope::{InstallScope, NamespaceError};

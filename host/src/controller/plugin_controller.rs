@@ -228,7 +228,9 @@ impl PluginController {
             .await
             .map_err(|error| StartError::Config { plugin: manifest.name.clone(), from: source.to_string(), error })?;
         let patience = config.discovery_patience;
-        let parent = shared.discovery.resolve(&manifest.parent, patience).await?;
+        // Every declared kind, as `wasmop inspect --kubeconfig` checks them; the first failure.
+        let declared = shared.discovery.resolve_declared(&manifest, patience).await.map_err(|mut e| e.remove(0))?;
+        let parent = declared.parent;
         if parent.scope != manifest.scope {
             return Err(StartError::ScopeMismatch {
                 kind: manifest.parent.clone(),
@@ -242,15 +244,11 @@ impl PluginController {
         // through the fixed part of their selector.
         let mut kinds = vec![(manifest.parent.clone(), parent.clone(), config.shard.as_deref().map(shard::shard_selector))];
         let children = config.shard.as_deref().map_or_else(managed_selector, shard::child_selector);
-        for kind in &manifest.children {
-            kinds.push((kind.clone(), shared.discovery.resolve(kind, patience).await?, Some(children.clone())));
+        for (kind, resolved) in declared.children {
+            kinds.push((kind, resolved, Some(children.clone())));
         }
-        for related in &manifest.related {
-            kinds.push((
-                related.kind.clone(),
-                shared.discovery.resolve(&related.kind, patience).await?,
-                related.fixed_selector(),
-            ));
+        for (related, (kind, resolved)) in manifest.related.iter().zip(declared.related) {
+            kinds.push((kind, resolved, related.fixed_selector()));
         }
         // After discovery: whether a kind is cluster-scoped is the server's answer.
         let install = shared.watches.install();

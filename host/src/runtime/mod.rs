@@ -210,6 +210,18 @@ impl Runtime {
         &self.inner.allowances
     }
 
+    /// Whether compiled plugins are kept in an artifact cache (not with `--no-cache`).
+    pub fn caches_artifacts(&self) -> bool {
+        self.inner.artifacts.is_some()
+    }
+
+    /// Whether the compiled artifact of the plugin file whose sha256 is `digest` is in the
+    /// artifact cache, so that [`Runtime::load`] maps it instead of compiling (a damaged one is
+    /// compiled again).
+    pub fn is_cached(&self, digest: &str) -> bool {
+        self.inner.artifacts.as_ref().is_some_and(|cache| cache.path(digest).is_file())
+    }
+
     /// Load a plugin from its bytes: detect the format, componentize a core module, compile
     /// with the runtime's [`Compiler`] (or map the precompiled artifact), link, find its world (WIT 0.1.0 or 0.2.0) and
     /// type-check its exports, and read and validate the manifest. Nothing is swapped or started: a failed load changes nothing.

@@ -31,12 +31,6 @@ pub(super) const SDK_MODULE: &str = "github.com/wasmop/wasmop/sdk-go";
 /// # Errors
 /// An `--sdk-path` that is not a directory with the SDK's `go.mod`.
 pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
-    if let Some(webhook) = args.webhooks.first() {
-        bail!(
-            "--webhook {}: a --lang go project declares no webhooks yet; declare them in its Manifest (sdk-go, docs/go.md)",
-            webhook.name
-        );
-    }
     let (replace, sdk_note) =
         match args.sdk_path.clone().map(|p| (p, "--sdk-path")).or_else(|| checkout_sdk().map(|p| (p, "checkout"))) {
             Some((path, "checkout")) => (
@@ -60,6 +54,8 @@ pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
     let parent = kind(&args.parent);
     let package = package(&args.name);
     let mut values: Vec<(&str, &str)> = Vec::new();
+    let admission = admission_values(args);
+    values.extend(admission.iter().map(|(k, v)| (*k, v.as_str())));
     let common = common_values(args);
     values.extend(common.iter().map(|(k, v)| (*k, v.as_str())));
     values.extend([
@@ -85,12 +81,178 @@ pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
 
 /// The commands to run in the new project, one a line.
 pub(super) fn next_steps(args: &NewArgs) -> Vec<String> {
-    vec![
+    let wasm = format!("{}.wasm", args.name);
+    let mut steps = vec![
         "go test ./...".into(),
         "sh build.sh                   # wit-bindgen and wasm-tools in $WASMOP_GO_TOOLCHAIN: see README.md".into(),
-        format!("wasmop reconcile --plugin {}.wasm --object sample.yaml", args.name),
+        format!("wasmop reconcile --plugin {wasm} --object sample.yaml{}", super::crds_flag(args)),
+    ];
+    steps.extend(super::admit_steps(args, &wasm));
+    steps
+}
+
+/// The values of the admission placeholders: the manifest's `Webhooks`, `Admit` and each
+/// webhook's function and test when the plugin has webhooks (the build then makes world
+/// `operator`); world `controller` and nothing else when it has none. Rendered first, so the
+/// snippets' own placeholders (`{{Kind}}`) are filled after.
+fn admission_values(args: &NewArgs) -> Vec<(&'static str, String)> {
+    let crds_flag = ("crds_flag", super::crds_flag(args).to_owned());
+    if args.webhooks.is_empty() {
+        let none = ["manifest_webhooks", "admit_field", "webhook_functions", "webhook_tests", "readme_admit", "admit_commands"];
+        let mut values: Vec<(&str, String)> = none.into_iter().map(|k| (k, String::new())).collect();
+        values.extend([("world", "controller".to_owned()), crds_flag]);
+        return values;
+    }
+    let (mut list, mut cases, mut functions, mut tests) =
+        (String::new(), String::new(), String::new(), String::from(ADMISSION_TEST_GO));
+    for webhook in &args.webhooks {
+        let constructor = if webhook.is_mutating() { "MutatingWebhook" } else { "ValidatingWebhook" };
+        let _ = writeln!(list, "\twasmop.{constructor}(\"{}\").WithRule(parentRule),", webhook.name);
+        let ident = camel(&webhook.name);
+        let _ = writeln!(cases, "\tcase \"{}\":\n\t\treturn Admit{ident}(req.Object), nil", webhook.name);
+        let (function, test) =
+            if webhook.is_mutating() { (MUTATING_GO, MUTATING_TEST_GO) } else { (VALIDATING_GO, VALIDATING_TEST_GO) };
+        let fill = |t: &str| t.replace("{webhook}", &webhook.name).replace("{ident}", &ident);
+        functions.push_str(&fill(function));
+        tests.push_str(&fill(test));
+    }
+    let functions = ADMIT_GO.replace("{webhook_list}", &list).replace("{cases}", &cases) + &functions;
+    let commands: String =
+        super::admit_steps(args, &format!("{}.wasm", args.name)).iter().map(|c| format!("    {c}\n")).collect();
+    vec![
+        ("world", "operator".to_owned()),
+        ("manifest_webhooks", "\n\tWebhooks:    Webhooks,".to_owned()),
+        ("admit_field", ", Admit: Admit".to_owned()),
+        ("webhook_functions", functions),
+        ("webhook_tests", tests),
+        ("readme_admit", ", its webhooks and `Admit(webhook, req) (Verdict, error)`".to_owned()),
+        ("admit_commands", commands),
+        crds_flag,
     ]
 }
+
+/// `set-defaults` as `SetDefaults`: the webhook's function is `Admit<Ident>`.
+fn camel(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+const ADMIT_GO: &str = r#"
+// parentRule is the requests the webhooks are called for: the parent's CREATE and UPDATE.
+var parentRule = wasmop.NewRule([]wasmop.Operation{wasmop.Create, wasmop.Update}, Parent.Group, Parent.Version, "{{plural}}")
+
+// Webhooks are the admission webhooks the plugin serves, each failing closed (the API server
+// refuses the request when the call fails).
+var Webhooks = []wasmop.Webhook{
+{webhook_list}}
+
+// Admit answers one admission request for the webhook named webhook. An error fails the call
+// (the API server refuses the request with its message).
+func Admit(webhook string, req wasmop.AdmissionRequest) (wasmop.Verdict, error) {
+	if req.Object == nil {
+		return wasmop.Verdict{}, wasmop.Terminalf("webhook %s: the request has no object", webhook)
+	}
+	switch webhook {
+{cases}	}
+	return wasmop.Verdict{}, &wasmop.UnknownWebhookError{Webhook: webhook}
+}
+"#;
+
+const VALIDATING_GO: &str = r#"
+// Admit{ident} is the `{webhook}` webhook (validating, on {{Kind}} CREATE and UPDATE): a {{Kind}}
+// with an empty `spec.message` is refused. Replace this check with your own.
+func Admit{ident}(object wasmop.Object) wasmop.Verdict {
+	if message, _ := object.String("spec", "message"); message == "" {
+		return wasmop.DenyWith(422, "spec.message must not be empty")
+	}
+	return wasmop.Allow()
+}
+"#;
+
+const MUTATING_GO: &str = r#"
+// Admit{ident} is the `{webhook}` webhook (mutating, on {{Kind}} CREATE and UPDATE): a {{Kind}}
+// without `spec.message` gets `hello`. Replace this default with your own; the host computes the
+// JSON Patch from the object returned.
+func Admit{ident}(object wasmop.Object) wasmop.Verdict {
+	spec := map[string]any{}
+	if value, ok := object.Get("spec"); ok && value != nil {
+		existing, isObject := value.(map[string]any)
+		if !isObject {
+			return wasmop.Allow()
+		}
+		if _, has := existing["message"]; has {
+			return wasmop.Allow()
+		}
+		for key, field := range existing {
+			spec[key] = field
+		}
+	}
+	spec["message"] = "hello"
+	mutated := wasmop.Object{}
+	for key, field := range object {
+		mutated[key] = field
+	}
+	mutated["spec"] = spec
+	return wasmop.Mutate(mutated)
+}
+"#;
+
+const ADMISSION_TEST_GO: &str = r#"
+func admissionRequest(t *testing.T, spec string) wasmop.AdmissionRequest {
+	t.Helper()
+	object, err := wasmop.ParseObject(`{"apiVersion": "{{api_version}}", "kind": "{{Kind}}",
+		"metadata": {"name": "sample", "namespace": "default"}, "spec": ` + spec + `}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasmop.NewAdmissionRequest(wasmop.Create, object)
+}
+
+func TestEveryWebhookIsAnsweredAndNoOtherOne(t *testing.T) {
+	for _, webhook := range Webhooks {
+		if _, err := Admit(webhook.Name, admissionRequest(t, `{"message": "hi"}`)); err != nil {
+			t.Errorf("%s: %v", webhook.Name, err)
+		}
+	}
+	var unknown *wasmop.UnknownWebhookError
+	if _, err := Admit("no-such-webhook", admissionRequest(t, `{}`)); !errors.As(err, &unknown) {
+		t.Errorf("%v", err)
+	}
+}
+"#;
+
+const VALIDATING_TEST_GO: &str = r#"
+func TestWebhook{ident}RefusesAnEmptyMessage(t *testing.T) {
+	if verdict, _ := Admit("{webhook}", admissionRequest(t, `{"message": "hi"}`)); !verdict.Allowed {
+		t.Errorf("%+v", verdict)
+	}
+	verdict, err := Admit("{webhook}", admissionRequest(t, `{}`))
+	if err != nil || verdict.Allowed || verdict.Code != 422 || verdict.Message != "spec.message must not be empty" {
+		t.Errorf("%+v %v", verdict, err)
+	}
+}
+"#;
+
+const MUTATING_TEST_GO: &str = r#"
+func TestWebhook{ident}SetsAnAbsentMessage(t *testing.T) {
+	verdict, err := Admit("{webhook}", admissionRequest(t, `{}`))
+	if err != nil || !verdict.Allowed {
+		t.Fatalf("%+v %v", verdict, err)
+	}
+	if mutated, _ := wasmop.ToObject(verdict.Mutated); mutated == nil {
+		t.Errorf("no mutated object: %+v", verdict)
+	} else if message, _ := mutated.String("spec", "message"); message != "hello" {
+		t.Errorf("%+v", mutated)
+	}
+	if verdict, _ := Admit("{webhook}", admissionRequest(t, `{"message": "hi"}`)); !verdict.Allowed || verdict.Mutated != nil {
+		t.Errorf("%+v", verdict)
+	}
+}
+"#;
 
 /// The Go package name of a plugin name: `-` becomes `_`, and a leading digit gets `plugin_`.
 fn package(name: &str) -> String {
@@ -107,7 +269,7 @@ fn kind(kind: &Kind) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{args, file, paths};
-    use super::super::{Lang, generate};
+    use super::super::{Lang, generate, parse_webhook};
     use super::checkout_sdk;
 
     #[test]
@@ -135,7 +297,43 @@ mod tests {
         let checkout = checkout_sdk().expect("this checkout's sdk-go");
         assert!(go_mod.ends_with(&format!("\nreplace github.com/wasmop/wasmop/sdk-go => {}\n", checkout.display())), "{go_mod}");
         let build = file(&files, "build.sh");
-        assert!(build.contains("\nbash \"$sdk/build/component.sh\" . my-db.wasm wit controller\n"), "{build}");
+        assert!(build.contains("\nbash \"$sdk/build/component.sh\" . my-db.wasm wit\n"), "{build}");
+        assert!(build.contains("(world `controller`:"), "{build}");
+        assert!(!logic.contains("Admit") && !logic.contains("Webhooks"), "{logic}");
+    }
+
+    #[test]
+    fn webhooks_are_declared_dispatched_and_tested_in_plain_go() {
+        let mut new = args("my-db", "example.com/v1/Database", &["v1/ConfigMap"], Lang::Go);
+        new.webhooks = vec![parse_webhook("validating:check").unwrap(), parse_webhook("mutating:set-defaults").unwrap()];
+        let files = generate(&new).unwrap();
+        let logic = file(&files, "plugin.go");
+        for expected in [
+            "wasmop.Register(wasmop.Plugin{Manifest: Manifest, Reconcile: Reconcile, Admit: Admit})",
+            "\tWebhooks:    Webhooks,\n}",
+            "var parentRule = wasmop.NewRule([]wasmop.Operation{wasmop.Create, wasmop.Update}, Parent.Group, Parent.Version, \"databases\")",
+            "\twasmop.ValidatingWebhook(\"check\").WithRule(parentRule),\n\twasmop.MutatingWebhook(\"set-defaults\").WithRule(parentRule),\n}",
+            "\tcase \"set-defaults\":\n\t\treturn AdmitSetDefaults(req.Object), nil\n",
+            "func AdmitCheck(object wasmop.Object) wasmop.Verdict {",
+            "// AdmitSetDefaults is the `set-defaults` webhook (mutating, on Database CREATE and UPDATE)",
+        ] {
+            assert!(logic.contains(expected), "no {expected:?} in:\n{logic}");
+        }
+        let tests = file(&files, "plugin_test.go");
+        assert!(tests.contains("func TestWebhookCheckRefusesAnEmptyMessage(t *testing.T) {"), "{tests}");
+        assert!(tests.contains("func TestWebhookSetDefaultsSetsAnAbsentMessage(t *testing.T) {"), "{tests}");
+        assert!(file(&files, "build.sh").contains("(world `operator`:"));
+        let readme = file(&files, "README.md");
+        assert!(
+            readme.contains("    wasmop admit --plugin my-db.wasm --webhook set-defaults --object sample.yaml --crds crd.yaml\n"),
+            "{readme}"
+        );
+        assert!(readme.contains("wasmop reconcile --plugin my-db.wasm --object sample.yaml --crds crd.yaml\n"), "{readme}");
+        let steps = super::next_steps(&new);
+        assert_eq!(
+            steps.last().unwrap(),
+            "wasmop admit --plugin my-db.wasm --webhook set-defaults --object sample.yaml --crds crd.yaml"
+        );
     }
 
     #[test]

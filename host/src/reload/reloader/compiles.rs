@@ -72,9 +72,11 @@ impl Reloader {
         }
         let ticket = NEXT_TICKET.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (runtime, me, file, d) = (self.manager.runtime().clone(), self.me.clone(), path.to_owned(), new_digest.clone());
+        let (size, cached) = (bytes.len(), runtime.is_cached(&new_digest));
         // Registered before the task can end (it looks its ticket up to apply its result).
         let mut compiles = self.compiles.lock().expect("compiles lock");
         let task = tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
             let load = std::pin::pin!(runtime.load(bytes));
             let loaded = match futures::future::select(load, std::pin::pin!(tokio::time::sleep(SHOW_COMPILING_AFTER))).await {
                 futures::future::Either::Left((loaded, _)) => loaded,
@@ -85,11 +87,17 @@ impl Reloader {
                     load.await
                 }
             };
+            if loaded.is_ok() {
+                let elapsed = crate::units::approximate_duration(started.elapsed());
+                let (file, size) = (file.display(), crate::units::approximate_bytes(size as u64));
+                tracing::info!(%file, %size, %elapsed, from_cache = cached, "plugin file compiled");
+            }
             if let Some(this) = me.upgrade() {
                 this.finish(&file, ticket, d, loaded).await;
             }
         });
-        tracing::info!(file = %path.display(), digest = %new_digest, "loading plugin file");
+        let what = if cached { "loading plugin file (compiled before: from the cache)" } else { "compiling plugin file" };
+        tracing::info!(file = %path.display(), size = %crate::units::approximate_bytes(size as u64), digest = %new_digest, "{what}");
         compiles.insert(path.to_owned(), Compile { digest: new_digest, ticket, shown: None, task: task.abort_handle() });
     }
 

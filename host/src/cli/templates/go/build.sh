@@ -1,9 +1,10 @@
 #!/bin/sh
-# Build {{name}}.wasm, the plugin component, against the WIT in wit/ (world `controller`).
+# Build {{name}}.wasm, the plugin component, against the WIT in wit/ (world `{{world}}`: the
+# build reads it from the registered plugin, `operator` once its manifest declares webhooks).
 # Needs Go 1.24 or newer and, in $WASMOP_GO_TOOLCHAIN, the tools README.md lists; the build
 # itself is the SDK's (build/component.sh in the module github.com/wasmop/wasmop/sdk-go).
 set -eu
 cd "$(dirname "$0")"
 # The SDK module's directory (`go list -m -f` with the .Dir field).
 sdk=$(go list -m -f '{''{.Dir}}' github.com/wasmop/wasmop/sdk-go)
-bash "$sdk/build/component.sh" . {{name}}.wasm wit controller
+bash "$sdk/build/component.sh" . {{name}}.wasm wit

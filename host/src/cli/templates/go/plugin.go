@@ -30,13 +30,13 @@ var Manifest = wasmop.Manifest{
 	Parent:      Parent,
 	Scope:       wasmop.Namespaced,
 	Children:    Children,
-	Prune:       true,
+	Prune:       true,{{manifest_webhooks}}
 }
 
 func init() {
-	wasmop.Register(wasmop.Plugin{Manifest: Manifest, Reconcile: Reconcile})
+	wasmop.Register(wasmop.Plugin{Manifest: Manifest, Reconcile: Reconcile{{admit_field}}})
 }
-
+{{webhook_functions}}
 // Spec is the part of the parent's spec the plugin reads. Add the fields your CRD defines.
 type Spec struct {
 	Message string

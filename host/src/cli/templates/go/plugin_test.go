@@ -68,3 +68,4 @@ func TestASpecOfTheWrongShapeIsATerminalFailure(t *testing.T) {
 		t.Fatalf("want a terminal failure, got %#v", err)
 	}
 }
+{{webhook_tests}}

@@ -133,6 +133,9 @@ function webhook({ name, type }) {
     failurePolicy: 'fail',
     sideEffects: 'none',
     timeoutSeconds: 5,
+    // CEL expressions the API server checks before it calls the webhook, e.g.
+    // { name: 'has-spec', expression: 'has(object.spec)' }: empty, every request of the rules.
+    matchConditions: [],
   };
 }
 

@@ -166,6 +166,9 @@ def webhook(declared):
         failure_policy=p.FailurePolicy.FAIL,
         side_effects=p.SideEffects.NONE,
         timeout_seconds=5,
+        # CEL expressions the API server checks before it calls the webhook, e.g.
+        # p.MatchCondition(name="has-spec", expression="has(object.spec)"): empty, every request of the rules.
+        match_conditions=[],
     )
 
 

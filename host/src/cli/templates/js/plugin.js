@@ -1,6 +1,6 @@
 // The {{name}} wasmop plugin: reconciles {{Kind}} ({{api_version}}).
 //
-// A WebAssembly component of world `{{world}}` of `wasmop:plugin@0.2.0` (the WIT in `wit/`):
+// A WebAssembly component of world `{{world}}` of `wasmop:plugin@0.3.0` (the WIT in `wit/`):
 // it exports `plugin` (the manifest) and `reconciler`. Build it with `npm run build`, which runs
 //     componentize-js --wit wit --world-name {{world}} -o {{name}}.wasm {{name}}.js
 // and test it with `npm test` (`node --test`): the file imports nothing from wasmop, so Node
@@ -16,22 +16,37 @@ const PARENT = {{parent}};
 const CHILDREN = [
 {{children}}];
 {{webhook_list}}
-/** A permanent failure for this version of the parent (an invalid spec): the host records the
- * message and waits for the object to change. */
-export class Terminal extends Error {
-  constructor(message) {
+/** A failed reconcile: its message, and what the parent shows beside it — `status` (fields of
+ * its status, an object) and `conditions` (as in the response), which the host applies before
+ * it records the failure. `payload` is what the contract's error result carries. */
+class Failure extends Error {
+  constructor(tag, message, { status, conditions = [] } = {}) {
     super(message);
-    this.payload = { tag: 'terminal', val: message };
+    this.status = status;
+    this.conditions = conditions;
+    this.payload = { tag, val: { message, status: status === undefined ? undefined : JSON.stringify(status), conditions } };
+  }
+}
+
+/** A permanent failure for this version of the parent (an invalid spec): the host records it
+ * and waits for the object to change. `new Terminal(message, { status, conditions })`. */
+export class Terminal extends Failure {
+  constructor(message, shown) {
+    super('terminal', message, shown);
   }
 }
 
 /** A transient failure (something not ready yet): the host retries with backoff. */
-export class Retryable extends Error {
-  constructor(message) {
-    super(message);
-    this.payload = { tag: 'retryable', val: message };
+export class Retryable extends Failure {
+  constructor(message, shown) {
+    super('retryable', message, shown);
   }
 }
+
+/** A terminal failure for an invalid spec, shown on the parent as `Ready=False InvalidSpec`
+ * with the same message (the next valid reconcile replaces it). */
+const invalidSpec = (message) =>
+  new Terminal(message, { conditions: [{ type: 'Ready', status: 'false', reason: 'InvalidSpec', message }] });
 
 /** `group/version`, or `version` for the core group. */
 const apiVersion = (kind) => (kind.group ? `${kind.group}/${kind.version}` : kind.version);
@@ -42,9 +57,9 @@ const kindText = (kind) => `${apiVersion(kind)}/${kind.kind}`;
 /** The fields of `spec` the plugin reads, checked. Add the ones your CRD defines. */
 function specOf(parent) {
   const spec = parent.spec ?? {};
-  if (typeof spec !== 'object' || Array.isArray(spec)) throw new Terminal(`spec must be an object, got ${JSON.stringify(spec)}`);
+  if (typeof spec !== 'object' || Array.isArray(spec)) throw invalidSpec(`spec must be an object, got ${JSON.stringify(spec)}`);
   const message = spec.message ?? '';
-  if (typeof message !== 'string') throw new Terminal(`spec.message must be a string, got ${JSON.stringify(message)}`);
+  if (typeof message !== 'string') throw invalidSpec(`spec.message must be a string, got ${JSON.stringify(message)}`);
   return { message };
 }
 

@@ -35,10 +35,12 @@ test('ready once every child is observed', () => {
   assert.deepEqual(JSON.parse(response.status), { children: childKinds.length });
 });
 
-test('a spec of the wrong shape is a terminal error', () => {
+test('a spec of the wrong shape is a terminal error shown on the parent', () => {
   assert.throws(() => reconciler.reconcile(request({ message: 3 })), (error) => {
     assert.ok(error instanceof Terminal);
-    assert.deepEqual(error.payload, { tag: 'terminal', val: 'spec.message must be a string, got 3' });
+    const message = 'spec.message must be a string, got 3';
+    const ready = { type: 'Ready', status: 'false', reason: 'InvalidSpec', message };
+    assert.deepEqual(error.payload, { tag: 'terminal', val: { message, status: undefined, conditions: [ready] } });
     return true;
   });
 });

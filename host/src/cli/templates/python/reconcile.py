@@ -17,13 +17,30 @@ CHILDREN = [
 {{children}}]
 {{webhook_list}}
 
-class Terminal(Exception):
+class Failure(Exception):
+    """A failed reconcile: its message, and what the parent shows beside it — `status` (fields
+    of its status, a dict) and `conditions` (dicts as in the answer), which the host applies
+    before it records the failure."""
+
+    def __init__(self, message, status=None, conditions=()):
+        super().__init__(message)
+        self.status = status
+        self.conditions = list(conditions)
+
+
+class Terminal(Failure):
     """A permanent failure for this version of the parent (an invalid spec): the host records
-    the message and waits for the object to change."""
+    it and waits for the object to change."""
 
 
-class Retryable(Exception):
+class Retryable(Failure):
     """A transient failure (something not ready yet): the host retries with backoff."""
+
+
+def invalid_spec(message):
+    """A terminal failure for an invalid spec, shown on the parent as `Ready=False InvalidSpec`
+    with the same message (the next valid reconcile replaces it)."""
+    return Terminal(message, conditions=[{"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message}])
 
 
 def api_version(kind):
@@ -40,10 +57,10 @@ def spec_of(parent):
     """The fields of `spec` the plugin reads, checked. Add the ones your CRD defines."""
     spec = parent.get("spec") or {}
     if not isinstance(spec, dict):
-        raise Terminal(f"spec must be an object, got {json.dumps(spec)}")
+        raise invalid_spec(f"spec must be an object, got {json.dumps(spec)}")
     message = spec.get("message", "")
     if not isinstance(message, str):
-        raise Terminal(f"spec.message must be a string, got {json.dumps(message)}")
+        raise invalid_spec(f"spec.message must be a string, got {json.dumps(message)}")
     return {"message": message}
 
 

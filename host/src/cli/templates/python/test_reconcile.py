@@ -31,9 +31,12 @@ class ReconcileTest(unittest.TestCase):
         self.assertEqual(answer["conditions"][0]["status"], "True")
         self.assertEqual(answer["status"], {"children": len(logic.CHILDREN)})
 
-    def test_a_spec_of_the_wrong_shape_is_a_terminal_error(self):
-        with self.assertRaisesRegex(logic.Terminal, "spec.message must be a string, got 3"):
+    def test_a_spec_of_the_wrong_shape_is_a_terminal_error_shown_on_the_parent(self):
+        with self.assertRaisesRegex(logic.Terminal, "spec.message must be a string, got 3") as raised:
             logic.reconcile(sample({"message": 3}), [], {})
+        self.assertNotIsInstance(raised.exception, logic.Retryable)
+        ready = raised.exception.conditions[0]
+        self.assertEqual((ready["type"], ready["status"], ready["reason"]), ("Ready", "False", "InvalidSpec"))
 
 {{webhook_tests}}
 

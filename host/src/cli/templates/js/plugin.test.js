@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { Terminal, {{admission_test_import}}plugin, reconciler } from './{{name}}.js';
+import { shownConditions } from './wasmop_sdk.js';
 
 const sample = (spec) =>
   JSON.stringify({
@@ -32,6 +33,8 @@ test('ready once every child is observed', () => {
   const desired = reconciler.reconcile(request({})).children;
   const response = reconciler.reconcile(request({}, desired));
   assert.equal(response.conditions[0].status, 'true');
+  // What the sample shows once the host writes it: observedGeneration is its generation.
+  assert.equal(shownConditions(JSON.parse(sample({})), response.conditions)[0].observedGeneration, 1);
   assert.deepEqual(JSON.parse(response.status), { children: childKinds.length });
 });
 

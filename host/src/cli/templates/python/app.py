@@ -25,7 +25,7 @@ def condition(c):
 
 
 def failure(error):
-    """A `Terminal` or `Retryable` of `reconcile.py` as the contract's failure: its message, and
+    """A `Terminal` or `Retryable` (`wasmop_sdk.py`) as the contract's failure: its message, and
     the status and conditions the parent shows with it."""
     status = None if error.status is None else json.dumps(error.status)
     return r.Failure(message=str(error), status=status, conditions=[condition(c) for c in error.conditions])

@@ -3,6 +3,7 @@
 import unittest
 
 import reconcile as logic
+from wasmop_sdk import shown_conditions
 
 
 def sample(spec):
@@ -29,6 +30,8 @@ class ReconcileTest(unittest.TestCase):
         desired = logic.reconcile(sample({}), [], {})["children"]
         answer = logic.reconcile(sample({}), desired, {})
         self.assertEqual(answer["conditions"][0]["status"], "True")
+        # What the sample shows once the host writes it: observedGeneration is its generation.
+        self.assertEqual(shown_conditions(sample({}), answer["conditions"])[0]["observedGeneration"], 1)
         self.assertEqual(answer["status"], {"children": len(logic.CHILDREN)})
 
     def test_a_spec_of_the_wrong_shape_is_a_terminal_error_shown_on_the_parent(self):

@@ -276,7 +276,9 @@ export function shownConditions(parent, updates, now = '2024-01-01T00:00:00Z') {
 /** A failed reconcile: its message, and what the parent shows beside it — `status` (fields of
  * its status, an object, or `undefined`) and `conditions` (at most one per type) — which the host
  * applies before it records the failure (WIT 0.3.0). `payload` is the contract's error result,
- * which componentize-js hands the host when the error is thrown out of `reconcile`. */
+ * `{ tag, val: { message, status, conditions } }`, which componentize-js hands the host when the
+ * error is thrown out of `reconcile`: it reads only an own property named `payload`, so every
+ * change here rewrites it. */
 export class Failure extends Error {
   constructor(tag, message, { status, conditions = [] } = {}) {
     super(message);
@@ -284,8 +286,14 @@ export class Failure extends Error {
     this.tag = tag;
     this.status = undefined;
     this.conditions = [];
+    this.#refresh();
     if (status !== undefined) this.withStatus(status);
     for (const c of conditions) this.withCondition(c);
+  }
+
+  #refresh() {
+    const status = this.status === undefined ? undefined : JSON.stringify(this.status);
+    this.payload = { tag: this.tag, val: { message: this.message, status, conditions: this.conditions } };
   }
 
   /** Whether the host retries it. */
@@ -302,24 +310,20 @@ export class Failure extends Error {
       const got = Array.isArray(fields) ? 'an array' : 'not an object';
       this.message = `${this.message} (status not shown: it must be a JSON object, got ${got})`;
     }
+    this.#refresh();
     return this;
   }
 
   /** A condition to show with the failure (by type; a later one wins). Returns the failure. */
   withCondition(c) {
     this.conditions = setCondition(this.conditions, c);
+    this.#refresh();
     return this;
   }
 
   /** The message, status and conditions. */
   shown() {
     return { message: this.message, status: this.status ?? null, conditions: [...this.conditions] };
-  }
-
-  /** The contract's error result: `{ tag, val: { message, status, conditions } }`. */
-  get payload() {
-    const status = this.status === undefined ? undefined : JSON.stringify(this.status);
-    return { tag: this.tag, val: { message: this.message, status, conditions: this.conditions } };
   }
 }
 

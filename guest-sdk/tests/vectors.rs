@@ -109,7 +109,10 @@ fn children_of_the_wrong_shape_are_dropped_and_the_first_named() {
         let applied: Vec<&str> = response.children().iter().map(|c| text(&c["metadata"]["name"])).collect();
         assert_eq!(Value::from(applied), case["applied"], "{case}");
         assert_eq!(response.error().map(Error::message), case["error"].as_str(), "{case}");
-        assert_eq!(response.validate().err().map(|e| (e.is_retryable(), e.message().to_owned())), case["error"].as_str().map(|m| (false, m.to_owned())));
+        assert_eq!(
+            response.validate().err().map(|e| (e.is_retryable(), e.message().to_owned())),
+            case["error"].as_str().map(|m| (false, m.to_owned()))
+        );
     }
 }
 
@@ -149,7 +152,9 @@ fn lookups_answer_as_the_host_and_refuse_undeclared_kinds() {
     let manifest = cases(declared, "/related").iter().fold(
         cases(declared, "/children")
             .iter()
-            .fold(Manifest::new("vectors", "0.1.0").parent(kind(&declared["parent"]), Scope::Namespaced), |m, k| m.child(kind(k))),
+            .fold(Manifest::new("vectors", "0.1.0").parent(kind(&declared["parent"]), Scope::Namespaced), |m, k| {
+                m.child(kind(k))
+            }),
         |m, r| m.related(kind(&r["kind"]), text(&r["labelSelector"])),
     );
     let context = Context::fixture(cases(fixture, "/objects").to_vec()).restrict_to(&manifest);

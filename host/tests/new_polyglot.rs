@@ -118,10 +118,11 @@ fn assert_plans_the_child(dir: &Path, wasm: &str) {
 fn assert_shows_invalid_spec(dir: &Path, wasm: &str) {
     let invalid = dir.join("invalid.yaml");
     let args = ["reconcile", "--plugin", dir.join(wasm).to_str().unwrap(), "--object", invalid.to_str().unwrap()];
-    let refused = wasmop_cached(Some(&dir.join("compiled")), &[&args[..], &["--now", "2024-01-01T00:00:00Z", "-o", "json"]].concat());
+    let refused =
+        wasmop_cached(Some(&dir.join("compiled")), &[&args[..], &["--now", "2024-01-01T00:00:00Z", "-o", "json"]].concat());
     assert!(!refused.status.success());
-    let shown: Value = serde_json::from_slice(&refused.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&refused.stdout)));
+    let shown: Value =
+        serde_json::from_slice(&refused.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&refused.stdout)));
     let ready = &shown["statusPatch"]["status"]["conditions"][0];
     assert_eq!((&ready["type"], &ready["status"], &ready["reason"]), (&json!("Ready"), &json!("False"), &json!("InvalidSpec")));
     assert_eq!(ready["message"], "spec.message must be a string, got 3");

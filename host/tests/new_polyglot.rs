@@ -117,7 +117,8 @@ fn assert_plans_the_child(dir: &Path, wasm: &str) {
 /// parent (WIT 0.3.0): `wasmop reconcile` prints the status patch with `Ready=False InvalidSpec`.
 fn assert_shows_invalid_spec(dir: &Path, wasm: &str) {
     let invalid = dir.join("invalid.yaml");
-    let args = ["reconcile", "--plugin", dir.join(wasm).to_str().unwrap(), "--object", invalid.to_str().unwrap()];
+    let wasm = dir.join(wasm);
+    let args = ["reconcile", "--plugin", wasm.to_str().unwrap(), "--object", invalid.to_str().unwrap()];
     let refused =
         wasmop_cached(Some(&dir.join("compiled")), &[&args[..], &["--now", "2024-01-01T00:00:00Z", "-o", "json"]].concat());
     assert!(!refused.status.success());

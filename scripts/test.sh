@@ -20,6 +20,11 @@ for module in sdk-go plugins/memcached-go plugins/sidecarset-go; do
     [[ -z "$unformatted" ]] || { echo "[test] gofmt: $unformatted" >&2; exit 1; }
     (cd "$module" && go vet ./... && go test ./...)
 done
+# The Python and JavaScript SDK modules (shipped by `wasmop new --lang python|js`) against the
+# shared vectors, which the Rust SDK's tests read too (guest-sdk/vectors): plain python3 and
+# node (scripts/polyglot.sh installs them with the toolchains), no build.
+(cd guest-sdk/python && python3 -m unittest --quiet)
+(cd guest-sdk/js && node --test)
 # The summary rewrite of scripts/bench.sh (markers kept, the rest of BENCHMARKS.md untouched).
 python3 -m unittest discover -s scripts -p bench_summary.py
 # The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.

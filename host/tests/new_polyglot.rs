@@ -4,14 +4,17 @@
 //! test): written into a temporary directory outside the repository, their unit tests pass
 //! (`python3 -m unittest`, `npm test`, `go test`), they build (`sh build.sh`, `npm run build`
 //! with the toolchain on `PATH`), `wasmop reconcile` on the sample prints a plan with the child,
-//! and on an invalid sample the plugin's terminal error in one line. Each build takes 15–60 s.
+//! and on an invalid sample the plugin's terminal error in one line, with the `Ready=False
+//! InvalidSpec` it shows on the parent. The Python and JavaScript skeletons with a validating
+//! and a mutating webhook (world `operator`) build too, and `wasmop admit` calls each webhook on
+//! the sample and on an object it refuses or changes. Each build takes 15–60 s.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::polyglot::{go_caches, go_toolchain, toolchain};
 use support::workspace;
 
@@ -110,6 +113,54 @@ fn assert_plans_the_child(dir: &Path, wasm: &str) {
     assert_eq!(stderr.trim_end(), "error: plugin error (terminal): spec.message must be a string, got 3");
 }
 
+/// The Python and JavaScript skeletons' terminal failure on an invalid sample also shows on the
+/// parent (WIT 0.3.0): `wasmop reconcile` prints the status patch with `Ready=False InvalidSpec`.
+fn assert_shows_invalid_spec(dir: &Path, wasm: &str) {
+    let invalid = dir.join("invalid.yaml");
+    let wasm = dir.join(wasm);
+    let args = ["reconcile", "--plugin", wasm.to_str().unwrap(), "--object", invalid.to_str().unwrap()];
+    let refused =
+        wasmop_cached(Some(&dir.join("compiled")), &[&args[..], &["--now", "2024-01-01T00:00:00Z", "-o", "json"]].concat());
+    assert!(!refused.status.success());
+    let shown: Value =
+        serde_json::from_slice(&refused.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&refused.stdout)));
+    let ready = &shown["statusPatch"]["status"]["conditions"][0];
+    assert_eq!((&ready["type"], &ready["status"], &ready["reason"]), (&json!("Ready"), &json!("False"), &json!("InvalidSpec")));
+    assert_eq!(ready["message"], "spec.message must be a string, got 3");
+    assert_eq!(ready["observedGeneration"], 1, "the sample is reconciled as just created");
+    assert_eq!(shown["statusPatch"]["status"]["conditions"][1]["type"], "Reconciled");
+}
+
+/// `wasmop new` with a validating webhook `check` and a mutating webhook `set-defaults`: the
+/// unit tests (three of the reconcile, one of the declarations, one per webhook), then after
+/// `build` (the language's build command) `wasmop admit` on the sample (allowed), on a `Hello`
+/// without a message (`check` denies it with 422, `set-defaults` answers a patch setting it).
+fn assert_webhooks_admit(lang: &str, test: &[&str], passed: &str, build: &[&str]) {
+    let tmp = outside();
+    let name = format!("hooks-{lang}");
+    let dir = new(tmp.path(), &name, lang, &["--webhook", "validating:check", "--webhook", "mutating:set-defaults"]);
+    let tests = run(&dir, test[0], &test[1..]);
+    assert!(tests.contains(passed), "{tests}");
+    run(&dir, build[0], &build[1..]);
+    let wasm = dir.join(format!("{name}.wasm"));
+    let (crd, cache) = (dir.join("crd.yaml"), dir.join("compiled"));
+    let admit = |webhook: &str, object: &Path| {
+        let args = ["admit", "--plugin", wasm.to_str().unwrap(), "--webhook", webhook, "--object", object.to_str().unwrap()];
+        wasmop_cached(Some(&cache), &[&args[..], &["--crds", crd.to_str().unwrap()]].concat())
+    };
+    let silent = dir.join("silent.yaml");
+    std::fs::write(&silent, "apiVersion: example.com/v1\nkind: Hello\nmetadata: {name: silent, namespace: default}\nspec: {}\n")
+        .unwrap();
+    assert_eq!(check("wasmop admit check on the sample", admit("check", &dir.join("sample.yaml"))), "allowed\n");
+    let denied = admit("check", &silent);
+    assert_eq!(denied.status.code(), Some(2), "{denied:?}");
+    assert_eq!(String::from_utf8_lossy(&denied.stdout), "denied (422): spec.message must not be empty\n");
+    let defaulted = check("wasmop admit set-defaults", admit("set-defaults", &silent));
+    assert!(defaulted.starts_with("allowed\npatch (RFC 6902 JSON Patch):\n"), "{defaulted}");
+    assert!(defaulted.contains(r#""path": "/spec/message""#) && defaulted.contains(r#""value": "hello""#), "{defaulted}");
+    assert_eq!(check("wasmop admit set-defaults on the sample", admit("set-defaults", &dir.join("sample.yaml"))), "allowed\n");
+}
+
 #[test]
 fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
@@ -118,6 +169,7 @@ fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_reposi
     assert!(tests.contains("Ran 3 tests") && tests.contains("\nOK"), "{tests}");
     run(&dir, "sh", &["build.sh"]);
     assert_plans_the_child(&dir, "hello-py.wasm");
+    assert_shows_invalid_spec(&dir, "hello-py.wasm");
 }
 
 #[test]
@@ -128,6 +180,17 @@ fn a_new_javascript_plugin_tests_builds_and_reconciles_its_sample_outside_the_re
     assert!(tests.contains("# pass 3") && tests.contains("# fail 0"), "{tests}");
     run(&dir, "npm", &["run", "build"]);
     assert_plans_the_child(&dir, "hello-js.wasm");
+    assert_shows_invalid_spec(&dir, "hello-js.wasm");
+}
+
+#[test]
+fn a_new_python_plugin_with_webhooks_builds_and_admits_offline() {
+    assert_webhooks_admit("python", &["python3", "-m", "unittest"], "Ran 6 tests", &["sh", "build.sh"]);
+}
+
+#[test]
+fn a_new_javascript_plugin_with_webhooks_builds_and_admits_offline() {
+    assert_webhooks_admit("js", &["npm", "test"], "# pass 6", &["npm", "run", "build"]);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Plugins in Python, JavaScript and Go are supported, not experiments: the memcached example
-//! written in each language plans exactly what the Rust one plans on the same objects, a
+//! written in each language plans exactly what the Rust one plans on the same objects (and on
+//! an invalid spec fails with the same line and shows the same status and conditions), a
 //! default JavaScript build (which imports `wasi:http`) loads, and a Python exception, a
 //! JavaScript error or a Go panic becomes a one-line reason naming it.
 
@@ -16,6 +17,9 @@ const NOW: &str = "2024-01-01T00:00:00Z";
 
 /// The contract the Go plugins are built against here.
 const GO_WIT: &str = "v0.3.0";
+
+/// The contract the Python and JavaScript plugins are built against here (world `controller`).
+const PY_JS_WIT: &str = "v0.3.0";
 
 /// `wasmop reconcile` of `plugin` on `parent` with observed `children` and `related` objects.
 fn reconcile(plugin: &Path, parent: &Path, children: Option<&Path>, related: Option<&Path>) -> Output {
@@ -104,24 +108,36 @@ fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
             .map(|(language, plugin)| (*language, reconcile(plugin, &parent, children.as_deref(), related.as_deref())))
             .collect();
         let expected = outcome(&outputs[0].1);
+        let rust = String::from_utf8_lossy(&outputs[0].1.stdout);
         for (language, got) in &outputs[1..] {
             assert_eq!(outcome(got), expected, "case {:?}: the {language} plugin differs from the Rust one", case.name);
+            // Every plugin is on the same contract (0.3.0), so a failure also shows the same
+            // status and conditions (`Available=False InvalidSpec`), which `wasmop reconcile`
+            // prints before its error.
+            assert_eq!(
+                String::from_utf8_lossy(&got.stdout),
+                rust,
+                "case {:?}: the {language} plugin prints another plan",
+                case.name
+            );
         }
-        // On the same contract (0.3.0), a failure also shows the same status and conditions
-        // (`Available=False InvalidSpec`), which `wasmop reconcile` prints before its error.
-        let (rust, go) = (&outputs[0].1, &outputs[3].1);
-        assert_eq!(
-            String::from_utf8_lossy(&go.stdout),
-            String::from_utf8_lossy(&rust.stdout),
-            "case {:?}: the go plugin prints another plan",
-            case.name
-        );
         if case.name == "new parent" {
             assert!(expected.as_ref().is_ok_and(|plan| plan["apply"][0]["kind"] == "Deployment"), "{expected:?}");
         }
+        if case.name.starts_with("size ") {
+            assert!(expected.is_err(), "case {:?}: {expected:?}", case.name);
+            let shown: Value = serde_json::from_str(&rust).unwrap_or_else(|e| panic!("case {:?}: {e}: {rust}", case.name));
+            let available = &shown["statusPatch"]["status"]["conditions"][0];
+            assert_eq!((&available["type"], &available["status"]), (&json!("Available"), &json!("False")), "{shown:#}");
+            assert_eq!(available["reason"], "InvalidSpec", "{shown:#}");
+            assert_eq!(
+                format!("error: plugin error (terminal): {}", available["message"].as_str().unwrap()),
+                *expected.as_ref().unwrap_err(),
+                "the condition carries the failure's message"
+            );
+        }
         if case.name == "size negative" {
             assert_eq!(expected.as_ref().unwrap_err(), "error: plugin error (terminal): spec.size must be 0 or more, got -1");
-            assert!(String::from_utf8_lossy(&outputs[3].1.stdout).contains("InvalidSpec"), "{:?}", outputs[3].1);
         }
     }
 }
@@ -153,8 +169,8 @@ fn a_python_exception_and_a_javascript_error_end_in_one_line_naming_them() {
             "    const size = desiredSize(parent);\n    throw new TypeError(`unlucky size ${size}`);\n",
         )
     });
-    let py = build(Language::Python, &py_dir.1, "app", "v0.1.0", "operator");
-    let js = build(Language::JavaScript, &js_dir.1, "memcached.js", "v0.1.0", "operator");
+    let py = build(Language::Python, &py_dir.1, "app", PY_JS_WIT, "controller");
+    let js = build(Language::JavaScript, &js_dir.1, "memcached.js", PY_JS_WIT, "controller");
     let dir = tempfile::tempdir().unwrap();
     let parent = write_all(dir.path(), "parent.yaml", &[parent(json!({"size": 13}))]).unwrap();
     for (plugin, reason) in

@@ -2,14 +2,15 @@
 //
 // The same logic as the Rust example (`plugins/memcached`): for every `Memcached`
 // (`cache.example.com/v1alpha1`, namespaced) one Deployment of `spec.size` memcached pods, the
-// pods' names in `status.nodes`, and an `Available` condition. The test suite checks that both
-// plugins plan the same actions on the same objects.
+// pods' names in `status.nodes`, and an `Available` condition; an invalid size is a terminal
+// failure that also shows `Available=False InvalidSpec` on the Memcached. The test suite checks
+// that both plugins plan the same actions, and show the same failures, on the same objects.
 //
-// Build (the tool `scripts/polyglot.sh` installs):
+// World `controller` of `wasmop:plugin@0.3.0`. Build (the tool `scripts/polyglot.sh` installs):
 //
-//     componentize-js --wit wit/v0.1.0 --world-name operator -o memcached-js.wasm plugins/memcached-js/memcached.js
+//     componentize-js --wit wit/v0.3.0 --world-name controller -o memcached-js.wasm plugins/memcached-js/memcached.js
 
-import { log } from 'wasmop:plugin/log@0.1.0';
+import { log } from 'wasmop:plugin/log@0.3.0';
 
 const IMAGE = 'memcached:1.6.17-alpine';
 const PORT = 11211;
@@ -19,23 +20,26 @@ const MEMCACHED = { group: 'cache.example.com', version: 'v1alpha1', kind: 'Memc
 const DEPLOYMENT = { group: 'apps', version: 'v1', kind: 'Deployment' };
 const POD = { group: '', version: 'v1', kind: 'Pod' };
 
-/** A terminal error: the host records it and waits for the object to change. */
-class Terminal extends Error {
+/** A terminal failure for an invalid spec: the host records it and waits for the object to
+ * change; the Memcached shows `Available=False InvalidSpec` with the same message (the next
+ * valid reconcile replaces it). */
+class InvalidSpec extends Error {
   constructor(message) {
     super(message);
-    this.payload = { tag: 'terminal', val: message };
+    const shown = { type: 'Available', status: 'false', reason: 'InvalidSpec', message };
+    this.payload = { tag: 'terminal', val: { message, status: undefined, conditions: [shown] } };
   }
 }
 
 /** `spec.size`: required, within 0..=i32::MAX. */
 function desiredSize(memcached) {
   const spec = memcached.spec ?? {};
-  if (typeof spec !== 'object' || Array.isArray(spec)) throw new Terminal('spec must be an object');
+  if (typeof spec !== 'object' || Array.isArray(spec)) throw new InvalidSpec('spec must be an object');
   const size = spec.size;
-  if (size === undefined || size === null) throw new Terminal('spec.size is required');
-  if (!Number.isInteger(size)) throw new Terminal(`spec.size must be an integer, got ${JSON.stringify(size)}`);
-  if (size < 0) throw new Terminal(`spec.size must be 0 or more, got ${size}`);
-  if (size > INT32_MAX) throw new Terminal(`spec.size must be at most ${INT32_MAX}, got ${size}`);
+  if (size === undefined || size === null) throw new InvalidSpec('spec.size is required');
+  if (!Number.isInteger(size)) throw new InvalidSpec(`spec.size must be an integer, got ${JSON.stringify(size)}`);
+  if (size < 0) throw new InvalidSpec(`spec.size must be 0 or more, got ${size}`);
+  if (size > INT32_MAX) throw new InvalidSpec(`spec.size must be at most ${INT32_MAX}, got ${size}`);
   return size;
 }
 
@@ -78,7 +82,7 @@ function available(observed, size) {
 const isKind = (obj, kind) =>
   obj.apiVersion === (kind.group ? `${kind.group}/${kind.version}` : kind.version) && obj.kind === kind.kind;
 
-export const reconciler = {
+export const plugin = {
   manifest() {
     return {
       name: 'memcached',
@@ -89,10 +93,14 @@ export const reconciler = {
       related: [{ kind: POD, labelSelector: 'app=memcached,memcached_cr=$(parent.name)' }],
       finalizer: false,
       prune: true,
+      adoptUnowned: false,
       configSchema: undefined,
+      webhooks: [],
     };
   },
+};
 
+export const reconciler = {
   reconcile(request) {
     const parent = JSON.parse(request.parent);
     const size = desiredSize(parent);

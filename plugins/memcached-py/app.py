@@ -2,18 +2,21 @@
 
 The same logic as the Rust example (`plugins/memcached`): for every `Memcached`
 (`cache.example.com/v1alpha1`, namespaced) one Deployment of `spec.size` memcached pods, the
-pods' names in `status.nodes`, and an `Available` condition. The test suite checks that both
-plugins plan the same actions on the same objects.
+pods' names in `status.nodes`, and an `Available` condition; an invalid size is a terminal
+failure that also shows `Available=False InvalidSpec` on the Memcached. The test suite checks
+that both plugins plan the same actions, and show the same failures, on the same objects.
 
-Build (the commands `scripts/polyglot.sh` installs the tool for):
+World `controller` of `wasmop:plugin@0.3.0`. Build (the commands `scripts/polyglot.sh` installs
+the tool for):
 
-    componentize-py -d wit/v0.1.0 -w operator componentize app -p plugins/memcached-py -o memcached-py.wasm
+    componentize-py -d wit/v0.3.0 -w controller componentize app -p plugins/memcached-py -o memcached-py.wasm
 """
 
 import json
 
 from componentize_py_types import Err
 from wit_world import exports
+from wit_world.exports import plugin as p
 from wit_world.exports import reconciler as r
 from wit_world.imports import log, types
 
@@ -27,7 +30,10 @@ POD = types.KindRef(group="", version="v1", kind="Pod")
 
 
 def terminal(message):
-    return Err(r.ReconcileError_Terminal(message))
+    """A terminal failure for an invalid spec, shown on the Memcached as `Available=False
+    InvalidSpec` with the same message (the next valid reconcile replaces it)."""
+    shown = r.Condition("Available", r.ConditionStatus.FALSE, "InvalidSpec", message)
+    return Err(r.ReconcileError_Terminal(r.Failure(message=message, status=None, conditions=[shown])))
 
 
 def desired_size(memcached):
@@ -90,20 +96,24 @@ def is_kind(obj, kind):
     return obj.get("apiVersion") == api_version and obj.get("kind") == kind.kind
 
 
-class Reconciler(exports.Reconciler):
+class Plugin(exports.Plugin):
     def manifest(self):
-        return r.PluginManifest(
+        return p.PluginManifest(
             name="memcached",
             version="0.1.0",
             description="Runs a memcached Deployment of spec.size pods for each Memcached",
-            parent=r.ParentKind(kind=MEMCACHED, scope=types.Scope.NAMESPACED),
+            parent=p.ParentKind(kind=MEMCACHED, scope=types.Scope.NAMESPACED),
             children=[DEPLOYMENT],
-            related=[r.RelatedKind(kind=POD, label_selector="app=memcached,memcached_cr=$(parent.name)")],
+            related=[p.RelatedKind(kind=POD, label_selector="app=memcached,memcached_cr=$(parent.name)")],
             finalizer=False,
             prune=True,
+            adopt_unowned=False,
             config_schema=None,
+            webhooks=[],
         )
 
+
+class Reconciler(exports.Reconciler):
     def reconcile(self, request):
         parent = json.loads(request.parent)
         size = desired_size(parent)
@@ -112,7 +122,7 @@ class Reconciler(exports.Reconciler):
         log.log(types.Level.DEBUG, f"memcached {namespace or ''}/{name}: want {size} replicas")
 
         related = (json.loads(o) for o in request.related)
-        nodes = sorted(p["metadata"]["name"] for p in related if is_kind(p, POD) and "name" in p.get("metadata", {}))
+        nodes = sorted(pod["metadata"]["name"] for pod in related if is_kind(pod, POD) and "name" in pod.get("metadata", {}))
         children = (json.loads(o) for o in request.children)
         observed = next((c for c in children if is_kind(c, DEPLOYMENT) and c["metadata"].get("name") == name), None)
 

@@ -138,9 +138,9 @@ pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, worl
     out
 }
 
-/// The Python memcached example (`plugins/memcached-py`), WIT 0.1.0.
+/// The Python memcached example (`plugins/memcached-py`), WIT 0.3.0 (world `controller`).
 pub fn memcached_py() -> PathBuf {
-    build(Language::Python, &workspace().join("plugins/memcached-py"), "app", "v0.1.0", "operator")
+    build(Language::Python, &workspace().join("plugins/memcached-py"), "app", "v0.3.0", "controller")
 }
 
 /// The Go memcached example (`plugins/memcached-go`), against `wit/<wit>` (world `controller`).
@@ -164,10 +164,10 @@ pub fn go_caches() -> Vec<(&'static str, PathBuf)> {
         .collect()
 }
 
-/// The JavaScript memcached example (`plugins/memcached-js`), WIT 0.1.0, in the default
-/// StarlingMonkey build (which imports `wasi:http`).
+/// The JavaScript memcached example (`plugins/memcached-js`), WIT 0.3.0 (world `controller`),
+/// in the default StarlingMonkey build (which imports `wasi:http`).
 pub fn memcached_js() -> PathBuf {
-    build(Language::JavaScript, &workspace().join("plugins/memcached-js"), "memcached.js", "v0.1.0", "operator")
+    build(Language::JavaScript, &workspace().join("plugins/memcached-js"), "memcached.js", "v0.3.0", "controller")
 }
 
 fn path(p: &Path) -> &str {

@@ -219,6 +219,22 @@ mod tests {
         assert_eq!(failure_status_patch(&recorded, "ReconcileFailed", "m", Some(&again), "t1"), None, "already shown: no write");
     }
 
+    /// The Python and JavaScript SDK modules compute what the parent shows the same way, against
+    /// the same vectors (`guest-sdk/vectors/sdk.json`).
+    #[test]
+    fn merged_conditions_match_the_shared_sdk_vectors() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/vectors/sdk.json");
+        let vectors: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let cases = vectors.pointer("/conditions/merge").and_then(Value::as_array).unwrap();
+        assert!(!cases.is_empty());
+        for case in cases {
+            let existing = case["existing"].as_array().unwrap();
+            let updates: Vec<Condition> = serde_json::from_value(case["updates"].clone()).unwrap();
+            let merged = merge_conditions(existing, &updates, case["generation"].as_i64(), case["now"].as_str().unwrap());
+            assert_eq!(Value::Array(merged), case["conditions"], "{}", case["about"]);
+        }
+    }
+
     #[test]
     fn timestamps_are_rfc3339_utc() {
         let t = timestamp_now();

@@ -164,20 +164,9 @@ pub fn generate(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
     Ok(files)
 }
 
-/// The contract a Python or JavaScript plugin builds against, `wasmop:plugin@0.2.0` (world
-/// `controller`), as files under `wit/`.
-const WIT: [(&str, &str); 7] = [
-    ("wit/admission.wit", include_str!("../../../wit/v0.2.0/admission.wit")),
-    ("wit/cache.wit", include_str!("../../../wit/v0.2.0/cache.wit")),
-    ("wit/log.wit", include_str!("../../../wit/v0.2.0/log.wit")),
-    ("wit/plugin.wit", include_str!("../../../wit/v0.2.0/plugin.wit")),
-    ("wit/reconciler.wit", include_str!("../../../wit/v0.2.0/reconciler.wit")),
-    ("wit/types.wit", include_str!("../../../wit/v0.2.0/types.wit")),
-    ("wit/world.wit", include_str!("../../../wit/v0.2.0/world.wit")),
-];
-
-/// The contract a Go plugin builds against, `wasmop:plugin@0.3.0` (world `controller`), as
-/// files under `wit/`: the Go SDK targets the newest contract.
+/// The contract a Python, JavaScript or Go plugin builds against, `wasmop:plugin@0.3.0` (world
+/// `controller`, or `operator` with webhooks), as files under `wit/`: every SDK targets the
+/// newest contract.
 const WIT_0_3_0: [(&str, &str); 7] = [
     ("wit/admission.wit", include_str!("../../../wit/v0.3.0/admission.wit")),
     ("wit/cache.wit", include_str!("../../../wit/v0.3.0/cache.wit")),
@@ -191,15 +180,18 @@ const WIT_0_3_0: [(&str, &str); 7] = [
 /// The contract version a `--lang go` project builds against.
 const GO_WIT_VERSION: &str = "0.3.0";
 
-/// The WIT files, for a project in a language that builds against them.
+/// The contract version a `--lang python` or `--lang js` project builds against.
+const PY_JS_WIT_VERSION: &str = "0.3.0";
+
+/// The WIT files, for a Python or JavaScript project.
 fn wit_files() -> impl Iterator<Item = (String, String)> {
-    wit_files_of("0.2.0")
+    wit_files_of(PY_JS_WIT_VERSION)
 }
 
-/// The WIT files of contract `version` (0.2.0 or 0.3.0).
+/// The WIT files of contract `version` (0.3.0, the only one `wasmop new` writes).
 fn wit_files_of(version: &str) -> impl Iterator<Item = (String, String)> {
-    let files: &[(&str, &str)] = if version == "0.3.0" { &WIT_0_3_0 } else { &WIT };
-    files.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
+    debug_assert_eq!(version, "0.3.0", "wasmop new writes projects for the newest contract only");
+    WIT_0_3_0.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
 }
 
 /// `template` with every `{{key}}` replaced by its value.
@@ -441,8 +433,8 @@ mod tests {
     }
 
     #[test]
-    fn python_and_javascript_build_against_a_copy_of_wit_0_2_0() {
-        let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/v0.2.0");
+    fn python_and_javascript_build_against_a_copy_of_wit_0_3_0() {
+        let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/v0.3.0");
         let mut names: Vec<String> =
             std::fs::read_dir(&wit).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();

@@ -12,6 +12,9 @@ const PLUGIN_JS: &str = include_str!("../templates/js/plugin.js");
 const TEST_JS: &str = include_str!("../templates/js/plugin.test.js");
 const PACKAGE_JSON: &str = include_str!("../templates/js/package.json");
 const README: &str = include_str!("../templates/js/README.md");
+/// The SDK's checks in plain JavaScript, tested against the vectors the Rust SDK is tested
+/// against.
+const SDK_JS: &str = include_str!("../../../../guest-sdk/js/wasmop_sdk.js");
 
 /// The project's own files (the CRD and the sample are added by the caller).
 pub(super) fn files(args: &NewArgs) -> Vec<(String, String)> {
@@ -31,6 +34,7 @@ pub(super) fn files(args: &NewArgs) -> Vec<(String, String)> {
         (format!("{}.test.js", args.name), render(TEST_JS, &values)),
         ("package.json".to_owned(), render(PACKAGE_JSON, &values)),
         ("README.md".to_owned(), render(README, &values)),
+        ("wasmop_sdk.js".to_owned(), SDK_JS.to_owned()),
         (".gitignore".to_owned(), "*.wasm\nnode_modules/\n".to_owned()),
     ];
     files.extend(wit_files());
@@ -133,6 +137,9 @@ function webhook({ name, type }) {
     failurePolicy: 'fail',
     sideEffects: 'none',
     timeoutSeconds: 5,
+    // CEL expressions the API server checks before it calls the webhook, e.g.
+    // { name: 'has-spec', expression: 'has(object.spec)' }: empty, every request of the rules.
+    matchConditions: [],
   };
 }
 
@@ -207,7 +214,10 @@ mod tests {
         let files =
             generate(&args("my-db", "example.com/v1/Database", &["v1/ConfigMap", "apps/v1/Deployment"], Lang::Js)).unwrap();
         let own: Vec<&str> = paths(&files).into_iter().filter(|p| !p.starts_with("wit/")).collect();
-        assert_eq!(own, [".gitignore", "README.md", "crd.yaml", "my-db.js", "my-db.test.js", "package.json", "sample.yaml"]);
+        assert_eq!(
+            own,
+            [".gitignore", "README.md", "crd.yaml", "my-db.js", "my-db.test.js", "package.json", "sample.yaml", "wasmop_sdk.js"]
+        );
         let plugin = file(&files, "my-db.js");
         assert!(plugin.contains("const NAME = 'my-db';\n"), "{plugin}");
         assert!(plugin.contains("const PARENT = { group: 'example.com', version: 'v1', kind: 'Database' };\n"), "{plugin}");

@@ -13,6 +13,8 @@ const APP_PY: &str = include_str!("../templates/python/app.py");
 const TEST_PY: &str = include_str!("../templates/python/test_reconcile.py");
 const BUILD_SH: &str = include_str!("../templates/python/build.sh");
 const README: &str = include_str!("../templates/python/README.md");
+/// The SDK's checks in plain Python, tested against the vectors the Rust SDK is tested against.
+const SDK_PY: &str = include_str!("../../../../guest-sdk/python/wasmop_sdk.py");
 
 /// The project's own files (the CRD and the sample are added by the caller).
 pub(super) fn files(args: &NewArgs) -> Vec<(String, String)> {
@@ -33,6 +35,7 @@ pub(super) fn files(args: &NewArgs) -> Vec<(String, String)> {
         ("test_reconcile.py".to_owned(), render(TEST_PY, &values)),
         ("build.sh".to_owned(), render(BUILD_SH, &values)),
         ("README.md".to_owned(), render(README, &values)),
+        ("wasmop_sdk.py".to_owned(), SDK_PY.to_owned()),
         (".gitignore".to_owned(), "*.wasm\n__pycache__/\n".to_owned()),
     ];
     files.extend(wit_files());
@@ -166,6 +169,9 @@ def webhook(declared):
         failure_policy=p.FailurePolicy.FAIL,
         side_effects=p.SideEffects.NONE,
         timeout_seconds=5,
+        # CEL expressions the API server checks before it calls the webhook, e.g.
+        # p.MatchCondition(name="has-spec", expression="has(object.spec)"): empty, every request of the rules.
+        match_conditions=[],
     )
 
 
@@ -201,7 +207,17 @@ mod tests {
         let own: Vec<&str> = paths(&files).into_iter().filter(|p| !p.starts_with("wit/")).collect();
         assert_eq!(
             own,
-            [".gitignore", "README.md", "app.py", "build.sh", "crd.yaml", "reconcile.py", "sample.yaml", "test_reconcile.py"]
+            [
+                ".gitignore",
+                "README.md",
+                "app.py",
+                "build.sh",
+                "crd.yaml",
+                "reconcile.py",
+                "sample.yaml",
+                "test_reconcile.py",
+                "wasmop_sdk.py"
+            ]
         );
         let logic = file(&files, "reconcile.py");
         assert!(logic.contains("NAME = \"my-db\"\n"), "{logic}");

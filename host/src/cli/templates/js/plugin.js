@@ -1,11 +1,21 @@
 // The {{name}} wasmop plugin: reconciles {{Kind}} ({{api_version}}).
 //
-// A WebAssembly component of world `{{world}}` of `wasmop:plugin@0.2.0` (the WIT in `wit/`):
+// A WebAssembly component of world `{{world}}` of `wasmop:plugin@0.3.0` (the WIT in `wit/`):
 // it exports `plugin` (the manifest) and `reconciler`. Build it with `npm run build`, which runs
 //     componentize-js --wit wit --world-name {{world}} -o {{name}}.wasm {{name}}.js
-// and test it with `npm test` (`node --test`): the file imports nothing from wasmop, so Node
-// runs it as it is. console.log and console.error reach the host's log (info and warn). Every
-// call starts from a fresh instance: nothing kept in a variable survives to the next reconcile.
+// and test it with `npm test` (`node --test`): the file imports nothing from the component's
+// bindings, so Node runs it as it is. `wasmop_sdk.js` holds the SDK's checks in plain JavaScript
+// (quantities, conditions, failures with status, responses, a lookup fixture), with the Rust
+// SDK's semantics and messages. console.log and console.error reach the host's log (info and
+// warn). Every call starts from a fresh instance: nothing kept in a variable survives to the
+// next reconcile.
+
+import { Retryable, Terminal, falseCondition, trueCondition } from './wasmop_sdk.js';
+
+// A `Terminal` failure is permanent for this version of the parent (an invalid spec): the host
+// records it and waits for the object to change; a `Retryable` one is retried with backoff.
+// Either can carry the status and conditions the parent shows beside it.
+export { Retryable, Terminal };
 
 const NAME = '{{name}}';
 const VERSION = '0.1.0';
@@ -16,22 +26,10 @@ const PARENT = {{parent}};
 const CHILDREN = [
 {{children}}];
 {{webhook_list}}
-/** A permanent failure for this version of the parent (an invalid spec): the host records the
- * message and waits for the object to change. */
-export class Terminal extends Error {
-  constructor(message) {
-    super(message);
-    this.payload = { tag: 'terminal', val: message };
-  }
-}
-
-/** A transient failure (something not ready yet): the host retries with backoff. */
-export class Retryable extends Error {
-  constructor(message) {
-    super(message);
-    this.payload = { tag: 'retryable', val: message };
-  }
-}
+/** A terminal failure for an invalid spec, shown on the parent as `Ready=False InvalidSpec`
+ * with the same message (the next valid reconcile replaces it). Add status fields with
+ * `.withStatus({ ... })`. */
+const invalidSpec = (message) => new Terminal(message).withCondition(falseCondition('Ready', 'InvalidSpec', message));
 
 /** `group/version`, or `version` for the core group. */
 const apiVersion = (kind) => (kind.group ? `${kind.group}/${kind.version}` : kind.version);
@@ -42,9 +40,9 @@ const kindText = (kind) => `${apiVersion(kind)}/${kind.kind}`;
 /** The fields of `spec` the plugin reads, checked. Add the ones your CRD defines. */
 function specOf(parent) {
   const spec = parent.spec ?? {};
-  if (typeof spec !== 'object' || Array.isArray(spec)) throw new Terminal(`spec must be an object, got ${JSON.stringify(spec)}`);
+  if (typeof spec !== 'object' || Array.isArray(spec)) throw invalidSpec(`spec must be an object, got ${JSON.stringify(spec)}`);
   const message = spec.message ?? '';
-  if (typeof message !== 'string') throw new Terminal(`spec.message must be a string, got ${JSON.stringify(message)}`);
+  if (typeof message !== 'string') throw invalidSpec(`spec.message must be a string, got ${JSON.stringify(message)}`);
   return { message };
 }
 
@@ -91,8 +89,8 @@ export const reconciler = {
     const name = parent.metadata.name;
     const waiting = CHILDREN.filter((kind) => !children.some((c) => isChild(c, kind, name))).map(kindText);
     const ready = waiting.length
-      ? { type: 'Ready', status: 'false', reason: 'Creating', message: `waiting for ${waiting.join(', ')}` }
-      : { type: 'Ready', status: 'true', reason: 'ChildrenReady', message: 'every child exists' };
+      ? falseCondition('Ready', 'Creating', `waiting for ${waiting.join(', ')}`)
+      : trueCondition('Ready', 'ChildrenReady', 'every child exists');
     return {
       children: CHILDREN.map((kind) => JSON.stringify(desired(kind, parent, spec))),
       delete: [],

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { Terminal, {{admission_test_import}}plugin, reconciler } from './{{name}}.js';
+import { shownConditions } from './wasmop_sdk.js';
 
 const sample = (spec) =>
   JSON.stringify({
@@ -32,13 +33,17 @@ test('ready once every child is observed', () => {
   const desired = reconciler.reconcile(request({})).children;
   const response = reconciler.reconcile(request({}, desired));
   assert.equal(response.conditions[0].status, 'true');
+  // What the sample shows once the host writes it: observedGeneration is its generation.
+  assert.equal(shownConditions(JSON.parse(sample({})), response.conditions)[0].observedGeneration, 1);
   assert.deepEqual(JSON.parse(response.status), { children: childKinds.length });
 });
 
-test('a spec of the wrong shape is a terminal error', () => {
+test('a spec of the wrong shape is a terminal error shown on the parent', () => {
   assert.throws(() => reconciler.reconcile(request({ message: 3 })), (error) => {
     assert.ok(error instanceof Terminal);
-    assert.deepEqual(error.payload, { tag: 'terminal', val: 'spec.message must be a string, got 3' });
+    const message = 'spec.message must be a string, got 3';
+    const ready = { type: 'Ready', status: 'false', reason: 'InvalidSpec', message };
+    assert.deepEqual(error.payload, { tag: 'terminal', val: { message, status: undefined, conditions: [ready] } });
     return true;
   });
 });

@@ -1,5 +1,5 @@
 """The {{name}} wasmop plugin as a WebAssembly component: world `{{world}}` of
-`wasmop:plugin@0.2.0` (the WIT in `wit/`). It turns the host's request into plain Python
+`wasmop:plugin@0.3.0` (the WIT in `wit/`). It turns the host's request into plain Python
 values for `reconcile.py`, and the answer back into the contract's records.
 
 Build (README.md): `sh build.sh` runs
@@ -17,6 +17,18 @@ from wit_world.imports import log, types
 import reconcile as logic
 
 STATUS = {"True": r.ConditionStatus.TRUE, "False": r.ConditionStatus.FALSE, "Unknown": r.ConditionStatus.UNKNOWN}
+
+
+def condition(c):
+    """A condition dict of `reconcile.py` as the contract's record."""
+    return r.Condition(c["type"], STATUS[c["status"]], c["reason"], c["message"])
+
+
+def failure(error):
+    """A `Terminal` or `Retryable` (`wasmop_sdk.py`) as the contract's failure: its message, and
+    the status and conditions the parent shows with it."""
+    status = None if error.status is None else json.dumps(error.status)
+    return r.Failure(message=str(error), status=status, conditions=[condition(c) for c in error.conditions])
 
 
 def kind_ref(kind):
@@ -46,15 +58,15 @@ class Reconciler(exports.Reconciler):
         log.log(types.Level.DEBUG, f"reconciling {parent['metadata'].get('namespace', '')}/{parent['metadata']['name']}")
         try:
             answer = logic.reconcile(parent, [json.loads(c) for c in request.children], json.loads(request.config))
-        except logic.Terminal as error:
-            raise Err(r.ReconcileError_Terminal(str(error)))
         except logic.Retryable as error:
-            raise Err(r.ReconcileError_Retryable(str(error)))
+            raise Err(r.ReconcileError_Retryable(failure(error)))
+        except logic.Terminal as error:
+            raise Err(r.ReconcileError_Terminal(failure(error)))
         return r.Response(
             children=[json.dumps(child) for child in answer["children"]],
             delete=[],
             status=json.dumps(answer["status"]),
-            conditions=[r.Condition(c["type"], STATUS[c["status"]], c["reason"], c["message"]) for c in answer["conditions"]],
+            conditions=[condition(c) for c in answer["conditions"]],
             events=[],
             requeue_after_ms=None,
             finalized=False,

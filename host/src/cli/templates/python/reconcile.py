@@ -1,11 +1,17 @@
 """What the {{name}} wasmop plugin wants for one {{Kind}} ({{api_version}}).
 
-Plain Python without a wasmop import: `python3 -m unittest` tests it as it is, and `app.py`
-(the component's entry) hands the host what it returns. Every call starts from a fresh
-instance: nothing kept in a global survives to the next reconcile.
+Plain Python without the component's bindings: `python3 -m unittest` tests it as it is, and
+`app.py` (the component's entry) hands the host what it returns. `wasmop_sdk.py` holds the
+SDK's checks in plain Python (quantities, conditions, failures with status, responses, a lookup
+fixture), with the Rust SDK's semantics and messages. Every call starts from a fresh instance:
+nothing kept in a global survives to the next reconcile.
 """
 
 import json
+
+from wasmop_sdk import Retryable, Terminal, false_, true_
+
+__all__ = ["Retryable", "Terminal", "reconcile"]
 
 NAME = "{{name}}"
 VERSION = "0.1.0"
@@ -17,13 +23,12 @@ CHILDREN = [
 {{children}}]
 {{webhook_list}}
 
-class Terminal(Exception):
-    """A permanent failure for this version of the parent (an invalid spec): the host records
-    the message and waits for the object to change."""
-
-
-class Retryable(Exception):
-    """A transient failure (something not ready yet): the host retries with backoff."""
+def invalid_spec(message):
+    """A terminal failure for an invalid spec (`Terminal`: the host records it and waits for the
+    object to change; `Retryable` is retried with backoff), shown on the parent as `Ready=False
+    InvalidSpec` with the same message (the next valid reconcile replaces it). Add status fields
+    with `.with_status({...})`."""
+    return Terminal(message).with_condition(false_("Ready", "InvalidSpec", message))
 
 
 def api_version(kind):
@@ -40,10 +45,10 @@ def spec_of(parent):
     """The fields of `spec` the plugin reads, checked. Add the ones your CRD defines."""
     spec = parent.get("spec") or {}
     if not isinstance(spec, dict):
-        raise Terminal(f"spec must be an object, got {json.dumps(spec)}")
+        raise invalid_spec(f"spec must be an object, got {json.dumps(spec)}")
     message = spec.get("message", "")
     if not isinstance(message, str):
-        raise Terminal(f"spec.message must be a string, got {json.dumps(message)}")
+        raise invalid_spec(f"spec.message must be a string, got {json.dumps(message)}")
     return {"message": message}
 
 
@@ -79,9 +84,9 @@ def reconcile(parent, children, config):
     name = parent["metadata"]["name"]
     waiting = [kind_text(kind) for kind in CHILDREN if observed(children, kind, name) is None]
     if waiting:
-        ready = {"type": "Ready", "status": "False", "reason": "Creating", "message": f"waiting for {', '.join(waiting)}"}
+        ready = false_("Ready", "Creating", f"waiting for {', '.join(waiting)}")
     else:
-        ready = {"type": "Ready", "status": "True", "reason": "ChildrenReady", "message": "every child exists"}
+        ready = true_("Ready", "ChildrenReady", "every child exists")
     return {
         "children": [desired(kind, parent, spec) for kind in CHILDREN],
         "status": {"children": len(CHILDREN) - len(waiting)},

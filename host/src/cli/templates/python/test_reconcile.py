@@ -3,6 +3,7 @@
 import unittest
 
 import reconcile as logic
+from wasmop_sdk import shown_conditions
 
 
 def sample(spec):
@@ -29,11 +30,16 @@ class ReconcileTest(unittest.TestCase):
         desired = logic.reconcile(sample({}), [], {})["children"]
         answer = logic.reconcile(sample({}), desired, {})
         self.assertEqual(answer["conditions"][0]["status"], "True")
+        # What the sample shows once the host writes it: observedGeneration is its generation.
+        self.assertEqual(shown_conditions(sample({}), answer["conditions"])[0]["observedGeneration"], 1)
         self.assertEqual(answer["status"], {"children": len(logic.CHILDREN)})
 
-    def test_a_spec_of_the_wrong_shape_is_a_terminal_error(self):
-        with self.assertRaisesRegex(logic.Terminal, "spec.message must be a string, got 3"):
+    def test_a_spec_of_the_wrong_shape_is_a_terminal_error_shown_on_the_parent(self):
+        with self.assertRaisesRegex(logic.Terminal, "spec.message must be a string, got 3") as raised:
             logic.reconcile(sample({"message": 3}), [], {})
+        self.assertNotIsInstance(raised.exception, logic.Retryable)
+        ready = raised.exception.conditions[0]
+        self.assertEqual((ready["type"], ready["status"], ready["reason"]), ("Ready", "False", "InvalidSpec"))
 
 {{webhook_tests}}
 

@@ -57,16 +57,8 @@ impl ConfigMapRef {
     /// # Errors
     /// A message naming what is wrong: no `/`, an invalid namespace or name.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let Some((namespace, name)) = text.split_once('/') else {
-            return Err(format!("{text:?} is not NAMESPACE/NAME"));
-        };
-        if !is_dns1123_label(namespace) {
-            return Err(format!("namespace {namespace:?} is not {}", names::NAMESPACE_RULE));
-        }
-        if !names::is_dns1123_subdomain(name) {
-            return Err(format!("name {name:?} is not {}", names::SUBDOMAIN_RULE));
-        }
-        Ok(Self { namespace: namespace.to_owned(), name: name.to_owned() })
+        let (namespace, name) = parse_namespaced_name(text)?;
+        Ok(Self { namespace, name })
     }
 }
 
@@ -94,6 +86,24 @@ impl ConfigSource {
             (None, Some(text)) => ConfigMapRef::parse(text).map(Self::ConfigMap).map_err(|e| ("configMap", e)),
         }
     }
+}
+
+/// `NAMESPACE/NAME` split and checked: a namespace that is a DNS-1123 label, a name that is a
+/// DNS-1123 subdomain.
+///
+/// # Errors
+/// A message naming what is wrong: no `/`, an invalid namespace or name.
+pub(crate) fn parse_namespaced_name(text: &str) -> Result<(String, String), String> {
+    let Some((namespace, name)) = text.split_once('/') else {
+        return Err(format!("{text:?} is not NAMESPACE/NAME"));
+    };
+    if !is_dns1123_label(namespace) {
+        return Err(format!("namespace {namespace:?} is not {}", names::NAMESPACE_RULE));
+    }
+    if !names::is_dns1123_subdomain(name) {
+        return Err(format!("name {name:?} is not {}", names::SUBDOMAIN_RULE));
+    }
+    Ok((namespace.to_owned(), name.to_owned()))
 }
 
 #[cfg(test)]

@@ -5,8 +5,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::contract::{is_dns1123_label, names};
-
 /// Default of `maxModuleBytes`: the largest plugin file the host pulls from a registry (64 MiB;
 /// the Python and JavaScript components are 12–18 MB).
 pub const DEFAULT_MAX_MODULE_BYTES: u64 = 64 << 20;
@@ -144,16 +142,8 @@ impl SecretRef {
     /// # Errors
     /// A message naming what is wrong: no `/`, an invalid namespace or name.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let Some((namespace, name)) = text.split_once('/') else {
-            return Err(format!("{text:?} is not NAMESPACE/NAME"));
-        };
-        if !is_dns1123_label(namespace) {
-            return Err(format!("namespace {namespace:?} is not {}", names::NAMESPACE_RULE));
-        }
-        if !names::is_dns1123_subdomain(name) {
-            return Err(format!("name {name:?} is not {}", names::SUBDOMAIN_RULE));
-        }
-        Ok(Self { namespace: namespace.to_owned(), name: name.to_owned() })
+        let (namespace, name) = super::config::parse_namespaced_name(text)?;
+        Ok(Self { namespace, name })
     }
 }
 

@@ -36,6 +36,7 @@ pub mod cli;
 pub mod cluster;
 pub mod contract;
 pub mod controller;
+pub mod metrics;
 pub mod objects;
 pub mod policy;
 pub mod registry;

@@ -16,7 +16,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use wasmop::admission::ServingCert;
-use wasmop::server::{Metrics, MetricsCerts, MetricsConfig, ServeContext};
+use wasmop::metrics::{Metrics, ReconcileResult};
+use wasmop::server::{MetricsCerts, MetricsConfig, ServeContext};
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file};
 
@@ -96,7 +97,7 @@ async fn metrics_scrapes_are_authenticated_and_authorized_by_the_api_server() ->
     let ca = dir.path().join("ca.crt");
     std::fs::write(&ca, &cert.ca_pem)?;
     let metrics = Arc::new(Metrics::new());
-    metrics.reconciled("memcached", wasmop::server::ReconcileResult::Success, 0.002);
+    metrics.reconciled("memcached", ReconcileResult::Success, 0.002);
     let config = MetricsConfig {
         metrics_addr: Some("127.0.0.1:0".parse()?),
         secure: Some(MetricsCerts::Dir(certs)),

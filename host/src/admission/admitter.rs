@@ -61,25 +61,6 @@ impl CallFailure {
     }
 }
 
-/// Call `plugin`'s `webhook` on `request` with `cache` as its object cache, interrupted after
-/// `deadline` at the latest (a [`CallError::Timeout`]): one call, as every admitter makes it.
-///
-/// # Errors
-/// The [`CallError`] of the call (timeout, trap, memory, malformed answer...).
-pub async fn call_within(
-    plugin: &Plugin,
-    webhook: &str,
-    request: &AdmissionRequest,
-    cache: Arc<dyn ObjectCache>,
-    deadline: Duration,
-) -> Result<(Verdict, CallStats), CallError> {
-    let started = std::time::Instant::now();
-    match tokio::time::timeout(deadline, plugin.admit(webhook, request, cache)).await {
-        Ok(called) => called,
-        Err(_) => Err(CallError::Timeout { deadline, elapsed: started.elapsed() }),
-    }
-}
-
 /// The plugins that serve admission webhooks, by name.
 pub trait Admitter: Send + Sync + 'static {
     /// The webhook `webhook` of plugin `plugin`, as the version loaded now declares it.
@@ -130,7 +111,6 @@ impl Admitter for Manager {
         deadline: Duration,
     ) -> BoxFuture<'static, Result<Verdict, CallFailure>> {
         let controller = self.controller(plugin).filter(|c| c.serving() == Serving::All);
-        let metrics = Arc::clone(self.metrics());
         let (plugin, webhook) = (plugin.to_owned(), webhook.to_owned());
         Box::pin(async move {
             let gone = || CallFailure { reason: "PluginNotLoaded", message: format!("plugin {plugin} is not loaded") };
@@ -144,17 +124,8 @@ impl Admitter for Manager {
                 namespace: request.namespace.clone(),
                 name: request.name.clone().unwrap_or_else(|| "(generated name)".into()),
             };
-            let started = std::time::Instant::now();
-            let result = match call_within(&version, &webhook, &request, controller.cache(), deadline).await {
-                Ok((verdict, stats)) => {
-                    metrics.called(&plugin, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
-                    Ok(verdict)
-                }
-                Err(error) => {
-                    metrics.called(&plugin, started.elapsed().as_secs_f64(), 0, Some(error.reason()));
-                    Err(CallFailure::from_call(&plugin, &error))
-                }
-            };
+            let called = version.admit_within(&webhook, &request, controller.cache(), deadline).await;
+            let result = called.map(|(verdict, _)| verdict).map_err(|error| CallFailure::from_call(&plugin, &error));
             let finished = if result.is_ok() { Finished::QUIET } else { Finished::FAILED };
             controller.breaker().record(permit, &key, finished);
             result

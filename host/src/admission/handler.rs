@@ -224,7 +224,7 @@ fn parse_path(path: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::Metrics;
+    use crate::metrics::Metrics;
     use futures::future::BoxFuture;
     use serde_json::json;
     use wasmop_types::{FailurePolicy, SideEffects};

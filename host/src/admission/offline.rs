@@ -11,7 +11,7 @@
 //! webhook as if they held).
 //!
 //! [`OfflineAdmitter`] serves one loaded plugin, with fixtures as its object cache, to the
-//! live [`Handler`]: the call ([`call_within`]), the checks of the verdict and the fail-closed
+//! live [`Handler`]: the call ([`Plugin::admit_within`](crate::runtime::Plugin::admit_within)), the checks of the verdict and the fail-closed
 //! denials are the ones `run` answers the API server with.
 
 use std::sync::Arc;
@@ -23,12 +23,12 @@ use wasmop_types::{
     AdmissionRequest, GroupVersionResource, LabelSelector, Operation, Rule, RuleScope, UserInfo, Verdict, Webhook,
 };
 
-use super::admitter::{Admitter, CallFailure, NotServed, call_within};
+use super::admitter::{Admitter, CallFailure, NotServed};
 use super::handler::Handler;
 use super::metrics::AdmissionMetrics;
 use super::review::Answer;
 use crate::contract::{Kind, KindScopes, Manifest, Scope};
-use crate::controller::Metrics;
+use crate::metrics::Metrics;
 use crate::objects::{MemoryCache, ObjectCache};
 use crate::policy::Grants;
 use crate::runtime::Plugin;
@@ -322,7 +322,7 @@ impl Admitter for OfflineAdmitter {
         let (version, cache) = (self.plugin.clone(), Arc::clone(&self.cache));
         let (plugin, webhook) = (plugin.to_owned(), webhook.to_owned());
         Box::pin(async move {
-            let called = call_within(&version, &webhook, &request, cache, deadline).await;
+            let called = version.admit_within(&webhook, &request, cache, deadline).await;
             called.map(|(verdict, _)| verdict).map_err(|error| CallFailure::from_call(&plugin, &error))
         })
     }

@@ -193,7 +193,7 @@ mod tests {
     #[tokio::test]
     async fn it_answers_over_tls_and_refuses_an_oversized_body_unread() {
         let cert = ServingCert::generate(&["127.0.0.1".into()]).unwrap();
-        let handler = Handler::new(Arc::new(One), AdmissionMetrics::new(&crate::controller::Metrics::new()), 4);
+        let handler = Handler::new(Arc::new(One), AdmissionMetrics::new(&crate::metrics::Metrics::new()), 4);
         let (addr, task) = serve("127.0.0.1:0".parse().unwrap(), handler, CertResolver::new(&cert).unwrap()).await.unwrap();
         let not_found =
             send(addr, &cert.ca_pem, "POST /admission/x/y HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")

@@ -13,7 +13,7 @@ use super::breaker::{
     Admission, Breaker, BreakerConfig, BreakerPhase, BreakerState, Finished, Ticket, Transition, TripReason, human_duration,
 };
 use super::mapping::ObjectKey;
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// What the breaker of a plugin says, as of its last transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +96,7 @@ impl std::fmt::Debug for BreakerGate {
 impl BreakerGate {
     /// A closed breaker for `plugin`; sets its state metric.
     pub fn new(plugin: &str, config: BreakerConfig, metrics: Arc<Metrics>) -> Self {
-        metrics.circuit_breaker(plugin, BreakerPhase::Closed);
+        metrics.circuit_breaker(plugin, BreakerPhase::Closed.metric_value());
         let state = GateState { breaker: Breaker::new(config), evidence: String::new(), stopped: false };
         let (status, _) = watch::channel(BreakerStatus::closed("reconciles run normally"));
         Self { plugin: plugin.to_owned(), state: Mutex::new(state), notify: Notify::new(), status, metrics }
@@ -194,7 +194,7 @@ impl BreakerGate {
         let mut state = self.lock();
         if let Some(t) = state.breaker.reset() {
             tracing::info!(plugin = %self.plugin, "circuit breaker closed: {why}");
-            self.metrics.circuit_breaker(&self.plugin, BreakerPhase::Closed);
+            self.metrics.circuit_breaker(&self.plugin, BreakerPhase::Closed.metric_value());
             self.publish(|s| *s = BreakerStatus { trips: s.trips, ..BreakerStatus::closed(&format!("closed: {why}")) });
             drop(state);
             debug_assert_eq!(t, Transition::Reset);
@@ -218,8 +218,8 @@ impl BreakerGate {
                 let until = wall_clock_in(cooldown);
                 tracing::warn!(%plugin, reason = reason.as_str(), cooldown = ?cooldown,
                     "circuit breaker opened: {evidence}; no reconciles for {}, then one trial reconcile", human_duration(cooldown));
-                self.metrics.circuit_breaker(plugin, BreakerPhase::Open);
-                self.metrics.circuit_breaker_tripped(plugin, reason);
+                self.metrics.circuit_breaker(plugin, BreakerPhase::Open.metric_value());
+                self.metrics.circuit_breaker_tripped(plugin, reason.as_str());
                 let message = format!("{evidence}; reconciles paused for {}, then one trial reconcile", human_duration(cooldown));
                 state.evidence = evidence;
                 self.publish(|s| {
@@ -241,7 +241,7 @@ impl BreakerGate {
                     BreakerState::Closed => TripReason::Failing,
                 };
                 tracing::info!(%plugin, reason = reason.as_str(), "circuit breaker half-open: the cooldown is over; one trial reconcile");
-                self.metrics.circuit_breaker(plugin, BreakerPhase::HalfOpen);
+                self.metrics.circuit_breaker(plugin, BreakerPhase::HalfOpen.metric_value());
                 self.publish(|s| {
                     s.phase = BreakerPhase::HalfOpen;
                     s.retry_at = None;
@@ -250,7 +250,7 @@ impl BreakerGate {
             }
             Transition::Closed => {
                 tracing::info!(%plugin, "circuit breaker closed: the trial reconcile succeeded");
-                self.metrics.circuit_breaker(plugin, BreakerPhase::Closed);
+                self.metrics.circuit_breaker(plugin, BreakerPhase::Closed.metric_value());
                 self.publish(|s| {
                     *s = BreakerStatus { trips: s.trips, ..BreakerStatus::closed("closed: the trial reconcile succeeded") }
                 });

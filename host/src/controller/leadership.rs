@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The host's role, shared by everything that writes; cheap to clone.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
 use super::leadership::Leadership;
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{PluginController, Shared, StartError};
 use super::shard::Family;
@@ -69,9 +69,9 @@ impl std::fmt::Debug for Manager {
 }
 
 impl Manager {
-    /// A manager with no plugin yet.
+    /// A manager with no plugin yet, reporting into the runtime's metrics registry.
     pub fn new(client: kube::Client, runtime: Runtime, config: ControllerConfig) -> Self {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::clone(runtime.metrics());
         let shared = Shared {
             discovery: Arc::new(Discovery::new(client.clone())),
             watches: Watches::with_initial_list(client.clone(), config.install.clone(), config.initial_list),

@@ -15,7 +15,7 @@ use super::config::ConfigError;
 use super::config_watch::{ConfigReader, PluginConfig};
 use super::leadership::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
-use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
+use crate::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::shard::{self, Handover};
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};

@@ -70,16 +70,13 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         request.config = (*controller.config.current()).clone();
         let cache: Arc<dyn ObjectCache> = watches.clone();
         let metrics = &controller.shared.metrics;
-        let called = std::time::Instant::now();
         // The reservation of the response's bytes is held until it is written.
         let (response, stats, _reserved) = match plugin.reconcile_reserved(&request, cache).await {
             Ok(ok) => ok,
             Err(e) => {
-                metrics.called(&manifest.name, called.elapsed().as_secs_f64(), 0, Some(e.reason()));
                 return fail_showing(controller, &writer, e.reason(), &e.to_string(), e.is_retryable(), e.failure()).await;
             }
         };
-        metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
         let now = timestamp_now();
         let stamp = Stamp { now: &now, reconciled: controller.reconciled_condition };
         let mut plan = match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, stamp)

@@ -28,7 +28,7 @@ use super::cache::{PullCache, write_atomically};
 use super::client::{RegistryClient, sha256_digest};
 use super::credentials::{Credentials, DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_JSON_TYPE};
 use super::error::RegistryError;
-use crate::controller::Metrics;
+use crate::metrics::Metrics;
 use crate::policy::{PluginSource, SecretRef};
 use crate::reload::{PullReport, PullState, Reloader};
 

@@ -54,6 +54,7 @@ pub use memory_limiter::MemoryLimitExceeded;
 pub use plugin::{CallStats, Plugin, admission_deadline};
 pub use response_budget::{DEFAULT_RESPONSE_BUDGET, Reservation, ResponseBudget};
 
+use crate::metrics::Metrics;
 use crate::policy::Allowances;
 use bindings::{v0_1, v0_2, v0_3};
 use engine::EpochTicker;
@@ -75,6 +76,7 @@ pub struct RuntimeBuilder {
     pooling: bool,
     compiler: Compiler,
     response_budget: u64,
+    metrics: Arc<Metrics>,
 }
 
 impl RuntimeBuilder {
@@ -125,6 +127,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The registry every plugin call is recorded in (duration, memory high-water, failure
+    /// reason); default: a registry of the runtime's own.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// Start the engine, its epoch ticker and the linker.
     ///
     /// # Errors
@@ -152,6 +162,7 @@ impl RuntimeBuilder {
                 compiler,
                 ticker,
                 budget: ResponseBudget::new(self.response_budget),
+                metrics: self.metrics,
             }),
         })
     }
@@ -197,7 +208,14 @@ impl Runtime {
             pooling: true,
             compiler: Compiler::InProcess,
             response_budget: DEFAULT_RESPONSE_BUDGET,
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// The registry every plugin call of this runtime is recorded in
+    /// ([`RuntimeBuilder::metrics`]).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// The default limits (plugins without an entry of their own in the policy).
@@ -238,6 +256,7 @@ impl Runtime {
             linker: &self.inner.linker,
             metered: self.inner.metered,
             budget: &self.inner.budget,
+            metrics: &self.inner.metrics,
         };
         Plugin::new(engine, &component, digest, &self.inner.allowances, Arc::clone(&self.inner.ticker)).await
     }

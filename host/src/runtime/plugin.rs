@@ -13,6 +13,7 @@ use super::memory_limiter::MemoryLimitExceeded;
 use super::response_budget::{Reservation, ResponseBudget};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Manifest, ManifestError, Request, Response, Scope};
+use crate::metrics::Metrics;
 use crate::objects::{ObjectCache, name_of, namespace_of};
 use crate::policy::{Allowance, Allowances, Grants, Limits};
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
@@ -37,6 +38,7 @@ struct Inner {
     digest: String,
     allowance: Allowance,
     budget: ResponseBudget,
+    metrics: Arc<Metrics>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -48,6 +50,8 @@ pub(super) struct Linked<'a> {
     pub metered: bool,
     /// The runtime's budget of response bytes held at once.
     pub budget: &'a ResponseBudget,
+    /// Where the plugin's calls are recorded.
+    pub metrics: &'a Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -76,7 +80,7 @@ impl Plugin {
         allowances: &Allowances,
         ticker: Arc<EpochTicker>,
     ) -> Result<Self, LoadError> {
-        let Linked { engine, linker, metered, budget } = linked;
+        let Linked { engine, linker, metered, budget, metrics } = linked;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
         let pre = linker.instantiate_pre(component).map_err(wrong_world)?;
         let exports = Exports::find(&pre)?;
@@ -110,6 +114,7 @@ impl Plugin {
                 digest,
                 allowance,
                 budget: budget.clone(),
+                metrics: Arc::clone(metrics),
                 _ticker: ticker,
             }),
         })
@@ -193,6 +198,18 @@ impl Plugin {
         request: &Request,
         cache: Arc<dyn ObjectCache>,
     ) -> Result<(Response, CallStats, Reservation), CallError> {
+        let started = Instant::now();
+        let reconciled = self.call_reconcile(request, cache).await;
+        self.record(started, reconciled.as_ref().map(|(_, stats, _)| stats));
+        reconciled
+    }
+
+    /// [`Plugin::reconcile_reserved`], unrecorded.
+    async fn call_reconcile(
+        &self,
+        request: &Request,
+        cache: Arc<dyn ObjectCache>,
+    ) -> Result<(Response, CallStats, Reservation), CallError> {
         let manifest = Arc::clone(&self.inner.manifest);
         let namespace = match manifest.scope {
             Scope::Namespaced => namespace_of(&request.parent).map(str::to_owned),
@@ -258,6 +275,37 @@ impl Plugin {
         request: &AdmissionRequest,
         cache: Arc<dyn ObjectCache>,
     ) -> Result<(Verdict, CallStats), CallError> {
+        self.admit_within(webhook, request, cache, Duration::MAX).await
+    }
+
+    /// [`Plugin::admit`], given up after `within` at the latest (the time the caller has left to
+    /// answer): then [`CallError::Timeout`].
+    ///
+    /// # Errors
+    /// As [`Plugin::admit`].
+    pub async fn admit_within(
+        &self,
+        webhook: &str,
+        request: &AdmissionRequest,
+        cache: Arc<dyn ObjectCache>,
+        within: Duration,
+    ) -> Result<(Verdict, CallStats), CallError> {
+        let started = Instant::now();
+        let admitted = match tokio::time::timeout(within, self.call_admit(webhook, request, cache)).await {
+            Ok(admitted) => admitted,
+            Err(_) => Err(CallError::Timeout { deadline: within, elapsed: started.elapsed() }),
+        };
+        self.record(started, admitted.as_ref().map(|(_, stats)| stats));
+        admitted
+    }
+
+    /// [`Plugin::admit`], unrecorded.
+    async fn call_admit(
+        &self,
+        webhook: &str,
+        request: &AdmissionRequest,
+        cache: Arc<dyn ObjectCache>,
+    ) -> Result<(Verdict, CallStats), CallError> {
         let Some(declared) = self.webhook(webhook) else { return Err(CallError::NoSuchWebhook(webhook.to_owned())) };
         let manifest = Arc::clone(&self.inner.manifest);
         let namespace = match manifest.scope {
@@ -286,6 +334,18 @@ impl Plugin {
         })?;
         let verdict = raw.validate(request, declared.type_, &self.inner.allowance.limits.output)?;
         Ok((verdict, stats))
+    }
+}
+
+impl Plugin {
+    /// Record one call in the runtime's metrics: its duration and memory high-water, or, when
+    /// it failed, the time until it failed and the reason.
+    fn record(&self, started: Instant, called: Result<&CallStats, &CallError>) {
+        let metrics = &self.inner.metrics;
+        match called {
+            Ok(stats) => metrics.called(&self.inner.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None),
+            Err(e) => metrics.called(&self.inner.name, started.elapsed().as_secs_f64(), 0, Some(e.reason())),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::controller::Metrics;
+use crate::metrics::Metrics;
 
 /// Whether the host is ready (plugins loaded, watches synced).
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;

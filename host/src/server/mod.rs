@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::controller::{Metrics, ReconcileResult};
+use crate::metrics::Metrics;
 pub use auth::{Decision, MetricsAuth};
 pub use http::{Readiness, serve, serve_metrics, serve_probes};
 pub use secure::{MetricsCerts, SecureError, SecureMetrics, serve_secure};

@@ -29,7 +29,7 @@ use super::auth::{Decision, METRICS_PATH, MetricsAuth};
 use super::http::{METRICS_CONTENT_TYPE, text};
 use crate::admission::certs::{CertError, CertResolver, ServingCert};
 use crate::admission::server::{CLIENT_PATIENCE, tls_config};
-use crate::controller::Metrics;
+use crate::metrics::Metrics;
 
 /// How often a certificate directory is re-read.
 pub const RELOAD_PERIOD: Duration = Duration::from_secs(10);

@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use super::LEASE_LABEL;
 use crate::controller::leader::LeaseConfig;
 use crate::controller::manager::Manager;
-use crate::controller::metrics::Metrics;
+use crate::metrics::Metrics;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {

@@ -1,6 +1,6 @@
-//! [`Metrics`]: the registry the controllers and the reloader report into, and the server
-//! renders. Prometheus metrics with controller-runtime's names (so existing dashboards work), plus the
-//! plugin runtime's own.
+//! [`Metrics`]: the registry the runtime, the controllers, the reloader and the admission server
+//! report into, and the server renders. Prometheus metrics with controller-runtime's names (so
+//! existing dashboards work), plus the plugin runtime's own.
 //!
 //! | metric | labels |
 //! |---|---|
@@ -26,8 +26,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-use super::breaker::{BreakerPhase, TripReason};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -318,9 +316,9 @@ impl Metrics {
         family.get_or_create(&FileLabels { file: file.into() }).inc();
     }
 
-    /// Record the state of a plugin's circuit breaker.
-    pub fn circuit_breaker(&self, plugin: &str, phase: BreakerPhase) {
-        self.breaker_state.get_or_create(&PluginLabels { plugin: plugin.into() }).set(phase.metric_value());
+    /// Record the state of a plugin's circuit breaker: 0 closed, 1 open, 2 half-open.
+    pub fn circuit_breaker(&self, plugin: &str, state: i64) {
+        self.breaker_state.get_or_create(&PluginLabels { plugin: plugin.into() }).set(state);
     }
 
     /// Drop the circuit breaker state of a stopped plugin (its trips stay counted).
@@ -328,12 +326,12 @@ impl Metrics {
         self.breaker_state.remove(&PluginLabels { plugin: plugin.into() });
     }
 
-    /// Record that a plugin's circuit breaker opened.
-    pub fn circuit_breaker_tripped(&self, plugin: &str, reason: TripReason) {
-        self.breaker_trips.get_or_create(&FailureLabels { plugin: plugin.into(), reason: reason.as_str().into() }).inc();
+    /// Record that a plugin's circuit breaker opened, for `reason` (`Failing`, `HotLoop`).
+    pub fn circuit_breaker_tripped(&self, plugin: &str, reason: &str) {
+        self.breaker_trips.get_or_create(&FailureLabels { plugin: plugin.into(), reason: reason.into() }).inc();
     }
 
-    /// Record this host's role: `true` while it may write (see [`Leadership`](super::Leadership)).
+    /// Record this host's role: `true` while it may write (see [`Leadership`](crate::controller::Leadership)).
     pub fn leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
@@ -357,8 +355,8 @@ mod tests {
         m.reconciled("memcached", ReconcileResult::Success, 0.002);
         m.reconciled("memcached", ReconcileResult::Error, 0.003);
         m.called("memcached", 0.00002, 1 << 20, Some("PluginTimeout"));
-        m.circuit_breaker("memcached", BreakerPhase::HalfOpen);
-        m.circuit_breaker_tripped("memcached", TripReason::HotLoop);
+        m.circuit_breaker("memcached", 2);
+        m.circuit_breaker_tripped("memcached", "HotLoop");
         let text = m.render();
         assert!(text.contains("wasmop_leader 1"), "{text}");
         m.leader(false);

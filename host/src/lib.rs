@@ -38,6 +38,7 @@ pub mod contract;
 pub mod controller;
 pub mod metrics;
 pub mod objects;
+pub mod plugin_config;
 pub mod policy;
 pub mod registry;
 pub mod reload;

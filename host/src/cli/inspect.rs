@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::{Output, RuntimeArgs};
 use crate::cluster::Discovery;
 use crate::contract::{KnownKinds, Manifest};
-use crate::controller::config::{check, compile_schema, offline};
+use crate::plugin_config::{check, compile_schema, offline};
 use crate::policy::{ConfigSource, grants_json, limits_json};
 
 /// Arguments of `wasmop inspect`.

@@ -11,7 +11,7 @@ use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
 use crate::actions::{Stamp, failure_status_patch, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
-use crate::controller::config::{check, offline, parse_text};
+use crate::plugin_config::{check, offline, parse_text};
 use crate::objects::ObjectCache;
 use crate::policy::ConfigSource;
 

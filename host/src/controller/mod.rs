@@ -6,8 +6,6 @@
 
 pub mod breaker;
 mod breaker_gate;
-pub mod config;
-mod config_watch;
 mod initial_list;
 pub mod leader;
 mod leadership;
@@ -29,7 +27,6 @@ use crate::policy::HostPolicy;
 
 pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
-pub use config_watch::{ConfigStatus, PluginConfig};
 pub use initial_list::InitialList;
 pub use leadership::Leadership;
 pub use manager::{Manager, PluginError, Removal};

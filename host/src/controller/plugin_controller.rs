@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 use super::ControllerConfig;
 use super::breaker::Finished;
 use super::breaker_gate::BreakerGate;
-use super::config::ConfigError;
-use super::config_watch::{ConfigReader, PluginConfig};
+use crate::plugin_config::ConfigError;
+use crate::plugin_config::{ConfigReader, PluginConfig};
 use super::leadership::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
 use crate::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
@@ -583,7 +583,7 @@ impl PluginController {
 }
 impl ConfigReader for PluginController {
     /// When the configuration read is valid and new, every parent is reconciled with it.
-    fn config_read(&self, read: Result<serde_json::Value, super::config::ConfigError>) {
+    fn config_read(&self, read: Result<serde_json::Value, ConfigError>) {
         let plugin = self.plugin();
         if self.config.offer(read, plugin.manifest()) {
             tracing::info!(plugin = %plugin.name(), source = %self.config.source(), "configuration changed; reconciling every parent");

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::cluster_status::ClusterStatus;
 use crate::actions::{merge_conditions, timestamp_now};
 use crate::contract::{Condition, ConditionStatus};
-use crate::controller::ConfigStatus;
+use crate::plugin_config::ConfigStatus;
 
 const CONFIG_FIELD_MANAGER: &str = "wasmop-config";
 /// The condition type of the configuration: `True` while the latest configuration read is the

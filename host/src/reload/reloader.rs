@@ -16,7 +16,8 @@ use compiles::Compile;
 pub use compiles::SHOW_COMPILING_AFTER;
 
 mod compiles;
-use crate::controller::{BreakerStatus, ConfigStatus, Manager, PluginController, PluginError, Removal, StartError};
+use crate::controller::{BreakerStatus, Manager, PluginController, PluginError, Removal, StartError};
+use crate::plugin_config::ConfigStatus;
 use crate::runtime::{LoadError, Plugin};
 
 /// How the directory is followed.

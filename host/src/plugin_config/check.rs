@@ -1,6 +1,6 @@
 //! A plugin's configuration checked against its manifest: [`check`] validates a JSON object
 //! against the declared `configSchema`, [`parse_text`] and [`from_config_map`] read one from a
-//! file or a ConfigMap. `wasmop run` ([`super::config_watch`]), `wasmop reconcile --config`
+//! file or a ConfigMap. `wasmop run` ([`super::watch`]), `wasmop reconcile --config`
 //! and `wasmop inspect` all go through these, so they agree on what is valid.
 //!
 //! A plugin that declares no schema takes no configuration: `{}` (the default) is accepted,

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
-use super::config::{ConfigError, check, from_config_map};
+use super::check::{ConfigError, check, from_config_map};
 use crate::contract::Manifest;
 use crate::policy::{ConfigMapRef, ConfigSource};
 
@@ -169,7 +169,7 @@ impl PluginConfig {
 }
 
 /// Told about every configuration read from a followed source (the plugin's controller).
-pub(super) trait ConfigReader: Send + Sync {
+pub trait ConfigReader: Send + Sync {
     /// A configuration was read from the source, or why none could be.
     fn config_read(&self, read: Result<Value, ConfigError>);
 }
@@ -194,7 +194,7 @@ async fn watch_config_map(client: kube::Client, at: ConfigMapRef, controller: We
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &at.namespace);
     let from = described(&at);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));
-    let mut events = pin!(super::watch_backoff::with_backoff(watcher::watcher(api, config)));
+    let mut events = pin!(crate::controller::watch_backoff::with_backoff(watcher::watcher(api, config)));
     let mut listed = false;
     while let Some(event) = events.next().await {
         let read = match event {

@@ -331,7 +331,7 @@ impl Metrics {
         self.breaker_trips.get_or_create(&FailureLabels { plugin: plugin.into(), reason: reason.into() }).inc();
     }
 
-    /// Record this host's role: `true` while it may write (see [`Leadership`](crate::controller::Leadership)).
+    /// Record this host's role: `true` while it may write (see [`Leadership`](crate::leader::Leadership)).
     pub fn leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }

@@ -481,7 +481,7 @@ async fn bench() -> Result<()> {
     drop(host);
     // The peak at start (VmHWM once started and quiet), with each kind of initial list: one LIST
     // response per watch, or a streaming list where the server serves it (1.34+).
-    let streaming_served = wasmop::controller::InitialList::served_by(&client.apiserver_version().await?);
+    let streaming_served = wasmop::watch::InitialList::served_by(&client.apiserver_version().await?);
     let modes: &[&str] = if streaming_served { &["paged", "streaming"] } else { &["paged"] };
     let mut peaks = Vec::new();
     for mode in modes {

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
-use wasmop::controller::leader::{LeaderElector, LeaseConfig};
+use wasmop::leader::{LeaderElector, LeaseConfig};
 use wasmop::controller::{ControllerConfig, Manager, PluginError, StartError};
 use wasmop::reload::{ReloadConfig, Reloader, SCOPE_ANNOTATION};
 use wasmop::runtime::Runtime;

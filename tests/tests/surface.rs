@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop::admission::{Admission, AdmissionConfig, CertSource, HostObjects};
-use wasmop::controller::leader::{LeaderElector, LeaseConfig};
+use wasmop::leader::{LeaderElector, LeaseConfig};
 use wasmop::controller::{BreakerConfig, Manager};
 use wasmop::policy::{HostPolicy, Limits};
 use wasmop::reload::{ReloadConfig, Reloader};

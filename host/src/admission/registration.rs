@@ -25,7 +25,7 @@ use wasmop_types::{LabelSelector, MatchCondition, SelectorError, Webhook, Webhoo
 
 use super::exclusions::{HostObjects, exclude_namespaces};
 use super::handler::webhook_path;
-use crate::controller::Leadership;
+use crate::leader::Leadership;
 use crate::policy::NamespaceGrant;
 
 /// The field manager of the host's server-side applies of its webhook configurations.

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
-use super::leadership::Leadership;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{PluginController, Shared, StartError};
 use super::shard::Family;
-use super::watches::Watches;
+use crate::watch::Watches;
 use crate::cluster::{Discovery, Resolved};
 use crate::objects::ObjectCache;
 use crate::policy::{HostPolicy, OnRemove};

@@ -6,34 +6,25 @@
 
 pub mod breaker;
 mod breaker_gate;
-mod initial_list;
-pub mod leader;
-mod leadership;
 mod manager;
 mod mapping;
 mod plugin_controller;
-pub mod queue;
-mod rate_limit;
 mod reconcile;
 mod retirement;
 pub mod shard;
-pub mod watch_backoff;
-pub mod watches;
 
 use std::time::Duration;
 
 use crate::cluster::InstallScope;
 use crate::policy::HostPolicy;
+use crate::queue::QueueConfig;
+use crate::watch::InitialList;
 
 pub use breaker::{BreakerConfig, BreakerPhase, Finished, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
-pub use initial_list::InitialList;
-pub use leadership::Leadership;
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
 pub use plugin_controller::{Outcome, PluginController, Serving, Shared, StartError};
-pub use rate_limit::QueueConfig;
-pub use watches::SyncTimeout;
 
 /// How every plugin controller runs.
 #[derive(Debug, Clone)]

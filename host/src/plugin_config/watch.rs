@@ -194,7 +194,7 @@ async fn watch_config_map(client: kube::Client, at: ConfigMapRef, controller: We
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &at.namespace);
     let from = described(&at);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));
-    let mut events = pin!(crate::controller::watch_backoff::with_backoff(watcher::watcher(api, config)));
+    let mut events = pin!(crate::watch::backoff::with_backoff(watcher::watcher(api, config)));
     let mut listed = false;
     while let Some(event) = events.next().await {
         let read = match event {

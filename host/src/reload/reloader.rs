@@ -134,7 +134,7 @@ impl std::fmt::Debug for Reloader {
 impl Reloader {
     /// A reloader for `dir`; nothing happens until [`Reloader::sync`] or [`Reloader::run`].
     /// Must be called within a tokio runtime (it starts the task writing `WasmPlugin`s, which
-    /// writes only while the manager's [`Leadership`](crate::controller::Leadership) leads).
+    /// writes only while the manager's [`Leadership`](crate::leader::Leadership) leads).
     pub fn new(manager: Arc<Manager>, dir: impl Into<PathBuf>, config: ReloadConfig) -> Arc<Self> {
         let cluster = ClusterStatus::new(manager.client().clone(), manager.install());
         let leadership = manager.leadership().clone();

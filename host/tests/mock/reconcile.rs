@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use hyper::Method;
 use serde_json::{Value, json};
-use wasmop::controller::{ControllerConfig, InitialList, Manager, ObjectKey, PluginController, PluginError, StartError};
+use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController, PluginError, StartError};
+use wasmop::watch::InitialList;
 use wasmop::runtime::{Plugin, Runtime};
 
 use super::server::{ApiServer, Call, mock_client};

@@ -9,8 +9,7 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
 use wasmop::contract::Scope;
-use wasmop::controller::InitialList;
-use wasmop::controller::watches::{Subscriber, Watches};
+use wasmop::watch::{InitialList, Subscriber, Watches};
 use wasmop::objects::ObjectCache;
 
 use super::server::mock_client;

@@ -98,7 +98,7 @@ impl Feeds {
         let store = writer.as_reader();
         let changed = Arc::clone(&self.changed);
         let kind = resource.kind.clone();
-        let events = crate::controller::watch_backoff::with_backoff(
+        let events = crate::watch::backoff::with_backoff(
             watcher(api, config).modify(|m: &mut Meta| m.metadata.managed_fields = None),
         );
         let task = tokio::spawn(async move {

@@ -18,7 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::LEASE_LABEL;
-use crate::controller::leader::LeaseConfig;
+use crate::leader::LeaseConfig;
 use crate::controller::manager::Manager;
 use crate::metrics::Metrics;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-pub use super::rate_limit::QueueConfig;
+use super::rate_limit::QueueConfig;
 use super::rate_limit::RateLimiter;
 use crate::allocator::ShrinkWhenSparse;
 

@@ -29,7 +29,7 @@ impl InitialList {
     ///
     /// ```
     /// use k8s_openapi::apimachinery::pkg::version::Info;
-    /// use wasmop::controller::InitialList;
+    /// use wasmop::watch::InitialList;
     /// let info = |minor: &str| Info { major: "1".into(), minor: minor.into(), ..Default::default() };
     /// assert!(!InitialList::served_by(&info("33")));
     /// assert!(InitialList::served_by(&info("34")));

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::allocator::ShrinkWhenSparse;
 
-/// Rate-limiting settings of a [`WorkQueue`](super::queue::WorkQueue). `Default` is controller-runtime's.
+/// Rate-limiting settings of a [`WorkQueue`](super::WorkQueue). `Default` is controller-runtime's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueueConfig {
     /// Backoff after a key's first failure; it doubles with each further one. Default 5 ms.
@@ -62,7 +62,7 @@ impl QueueConfig {
 }
 
 /// Per-key exponential backoff combined with a global token bucket; not synchronised (the
-/// [`WorkQueue`](super::queue::WorkQueue) keeps it under its lock).
+/// [`WorkQueue`](super::WorkQueue) keeps it under its lock).
 #[derive(Debug)]
 pub struct RateLimiter<K> {
     config: QueueConfig,

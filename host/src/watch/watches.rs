@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::initial_list::{InitialList, ListMode};
-use super::watch_backoff::with_backoff;
+use super::backoff::with_backoff;
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
@@ -337,7 +337,7 @@ impl KindWatch {
 }
 
 /// Run the watch of one kind until aborted: list, then watch, through each of `apis` (merged),
-/// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`](super::watch_backoff::WatchBackoff) (the API
+/// the objects `selector` matches (`None`: all); on errors retry with [`WatchBackoff`](super::backoff::WatchBackoff) (the API
 /// server going away is survived here, and its return noticed within seconds) and relist. The
 /// kind is synced once every one of them has listed. Objects arrive stripped ([`WatchedObject`]).
 async fn run_watch(

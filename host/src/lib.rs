@@ -42,6 +42,7 @@ pub mod objects;
 pub mod plugin_config;
 pub mod policy;
 pub mod queue;
+pub mod rbac;
 pub mod registry;
 pub mod reload;
 pub mod runtime;

@@ -77,7 +77,7 @@ async fn host_client(cp: &ControlPlane, admin: &kube::Client, plugins: &[&Path],
         kinds.add_crds(&workspace().join(crd))?;
     }
     let yaml =
-        wasmop::cli::rbac::render(&manifests, &HostPolicy::from_yaml(policy)?, &kinds, "wasmop", "wasmop-system", "wasmop")?;
+        wasmop::rbac::render(&manifests, &HostPolicy::from_yaml(policy)?, &kinds, "wasmop", "wasmop-system", "wasmop")?;
     apply(
         admin,
         &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "wasmop", "namespace": "wasmop-system"}}),

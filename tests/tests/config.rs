@@ -71,7 +71,7 @@ async fn grant_what_rbac_prints(admin: &kube::Client, user: &str) -> Result<()> 
     let manifest = Runtime::builder().artifact_dir(None).build()?.load_file(plugin("memcached", "wasm32-wasip2")).await?;
     let mut kinds = KnownKinds::builtin();
     kinds.add_crds(&workspace().join("crds"))?;
-    let rules = wasmop::cli::rbac::rules(&[(**manifest.manifest()).clone()], &HostPolicy::from_yaml(POLICY)?, &kinds)?;
+    let rules = wasmop::rbac::rules(&[(**manifest.manifest()).clone()], &HostPolicy::from_yaml(POLICY)?, &kinds)?;
     apply(
         admin,
         &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

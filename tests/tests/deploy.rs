@@ -77,8 +77,8 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
     // The base serves metrics securely: `wasmop rbac --metrics-secure`.
     let generated =
-        wasmop::cli::rbac::render(&[manifest], &wasmop::policy::HostPolicy::default(), &kinds, "wasmop", NAMESPACE, "wasmop")?
-            + &wasmop::cli::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?;
+        wasmop::rbac::render(&[manifest], &wasmop::policy::HostPolicy::default(), &kinds, "wasmop", NAMESPACE, "wasmop")?
+            + &wasmop::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?;
     ensure!(
         generated_part(&base().join("rbac.yaml"))? == generated,
         "deploy/kustomize/base/rbac.yaml is stale; regenerate it (see its header). `wasmop rbac` now prints:\n{generated}"
@@ -178,7 +178,7 @@ async fn namespaced_overlay_is_current_with_wasmop_rbac_namespace() -> Result<()
     let (manifest, kinds) = memcached_manifest().await?;
     let policy = wasmop::policy::HostPolicy::default();
     let generated =
-        wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?;
+        wasmop::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?;
     ensure!(
         generated_part(&overlay().join("rbac.yaml"))? == generated,
         "deploy/kustomize/namespaced/rbac.yaml is stale or names other namespaces than WASMOP_NAMESPACES={value}; \

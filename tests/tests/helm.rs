@@ -213,8 +213,8 @@ async fn namespaced_chart_grants_what_wasmop_rbac_namespace_prints() -> Result<(
     let policy = wasmop::policy::HostPolicy::default();
     // The chart serves metrics securely: `wasmop rbac --metrics-secure` adds its roles in both modes.
     let generated = docs(
-        &(wasmop::cli::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?
-            + &wasmop::cli::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?),
+        &(wasmop::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?
+            + &wasmop::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?),
     )?;
     // The admission Secret's Role is the same in both modes: `wasmop rbac` without --namespace
     // prints it (the chart renders it whenever admission is enabled).

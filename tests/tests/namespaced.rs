@@ -116,7 +116,7 @@ async fn a_host_bound_to_roles_in_two_namespaces_reconciles_there_ignores_a_thir
     let namespaces: BTreeSet<String> = WATCHED.iter().map(|s| (*s).to_owned()).collect();
     let policy = wasmop::policy::HostPolicy::default();
     let yaml =
-        wasmop::cli::rbac::render_namespaced(&manifests, &policy, &kinds, "wasmop", &namespaces, HOST_NAMESPACE, "wasmop")?;
+        wasmop::rbac::render_namespaced(&manifests, &policy, &kinds, "wasmop", &namespaces, HOST_NAMESPACE, "wasmop")?;
     ensure!(yaml.contains("# LEFT OUT: plugin testbed declares the cluster-scoped"), "{yaml}");
     let rbac = tempfile::tempdir()?;
     std::fs::write(rbac.path().join("rbac.yaml"), &yaml)?;

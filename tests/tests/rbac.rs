@@ -25,7 +25,7 @@ async fn host_reconciles_with_exactly_the_generated_rbac() -> Result<()> {
     let manifest = runtime.load_file(&memcached).await?.manifest().as_ref().clone();
     let mut kinds = wasmop::contract::KnownKinds::builtin();
     kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
-    let yaml = wasmop::cli::rbac::render(
+    let yaml = wasmop::rbac::render(
         &[manifest],
         &wasmop::policy::HostPolicy::default(),
         &kinds,

@@ -245,7 +245,7 @@ async fn grant_what_rbac_prints(admin: &kube::Client, policy: &HostPolicy, user:
     let manifest = Runtime::builder().artifact_dir(None).build()?.load_file(plugin("memcached", "wasm32-wasip2")).await?;
     let mut kinds = KnownKinds::builtin();
     kinds.add_crds(&workspace().join("crds"))?;
-    let rules = wasmop::cli::rbac::rules(&[(**manifest.manifest()).clone()], policy, &kinds)?;
+    let rules = wasmop::rbac::rules(&[(**manifest.manifest()).clone()], policy, &kinds)?;
     let subject = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]);
     apply(
         admin,
@@ -259,7 +259,7 @@ async fn grant_what_rbac_prints(admin: &kube::Client, policy: &HostPolicy, user:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop-host"}, "subjects": subject}),
     )
     .await?;
-    for (namespace, secrets) in wasmop::cli::rbac::pull_secrets(policy) {
+    for (namespace, secrets) in wasmop::rbac::pull_secrets(policy) {
         let metadata = json!({"name": "wasmop-host-pull-secrets", "namespace": namespace});
         apply(
             admin,

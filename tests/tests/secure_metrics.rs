@@ -76,7 +76,7 @@ async fn metrics_scrapes_are_authenticated_and_authorized_by_the_api_server() ->
     }
     // The host's rights and the reader role, as `wasmop rbac --metrics-secure` prints them.
     let dir = tempfile::tempdir()?;
-    std::fs::write(dir.path().join("rbac.yaml"), wasmop::cli::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?)?;
+    std::fs::write(dir.path().join("rbac.yaml"), wasmop::rbac::render_metrics("wasmop", NAMESPACE, "wasmop")?)?;
     apply_file(&admin, &dir.path().join("rbac.yaml")).await?;
     apply(
         &admin,

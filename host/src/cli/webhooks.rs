@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use wasmop_types::Webhook;
 
 use super::RuntimeArgs;
-use super::rbac::{self, kinds_of, known_kinds};
+use super::rbac::known_kinds;
+use crate::rbac::{kinds_of, left_out};
 use crate::admission::HostObjects;
 use crate::admission::registration::{self, Endpoint};
 use crate::cluster::InstallScope;
@@ -71,7 +72,7 @@ pub fn served(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) -
     let mut plugins = BTreeMap::new();
     let mut left_out = Vec::new();
     for m in manifests.iter().filter(|m| !m.webhooks.is_empty()) {
-        match rbac::left_out(m, policy, kinds, &InstallScope::Cluster) {
+        match left_out(m, policy, kinds, &InstallScope::Cluster) {
             None => {
                 plugins.insert(m.name.clone(), m.webhooks.clone());
             }

@@ -8,24 +8,33 @@
 //! - [`allocator`]: the C allocator's settings for a long-running host and what it holds, and
 //!   hash tables that shrink as they empty.
 //! - [`units`]: durations and byte sizes as written in flags and files.
+//! - [`metrics`]: the Prometheus registry every layer records into (controller-runtime's names).
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
 //! - [`objects`]: the object cache plugins read from, label selectors, and requests gathered
 //!   from the cache.
 //! - [`policy`]: what the host's operator allows each plugin, as plain data (limits, grants,
 //!   circuit breaker settings, removal).
 //! - [`runtime`]: the wasmtime engine, plugin loading and sandboxed calls under each plugin's
-//!   limits and grants.
+//!   limits and grants; it records every call in the metrics.
 //! - [`cluster`]: what the host asks the cluster itself (API server version, discovery).
+//! - [`watch`]: one watch per kind shared by every plugin (the object cache and change feed),
+//!   its initial list and its backoff.
+//! - [`queue`]: the work queue (dedup, delayed adds, rate-limited retries).
+//! - [`leader`]: leader election on a Lease, and the host's role everything that writes waits
+//!   for.
+//! - [`plugin_config`]: a plugin's configuration checked against its schema, and followed from
+//!   its source (`wasmop run` and `wasmop reconcile` alike).
 //! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
-//! - [`controller`]: watches, queues and reconciles against a cluster; the metrics registry
-//!   controllers report into.
+//! - [`controller`]: the plugin controllers: manager, workers, one reconcile, mapping a change to
+//!   its parents, circuit breaker, sharding, retirement.
 //! - [`reload`]: the directory reloader (hot reload of plugin files, `WasmPlugin` status).
 //! - [`registry`]: plugins from OCI registries: the client, `wasmop push`, and the puller that
 //!   fills the plugins directory from the host policy's sources.
 //! - [`admission`]: admission webhooks served by plugins (HTTPS server, certificates, webhook
 //!   configurations).
+//! - [`rbac`]: the least-privilege RBAC a host needs for its plugins (`wasmop rbac`).
 //! - [`server`]: metrics and health endpoints.
-//! - [`cli`]: the `wasmop` command line.
+//! - [`cli`]: the `wasmop` command line: arguments and wiring.
 
 #![warn(missing_docs)]
 

@@ -3,6 +3,7 @@
 
 mod adoption;
 mod applied;
+mod context;
 mod create;
 mod diff;
 mod events;
@@ -14,12 +15,15 @@ mod plan;
 mod scope;
 mod status;
 
+use std::sync::Arc;
+
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
 pub use adoption::{ADOPTION_FIELD_MANAGER, label_unlabelled_children, needs_label};
 pub use applied::AppliedChildren;
+pub use context::ReconcileContext;
 pub use create::{CreateOnly, Created};
 pub use diff::contains;
 
@@ -86,33 +90,54 @@ impl Written {
     }
 }
 
-/// Everything needed to write on behalf of one plugin for one parent: it executes a [`Plan`]
-/// and checks nothing itself (every check is [`plan`]'s).
-pub struct Writer<'a> {
+/// Where one plugin's writes go, and what they remember between its reconciles; one per
+/// plugin controller.
+pub struct WriteTarget {
     /// The client.
-    pub client: &'a kube::Client,
+    pub client: kube::Client,
     /// Kind resolution.
-    pub discovery: &'a Discovery,
-    /// The plugin's manifest.
-    pub manifest: &'a Manifest,
-    /// The plugin's grants (adoption of uncached objects is checked against them).
-    pub grants: &'a Grants,
-    /// The parent object (from the cache).
-    pub parent: &'a Value,
-    /// The parent's resource.
-    pub parent_resource: &'a ApiResource,
-    /// The object cache (to skip unchanged applies; the plan's checks read the same cache).
-    pub cache: &'a dyn ObjectCache,
+    pub discovery: Arc<Discovery>,
+    /// The resource of the plugin's parent kind.
+    pub parent_resource: ApiResource,
     /// What was last applied to each child, so an apply is skipped only when both the
     /// desired content is unchanged and the observed object still contains it.
-    pub applied: &'a AppliedChildren,
+    pub applied: AppliedChildren,
     /// The kinds whose new children may be created in one request ([`CreateOnly`]).
-    pub creates: &'a CreateOnly,
+    pub creates: CreateOnly,
+}
+
+impl WriteTarget {
+    /// Writes through `client` for a plugin whose parents are `parent_resource`, remembering
+    /// nothing yet.
+    pub fn new(client: kube::Client, discovery: Arc<Discovery>, parent_resource: ApiResource) -> Self {
+        Self { client, discovery, parent_resource, applied: AppliedChildren::default(), creates: CreateOnly::default() }
+    }
+
+    /// The writer of one reconcile's plan.
+    pub fn writer<'a>(&'a self, context: ReconcileContext<'a>) -> Writer<'a> {
+        Writer { context, target: self }
+    }
+}
+
+impl std::fmt::Debug for WriteTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTarget").field("parent_resource", &self.parent_resource.kind).finish_non_exhaustive()
+    }
+}
+
+/// Everything needed to write on behalf of one plugin for one parent: it executes a [`Plan`]
+/// and checks nothing itself (every check is [`plan`]'s). Made by [`WriteTarget::writer`].
+pub struct Writer<'a> {
+    /// The reconcile the writes are for (the adoption of uncached objects is checked against
+    /// its grants; the cache tells unchanged applies).
+    pub context: ReconcileContext<'a>,
+    /// Where the writes go.
+    pub target: &'a WriteTarget,
 }
 
 impl std::fmt::Debug for Writer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").field("plugin", &self.manifest.name).finish_non_exhaustive()
+        f.debug_struct("Writer").field("plugin", &self.context.manifest.name).finish_non_exhaustive()
     }
 }
 
@@ -127,14 +152,14 @@ impl Writer<'_> {
     /// a field to someone else (an HPA's `spec.replicas`), omit it. A field the plugin sent
     /// before and stops sending is removed, unless another manager also set it.
     fn params(&self) -> PatchParams {
-        PatchParams::apply(&self.manifest.field_manager()).force()
+        PatchParams::apply(&self.context.manifest.field_manager()).force()
     }
 
     async fn api(&self, kind: &Kind, namespace: Option<&str>) -> Result<Api<DynamicObject>, ActionError> {
-        let resolved = self.discovery.resolve(kind, std::time::Duration::from_secs(10)).await?;
+        let resolved = self.target.discovery.resolve(kind, std::time::Duration::from_secs(10)).await?;
         Ok(match (resolved.scope, namespace) {
-            (crate::contract::Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
-            _ => Api::all_with(self.client.clone(), &resolved.resource),
+            (crate::contract::Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.target.client.clone(), ns, &resolved.resource),
+            _ => Api::all_with(self.target.client.clone(), &resolved.resource),
         })
     }
 
@@ -172,12 +197,12 @@ impl Writer<'_> {
     /// changed by it) never causes a write.
     /// The child at index `created` was created already ([`Writer::check_uncached`]).
     async fn apply_children(&self, children: &[Value], created: Option<usize>, written: &mut Written) -> Result<(), ActionError> {
-        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let parent_uid = self.context.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         for (_, child) in children.iter().enumerate().filter(|(i, _)| Some(*i) != created) {
             let r = ObjectRef::of_object(child).expect("planned children have identity");
             let kind = r.kind();
-            if self.applied.unchanged(parent_uid, &r, child)
-                && let Some(observed) = self.cache.get(&kind, r.namespace.as_deref(), &r.name)
+            if self.target.applied.unchanged(parent_uid, &r, child)
+                && let Some(observed) = self.context.cache.get(&kind, r.namespace.as_deref(), &r.name)
                 && contains(&observed, child)
             {
                 written.unchanged += 1;
@@ -187,7 +212,7 @@ impl Writer<'_> {
             patch::patch(&api, Target::Object, &r.name, &self.params(), &Patch::Apply(child))
                 .await
                 .map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
-            self.applied.record(parent_uid, r, child);
+            self.target.applied.record(parent_uid, r, child);
             written.applied += 1;
         }
         Ok(())
@@ -197,22 +222,22 @@ impl Writer<'_> {
     /// exists and this parent may not apply. The only such child of a plan is created if it
     /// does not exist (counted in `written`; its index is returned); otherwise each is read.
     async fn check_uncached(&self, children: &[Value], written: &mut Written) -> Result<Option<usize>, ActionError> {
-        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let parent_uid = self.context.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         let uncached: Vec<(usize, &Value, ObjectRef)> = children
             .iter()
             .enumerate()
             .map(|(i, child)| (i, child, ObjectRef::of_object(child).expect("planned children have identity")))
-            .filter(|(_, _, r)| self.cache.get(&r.kind(), r.namespace.as_deref(), &r.name).is_none())
+            .filter(|(_, _, r)| self.context.cache.get(&r.kind(), r.namespace.as_deref(), &r.name).is_none())
             .collect();
         if let [(i, child, r)] = uncached.as_slice()
-            && self.creates.supported(&r.kind())
+            && self.target.creates.supported(&r.kind())
         {
             let kind = r.kind();
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            let created = self.creates.apply(&api, &kind, &r.name, child, &self.params()).await;
+            let created = self.target.creates.apply(&api, &kind, &r.name, child, &self.params()).await;
             match created.map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })? {
                 Created::Created => {
-                    self.applied.record(parent_uid, r.clone(), child);
+                    self.target.applied.record(parent_uid, r.clone(), child);
                     written.applied += 1;
                     return Ok(Some(*i));
                 }
@@ -227,8 +252,8 @@ impl Writer<'_> {
                 source,
             })?;
             let Some(existing) = existing else { continue };
-            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid, &self.manifest.name);
-            if !control.may_apply(self.manifest, self.grants) {
+            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid, &self.context.manifest.name);
+            if !control.may_apply(self.context.manifest, self.context.grants) {
                 return Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }));
             }
         }
@@ -238,11 +263,11 @@ impl Writer<'_> {
     /// Delete objects, each on the condition that its uid is still the one checked. An object
     /// already gone, or replaced by a same-named one since (the precondition fails), is left.
     async fn delete(&self, deletions: impl Iterator<Item = &Deletion>, written: &mut Written) -> Result<(), ActionError> {
-        let parent_uid = self.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let parent_uid = self.context.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         for d in deletions {
             let r = &d.object;
             let api = self.api(&r.kind(), r.namespace.as_deref()).await?;
-            self.applied.forget(parent_uid, r);
+            self.target.applied.forget(parent_uid, r);
             let params = DeleteParams {
                 preconditions: Some(Preconditions { uid: d.uid.clone(), resource_version: None }),
                 ..DeleteParams::background()
@@ -265,17 +290,17 @@ impl Writer<'_> {
     /// The API error.
     pub async fn patch_status(&self, patch: &Value) -> Result<Option<String>, ActionError> {
         let api = self.parent_api();
-        let name = name_of(self.parent).unwrap_or_default();
+        let name = name_of(self.context.parent).unwrap_or_default();
         patch::patch(&api, Target::Status, name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(|source| {
-            ActionError::Api { action: "patch status of", object: format!("{} {}", self.manifest.parent, name), source }
+            ActionError::Api { action: "patch status of", object: format!("{} {}", self.context.manifest.parent, name), source }
         })
     }
 
     /// The API of the parent's kind, in its namespace.
     pub fn parent_api(&self) -> Api<DynamicObject> {
-        match namespace_of(self.parent) {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, self.parent_resource),
-            None => Api::all_with(self.client.clone(), self.parent_resource),
+        match namespace_of(self.context.parent) {
+            Some(ns) => Api::namespaced_with(self.target.client.clone(), ns, &self.target.parent_resource),
+            None => Api::all_with(self.target.client.clone(), &self.target.parent_resource),
         }
     }
 }

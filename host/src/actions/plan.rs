@@ -1,7 +1,7 @@
 //! The host's plan for one response: every write a reconcile makes, decided before any is made.
 //!
-//! [`plan`] is a pure function of the manifest, the grants, the parent, the plugin's validated
-//! response, the observed objects and the time. The controller executes the plan with
+//! [`plan`] is a pure function of the reconcile's context (the manifest, the grants, the
+//! parent, the observed objects), the plugin's validated response and the time. The controller executes the plan with
 //! [`Writer`](super::Writer); `wasmop reconcile` prints it. Both therefore make the same scope
 //! and ownership checks, and a response either passes all of them or nothing of it is written.
 
@@ -11,11 +11,12 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::context::ReconcileContext;
 use super::labels;
 use super::ownership::Control;
 use super::scope::{self, ScopeError};
 use super::status::{RECONCILED, Stamp, status_patch};
-use crate::contract::{Condition, ConditionStatus, Event, KindScopes, Manifest, ObjectRef, Response, Scope};
+use crate::contract::{Condition, ConditionStatus, Event, Manifest, ObjectRef, Response, Scope};
 use crate::objects::{ObjectCache, is_of_plugin, name_of, namespace_of};
 use crate::policy::{Grants, ReconciledCondition};
 
@@ -118,12 +119,10 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
     })
 }
 
-/// Plan the writes of `response` for `parent`, checking it against `manifest`, `grants` and
-/// the observed objects in `cache`; `stamp` dates changed conditions and says whether the host's
-/// `Reconciled=True` is added (or a failure's `Reconciled` removed).
-///
-/// `scopes` tells namespaced from cluster-scoped kinds (discovery online, the built-in table
-/// and CRD files offline).
+/// Plan the writes of `response` for the context's parent, checking it against the plugin's
+/// manifest and grants and the observed objects of the context; `stamp` dates changed
+/// conditions and says whether the host's `Reconciled=True` is added (or a failure's
+/// `Reconciled` removed).
 ///
 /// Checks, in order: every child and delete through the host's gate ([`scope::check`]); each
 /// child either does not exist in `cache` or is this plugin's child of the parent (or
@@ -134,15 +133,8 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 ///
 /// # Errors
 /// The first [`PlanError`]; the response must then be dropped whole.
-pub fn plan(
-    manifest: &Manifest,
-    grants: &Grants,
-    scopes: &dyn KindScopes,
-    parent: &Value,
-    mut response: Response,
-    cache: &dyn ObjectCache,
-    stamp: Stamp<'_>,
-) -> Result<Plan, PlanError> {
+pub fn plan(context: &ReconcileContext<'_>, mut response: Response, stamp: Stamp<'_>) -> Result<Plan, PlanError> {
+    let ReconcileContext { manifest, grants, scopes, cache, parent } = *context;
     scope::check(manifest, grants, scopes, parent, &mut response)?;
     let uid = parent
         .pointer("/metadata/uid")
@@ -288,7 +280,8 @@ mod tests {
         objects: &[Value],
         stamp: Stamp<'_>,
     ) -> Result<Plan, PlanError> {
-        plan(manifest, &Grants::default(), &KnownKinds::builtin(), parent, response, &cache(objects), stamp)
+        let (kinds, cache) = (KnownKinds::builtin(), cache(objects));
+        plan(&ReconcileContext::new(manifest, &kinds, &cache, parent), response, stamp)
     }
 
     fn run(response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
@@ -348,7 +341,8 @@ mod tests {
 
     /// `plan` under `grants` and the built-in kinds.
     fn plan_under(grants: &Grants, manifest: &Manifest, response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
-        plan(manifest, grants, &KnownKinds::builtin(), &parent(), response, &cache(objects), Stamp::always(NOW))
+        let (kinds, cache, parent) = (KnownKinds::builtin(), cache(objects), parent());
+        plan(&ReconcileContext::new(manifest, &kinds, &cache, &parent).grants(grants), response, Stamp::always(NOW))
     }
 
     #[test]

@@ -10,16 +10,16 @@ use tokio::task::JoinSet;
 
 use super::ControllerConfig;
 use super::breaker::Finished;
-use super::breaker_gate::BreakerGate;
+use super::breaker_gate::{BreakerGate, Permit};
 use crate::plugin_config::ConfigError;
 use crate::plugin_config::{ConfigReader, PluginConfig};
 use crate::leader::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
 use crate::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
-use crate::queue::WorkQueue;
+use crate::queue::{Lease, WorkQueue};
 use super::shard::{self, Handover};
 use crate::watch::{Subscriber, Subscription, SyncTimeout, Watches};
-use crate::actions::{AppliedChildren, CreateOnly, EventSink, label_unlabelled_children, managed_selector};
+use crate::actions::{EventSink, WriteTarget, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
@@ -122,6 +122,17 @@ pub enum Serving {
     Stopped,
 }
 
+/// What becomes of a key a worker took and gives back without reconciling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HandBack {
+    /// Queued again at once (it is reconciled once this host may write again).
+    Requeue,
+    /// Queued again after the key's rate-limited delay.
+    RequeueRateLimited,
+    /// Dropped, with its backoff: nothing is to be done for it here.
+    Forget,
+}
+
 /// The shared parts every plugin controller uses.
 #[derive(Clone)]
 pub struct Shared {
@@ -150,9 +161,8 @@ pub struct PluginController {
     pub(super) parent: Resolved,
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) events: EventSink,
-    pub(super) applied: AppliedChildren,
-    /// The kinds whose new children are created in one request.
-    pub(super) creates: CreateOnly,
+    /// Where its writes go, and what they remember (applied contents, create-only kinds).
+    pub(super) writes: WriteTarget,
     /// The configuration every call is given.
     pub(super) config: PluginConfig,
     /// When its parents get the host's `Reconciled` condition (the host policy's).
@@ -264,14 +274,14 @@ impl PluginController {
         if !missing.is_empty() {
             return Err(StartError::NotGranted { plugin: manifest.name.clone(), missing });
         }
+        let writes = WriteTarget::new(shared.client.clone(), Arc::clone(&shared.discovery), parent.resource.clone());
         let controller = Arc::new(Self {
             events: EventSink::new(shared.client.clone(), plugin.name(), config.shard.as_deref()),
             breaker: BreakerGate::new(plugin.name(), policy.breaker.apply(config.breaker.clone()), Arc::clone(&shared.metrics)),
             plugin: ArcSwap::from_pointee(plugin),
             parent,
             queue: WorkQueue::new(config.queue),
-            applied: AppliedChildren::default(),
-            creates: CreateOnly::default(),
+            writes,
             config: plugin_config,
             reconciled_condition: policy.reconciled_condition,
             serving: tokio::sync::watch::channel(Serving::All).0,
@@ -329,17 +339,17 @@ impl PluginController {
         if kind == &manifest.parent
             && let Some(uid) = gone.pointer("/metadata/uid").and_then(Value::as_str)
         {
-            self.applied.forget_parent(uid);
+            self.writes.applied.forget_parent(uid);
         }
         if manifest.children.contains(kind) {
-            self.applied.forget_child(gone);
+            self.writes.applied.forget_child(gone);
         }
     }
 
     /// How many children have an apply fingerprint: only children that exist, of parents that
-    /// exist ([`AppliedChildren`]).
+    /// exist ([`AppliedChildren`](crate::actions::AppliedChildren)).
     pub fn applied_children(&self) -> usize {
-        self.applied.len()
+        self.writes.applied.len()
     }
 
     /// The plugin version currently serving.
@@ -467,23 +477,17 @@ impl PluginController {
             let key = lease.key().clone();
             if !self.writing() {
                 // Leadership ended while this worker waited for work: nothing is written.
-                drop(permit);
-                self.queue.add(key);
-                lease.done();
+                self.hand_back(permit, lease, HandBack::Requeue);
                 continue;
             }
             if !self.breaker.still_admits(&mut permit) {
                 // The breaker opened while this worker waited for work: put the key back.
-                drop(permit);
-                self.queue.add(key);
-                lease.done();
+                self.hand_back(permit, lease, HandBack::Requeue);
                 continue;
             }
             if self.skips(&key) {
                 // A removed plugin kept for its finalizer reconciles only parents being deleted.
-                drop(permit);
-                self.queue.forget(&key);
-                lease.done();
+                self.hand_back(permit, lease, HandBack::Forget);
                 continue;
             }
             if let Some(me) = &self.shard {
@@ -491,12 +495,8 @@ impl PluginController {
                 // one the sharder moves away is handed back instead ([`shard`]).
                 let handover = self.hand_over(&key, me).await;
                 if handover != Handover::Reconcile {
-                    drop(permit);
-                    match handover {
-                        Handover::Retry => self.queue.add_rate_limited(key),
-                        _ => self.queue.forget(&key),
-                    }
-                    lease.done();
+                    let then = if handover == Handover::Retry { HandBack::RequeueRateLimited } else { HandBack::Forget };
+                    self.hand_back(permit, lease, then);
                     continue;
                 }
             }
@@ -521,6 +521,19 @@ impl PluginController {
             }
             lease.done();
         }
+    }
+
+    /// Give back a key this worker took and does not reconcile: the breaker's permit unused,
+    /// the key as `then` says, the queue's lease on it released.
+    fn hand_back(&self, permit: Permit<'_>, lease: Lease<ObjectKey>, then: HandBack) {
+        drop(permit);
+        let key = lease.key().clone();
+        match then {
+            HandBack::Requeue => self.queue.add(key),
+            HandBack::RequeueRateLimited => self.queue.add_rate_limited(key),
+            HandBack::Forget => self.queue.forget(&key),
+        }
+        lease.done();
     }
 
     /// Adoption on upgrade, once per start and only when it may write (leading, or any replica

@@ -8,7 +8,7 @@ use tracing::Instrument;
 use super::mapping::ObjectKey;
 use super::plugin_controller::{Outcome, PluginController};
 use crate::actions::{
-    ActionError, Stamp, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
+    ActionError, ReconcileContext, Stamp, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
 };
 use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::ObjectCache;
@@ -32,17 +32,8 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
         namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);
     async move {
-        let writer = Writer {
-            client: &controller.shared.client,
-            discovery: &controller.shared.discovery,
-            manifest: &manifest,
-            grants: plugin.grants(),
-            parent: &parent,
-            parent_resource: &controller.parent.resource,
-            cache: &*watches,
-            applied: &controller.applied,
-            creates: &controller.creates,
-        };
+        let context = ReconcileContext::new(&manifest, &*controller.shared.discovery, &*watches, &parent).grants(plugin.grants());
+        let writer = controller.writes.writer(context);
         let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();
         if manifest.finalizer {
@@ -79,8 +70,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         };
         let now = timestamp_now();
         let stamp = Stamp { now: &now, reconciled: controller.reconciled_condition };
-        let mut plan = match plan(&manifest, plugin.grants(), &*controller.shared.discovery, &parent, response, &*watches, stamp)
-        {
+        let mut plan = match plan(&context, response, stamp) {
             Ok(plan) => plan,
             Err(e) => {
                 metrics.refused(&manifest.name);
@@ -149,8 +139,8 @@ async fn fail_showing(
 ) -> Outcome {
     tracing::warn!(reason, retry, "{message}");
     let event = Event { type_: EventType::Warning, reason: reason.into(), action: "Reconcile".into(), note: message.into() };
-    controller.events.publish(writer.parent, &event).await;
-    if let Some(patch) = failure_status_patch(writer.parent, reason, message, shown, &timestamp_now())
+    controller.events.publish(writer.context.parent, &event).await;
+    if let Some(patch) = failure_status_patch(writer.context.parent, reason, message, shown, &timestamp_now())
         && let Err(e) = writer.patch_status(&patch).await
     {
         tracing::warn!(error = %e, "cannot record the failure in the parent's status");

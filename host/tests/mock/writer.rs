@@ -5,8 +5,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    ActionError, AppliedChildren, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Stamp, Writer, Written, owner_reference,
-    plan,
+    ActionError, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, Stamp, WriteTarget, Written, owner_reference, plan,
 };
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
@@ -16,6 +15,11 @@ use wasmop::policy::Grants;
 use super::server::{ApiServer, Call, mock_client};
 
 const NOW: &str = "2026-01-01T00:00:00Z";
+
+/// Where the testbed plugin's writes go: the mock API server behind `client`.
+fn target(client: kube::Client) -> WriteTarget {
+    WriteTarget::new(client.clone(), std::sync::Arc::new(Discovery::new(client)), parent_resource())
+}
 const STATUS_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status";
 
 pub fn config_map_kind() -> Kind {
@@ -94,23 +98,11 @@ async fn execute_for(
     scenario: impl AsyncFnOnce(&mut ApiServer),
 ) -> (Plan, Result<Written, ActionError>, ApiServer) {
     let (client, mut server) = mock_client();
-    let (parent, cache) = (parent(), cache(observed));
-    let planned = plan(&manifest, grants, &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
-        .expect("an accepted response");
-    let discovery = Discovery::new(client.clone());
-    let (applied, creates) = (AppliedChildren::default(), CreateOnly::default());
-    let resource = parent_resource();
-    let writer = Writer {
-        client: &client,
-        discovery: &discovery,
-        manifest: &manifest,
-        grants,
-        parent: &parent,
-        parent_resource: &resource,
-        cache: &cache,
-        applied: &applied,
-        creates: &creates,
-    };
+    let (parent, cache, kinds) = (parent(), cache(observed), KnownKinds::builtin());
+    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent).grants(grants);
+    let planned = plan(&context, response, Stamp::always(NOW)).expect("an accepted response");
+    let target = target(client);
+    let writer = target.writer(context);
     let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
     (planned, written, server)
 }
@@ -166,7 +158,7 @@ async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_p
 #[tokio::test]
 async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let (client, mut server) = mock_client();
-    let (manifest, parent, resource) = (manifest(), parent(), parent_resource());
+    let (manifest, parent) = (manifest(), parent());
     let mut observed = child("tb-out");
     observed["metadata"]["namespace"] = json!("ns");
     observed["metadata"]["ownerReferences"] = json!([owner_reference(&manifest, &parent, "u-tb")]);
@@ -174,21 +166,13 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     observed["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("wasmop");
     observed["metadata"]["labels"]["wasmop.dev/plugin"] = json!("testbed");
     let cache = cache(&[observed]);
-    let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
-    let writer = Writer {
-        client: &client,
-        discovery: &discovery,
-        manifest: &manifest,
-        grants: &Grants::default(),
-        parent: &parent,
-        parent_resource: &resource,
-        cache: &cache,
-        applied: &applied,
-        creates: &creates,
-    };
+    let kinds = KnownKinds::builtin();
+    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
+    let target = target(client);
+    let writer = target.writer(context);
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
-        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
+        let mut p = plan(&context, response, Stamp::always(NOW))
             .expect("a plan");
         p.status_patch = None;
         p
@@ -374,21 +358,12 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
     let (client, mut server) = mock_client();
     // A user's ConfigMap of that name, which nobody controls (not in the host's cache).
     server.add(config_map("tb-out", None));
-    let (manifest, parent, resource, cache) = (manifest(), parent(), parent_resource(), cache(&[]));
-    let planned = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
-        .expect("a plan");
-    let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
-    let writer = Writer {
-        client: &client,
-        discovery: &discovery,
-        manifest: &manifest,
-        grants: &Grants::default(),
-        parent: &parent,
-        parent_resource: &resource,
-        cache: &cache,
-        applied: &applied,
-        creates: &creates,
-    };
+    let (manifest, parent, cache) = (manifest(), parent(), cache(&[]));
+    let kinds = KnownKinds::builtin();
+    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
+    let planned = plan(&context, response, Stamp::always(NOW)).expect("a plan");
+    let target = target(client);
+    let writer = target.writer(context);
     let (written, ()) = tokio::join!(writer.execute(&planned), async {
         let call = server.next().await;
         assert_eq!(call.body["metadata"]["resourceVersion"], "1");
@@ -404,22 +379,14 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
 #[tokio::test]
 async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() {
     let (client, mut server) = mock_client();
-    let (manifest, parent, resource, cache) = (manifest(), parent(), parent_resource(), cache(&[]));
-    let (discovery, applied, creates) = (Discovery::new(client.clone()), AppliedChildren::default(), CreateOnly::default());
-    let writer = Writer {
-        client: &client,
-        discovery: &discovery,
-        manifest: &manifest,
-        grants: &Grants::default(),
-        parent: &parent,
-        parent_resource: &resource,
-        cache: &cache,
-        applied: &applied,
-        creates: &creates,
-    };
+    let (manifest, parent, cache) = (manifest(), parent(), cache(&[]));
+    let kinds = KnownKinds::builtin();
+    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
+    let target = target(client);
+    let writer = target.writer(context);
     let planned = |name: &str| {
         let response = Response { children: vec![child(name)], ..Default::default() };
-        let mut p = plan(&manifest, &Grants::default(), &KnownKinds::builtin(), &parent, response, &cache, Stamp::always(NOW))
+        let mut p = plan(&context, response, Stamp::always(NOW))
             .expect("a plan");
         p.status_patch = None;
         p

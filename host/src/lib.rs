@@ -10,10 +10,10 @@
 //! - [`units`]: durations and byte sizes as written in flags and files.
 //! - [`metrics`]: the Prometheus registry every layer records into (controller-runtime's names).
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
-//! - [`objects`]: the object cache plugins read from, label selectors, and requests gathered
-//!   from the cache.
 //! - [`policy`]: what the host's operator allows each plugin, as plain data (limits, grants,
 //!   circuit breaker settings, removal).
+//! - [`objects`]: the object cache plugins read from, label selectors, which objects a plugin
+//!   may see around a parent (`visible_to`), and requests gathered from the cache.
 //! - [`runtime`]: the wasmtime engine, plugin loading and sandboxed calls under each plugin's
 //!   limits and grants; it records every call in the metrics.
 //! - [`cluster`]: what the host asks the cluster itself (API server version, discovery).

@@ -223,12 +223,13 @@ fn gather_probe() -> Result<()> {
             parents.push(Arc::new(Object::new(parent)));
         }
         let iters = (200_000 / k).clamp(50, 5_000);
+        let grants = wasmop::policy::Grants::default();
         let started = Instant::now();
         for i in 0..iters {
             let parent = &parents[i % k];
             // A `MemoryCache` has no owner index: this measures the scan the default
             // `ObjectCache::controlled_by` does (the host's watch cache now indexes by owner).
-            let request = Request::gather(Arc::clone(parent), &manifest, &cache, true)?;
+            let request = Request::gather(Arc::clone(parent), &wasmop::objects::visible_to(&manifest, &grants, parent), &cache, true)?;
             assert_eq!(request.children.len(), 1);
         }
         let per_call = started.elapsed().as_secs_f64() * 1e6 / iters as f64;

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actions::{Control, owner_reference};
-use crate::contract::{Kind, Manifest, ObjectRef, Scope};
-use crate::objects::{MemoryCache, namespace_of};
+use crate::contract::{Manifest, ObjectRef, Scope};
+use crate::objects::{Hidden, MemoryCache, Visibility, namespace_of, visible_to};
 use crate::policy::Grants;
 
 /// Every object in a file: YAML documents separated by `---` (JSON is YAML too), with
@@ -96,6 +96,7 @@ pub fn observe(
         Scope::Namespaced => namespace_of(parent).map(str::to_owned),
         Scope::Cluster => None,
     };
+    let seen = visible_to(manifest, grants, parent);
     let uid = parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
     let mut observed = Observed::default();
     for (file, role) in children.iter().map(|f| (f, Role::Child)).chain(related.iter().map(|f| (f, Role::Related))) {
@@ -105,8 +106,8 @@ pub fn observe(
             }
             let r = ObjectRef::of_object(&object).expect("read_objects checks apiVersion, kind and metadata.name");
             let verdict = match role {
-                Role::Child => child_verdict(manifest, grants, parent_ns.as_deref(), uid, &mut object, parent),
-                Role::Related => related_verdict(manifest, grants, parent_ns.as_deref(), parent, &object),
+                Role::Child => child_verdict(&seen, grants, uid, &mut object, parent),
+                Role::Related => related_verdict(&seen, &object),
             };
             let keep = match verdict {
                 Verdict::Keep => true,
@@ -143,24 +144,16 @@ enum Verdict {
     Ignore(String),
 }
 
-fn child_verdict(
-    manifest: &Manifest,
-    grants: &Grants,
-    parent_ns: Option<&str>,
-    uid: &str,
-    object: &mut Value,
-    parent: &Value,
-) -> Verdict {
-    let kind = Kind::of_object(object).expect("checked by read_objects");
-    if !manifest.may_write(&kind) {
-        let hint = if manifest.related.iter().any(|r| r.kind == kind) { " (pass it with --related)" } else { "" };
-        return Verdict::Ignore(format!("{kind} is not a child kind of plugin {}{hint}", manifest.name));
-    }
-    if !grants.may_read_kind(&kind) {
-        return Verdict::Ignore(format!("the host's policy does not grant {kind} to plugin {}", manifest.name));
-    }
-    if let Some(why) = other_namespace(parent_ns, object, None) {
-        return Verdict::Ignore(why);
+/// A child fixture as the host would hold it: what the plugin may see ([`visible_to`]), given the
+/// parent's controller reference when it names no owner, and what the ownership check says.
+fn child_verdict(seen: &Visibility<'_>, grants: &Grants, uid: &str, object: &mut Value, parent: &Value) -> Verdict {
+    let manifest = seen.manifest();
+    if let Err(hidden) = seen.child(object) {
+        let hint = match &hidden {
+            Hidden::NotAChildKind { kind, .. } if manifest.related.iter().any(|r| &r.kind == kind) => " (pass it with --related)",
+            _ => "",
+        };
+        return Verdict::Ignore(format!("{hidden}{hint}"));
     }
     if object.pointer("/metadata/ownerReferences").is_none() {
         object["metadata"]["ownerReferences"] = json!([owner_reference(manifest, parent, uid)]);
@@ -175,47 +168,26 @@ fn child_verdict(
     }
 }
 
-fn related_verdict(manifest: &Manifest, grants: &Grants, parent_ns: Option<&str>, parent: &Value, object: &Value) -> Verdict {
-    let kind = Kind::of_object(object).expect("checked by read_objects");
-    let Some(related) = manifest.related.iter().find(|r| r.kind == kind) else {
-        return Verdict::Ignore(if kind == manifest.parent {
+/// A related fixture as the host would hold it: what the plugin may see ([`visible_to`]).
+fn related_verdict(seen: &Visibility<'_>, object: &Value) -> Verdict {
+    let manifest = seen.manifest();
+    match seen.related(object) {
+        Ok(()) => Verdict::Keep,
+        Err(Hidden::NotARelatedKind { kind, plugin }) => Verdict::Ignore(if kind == manifest.parent {
             format!("{kind} is the parent's kind, and a plugin sees no other object of it")
         } else if manifest.may_write(&kind) {
-            format!("{kind} is declared only as a child kind of plugin {} (pass it with --children)", manifest.name)
+            format!("{kind} is declared only as a child kind of plugin {plugin} (pass it with --children)")
         } else {
-            format!("plugin {} does not declare {kind}", manifest.name)
-        });
-    };
-    if !grants.may_read_kind(&kind) {
-        return Verdict::Ignore(format!("the host's policy does not grant {kind} to plugin {}", manifest.name));
+            format!("plugin {plugin} does not declare {kind}")
+        }),
+        Err(hidden) => Verdict::Ignore(hidden.to_string()),
     }
-    if let Some(why) = other_namespace(parent_ns, object, Some(grants)) {
-        return Verdict::Ignore(why);
-    }
-    let name = crate::objects::name_of(parent).unwrap_or_default();
-    match related.selector_for(name) {
-        Ok(selector) if !manifest.may_write(&kind) && !selector.matches_object(object) => {
-            Verdict::Ignore(format!("its labels do not match the related selector {selector}"))
-        }
-        Ok(_) => Verdict::Keep,
-        Err(e) => Verdict::Ignore(format!("the related selector does not parse for this parent: {e}")),
-    }
-}
-
-/// Why `object` is out of reach in its namespace: not the parent's, and (for reads) not granted.
-fn other_namespace(parent_ns: Option<&str>, object: &Value, reads: Option<&Grants>) -> Option<String> {
-    let parent_ns = parent_ns?;
-    let ns = namespace_of(object).unwrap_or_default();
-    if ns == parent_ns || reads.is_some_and(|g| g.may_read_namespace(ns, Some(parent_ns))) {
-        return None;
-    }
-    let granted = if reads.is_some() { " and not granted by the host's policy" } else { "" };
-    Some(format!("namespace {ns:?} is not the parent's namespace {parent_ns:?}{granted}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::Kind;
     use crate::objects::ObjectCache;
     use std::io::Write;
 

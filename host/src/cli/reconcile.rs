@@ -12,7 +12,7 @@ use super::{Output, RuntimeArgs};
 use crate::actions::{ReconcileContext, Stamp, failure_status_patch, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
 use crate::plugin_config::{check, offline, parse_text};
-use crate::objects::ObjectCache;
+use crate::objects::{ObjectCache, visible_to};
 use crate::policy::ConfigSource;
 
 /// The uid given to a parent fixture that has none, so that the plan's owner references and
@@ -93,7 +93,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
     }
     let cache: Arc<dyn ObjectCache> = Arc::new(observed.cache);
     let parent = Arc::new(Object::new(parent));
-    let mut request = Request::gather(Arc::clone(&parent), &manifest, &*cache, true)?;
+    let mut request = Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*cache, true)?;
     request.finalizing = args.finalizing;
     // What `run` would use for this plugin: its configuration source and its `Reconciled` policy.
     let policy = runtime.host_policy()?.for_plugin(&manifest.name);

@@ -11,7 +11,7 @@ use crate::actions::{
     ActionError, ReconcileContext, Stamp, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
 };
 use crate::contract::{Event, EventType, Failure, Request};
-use crate::objects::ObjectCache;
+use crate::objects::{ObjectCache, visible_to};
 
 impl PluginController {
     /// Reconcile the parent `key` with the controller's current plugin version.
@@ -53,7 +53,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             return Outcome::Done { requeue_after: None, wrote: false };
         }
 
-        let mut request = match Request::gather(Arc::clone(&parent), &manifest, &*watches, true) {
+        let mut request = match Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*watches, true) {
             Ok(r) => r,
             Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
         };

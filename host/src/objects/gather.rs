@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{ObjectCache, SelectorError, controller_uid, is_of_plugin, name_of, namespace_of};
-use crate::contract::{Manifest, Object, Request, Scope};
+use super::visibility::Visibility;
+use super::{ObjectCache, SelectorError, controller_uid, is_of_plugin};
+use crate::contract::{Object, Request};
 
 impl Request {
-    /// Gather a request for `parent` from `cache`, as the manifest declares: children are the
-    /// objects of the child kinds in the parent's namespace — only those the parent controls
+    /// Gather a request for `parent` from `cache`, as the plugin may see it ([`visible_to`](super::visible_to),
+    /// made for the same parent): children are the objects of the child kinds in the parent's
+    /// namespace — only those the parent controls
     /// (controller ownerReference with its uid) and that are not another plugin's
     /// ([`is_of_plugin`]) when `controlled_only`, as the controller asks; all of them for
     /// offline fixtures. Related objects are those matching each related
@@ -21,19 +23,17 @@ impl Request {
     /// substituted (a parent name that is not a valid label value).
     pub fn gather(
         parent: Arc<Object>,
-        manifest: &Manifest,
+        visible: &Visibility<'_>,
         cache: &dyn ObjectCache,
         controlled_only: bool,
     ) -> Result<Self, SelectorError> {
-        let namespace = match manifest.scope {
-            Scope::Namespaced => namespace_of(&parent).map(str::to_owned),
-            Scope::Cluster => None,
-        };
-        let ns = namespace.as_deref();
+        let manifest = visible.manifest();
+        let ns = visible.namespace();
         let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
         let children = manifest
             .children
             .iter()
+            .filter(|kind| visible.sees_children_of(kind))
             .flat_map(|kind| match (controlled_only, uid) {
                 (false, _) => cache.list(kind, ns),
                 (true, Some(uid)) => {
@@ -42,10 +42,9 @@ impl Request {
                 (true, None) => Vec::new(),
             })
             .collect();
-        let parent_name = name_of(&parent).unwrap_or_default().to_owned();
         let mut related = Vec::new();
-        for r in &manifest.related {
-            let selector = r.selector_for(&parent_name)?;
+        for r in manifest.related.iter().filter(|r| visible.sees_related(r)) {
+            let selector = visible.selector(r)?;
             related.extend(cache.list(&r.kind, ns).into_iter().filter(|o| selector.matches_object(o)));
         }
         Ok(Self { parent, children, related, ..Self::new(Value::Null) })
@@ -62,7 +61,9 @@ impl Request {
 mod tests {
     use super::*;
 
-    use crate::objects::MemoryCache;
+    use crate::contract::{Manifest, Scope};
+    use crate::objects::{MemoryCache, name_of, visible_to};
+    use crate::policy::Grants;
     use serde_json::json;
 
     fn manifest() -> Manifest {
@@ -85,7 +86,7 @@ mod tests {
         cache.insert(obj("v1", "Pod", "ns", "a-1", json!({"app": "m", "cr": "a"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
-        let req = Request::gather(parent, &manifest(), &cache, true).unwrap();
+        let req = Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
         let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&req.children), ["a"]);
         assert_eq!(names(&req.related), ["a-1"]);
@@ -100,7 +101,7 @@ mod tests {
         cache.insert(obj("apps/v1", "Deployment", "ns", "mine", labelled("memcached"), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "theirs", labelled("attacker"), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "older", json!({}), Some("u1"))).unwrap();
-        let req = Request::gather(parent, &manifest(), &cache, true).unwrap();
+        let req = Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
         let names: Vec<_> = req.children.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
         assert_eq!(names, ["mine", "older"]);
     }
@@ -127,7 +128,7 @@ mod tests {
         cache.insert(obj("v1", "Pod", "team-a", "p-1", json!({"app": "m"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "team-b", "p-2", json!({"app": "m"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "team-b", "other", json!({"app": "x"}), None)).unwrap();
-        let req = Request::gather(parent, &m, &cache, true).unwrap();
+        let req = Request::gather(Arc::clone(&parent), &visible_to(&m, &Grants::default(), &parent), &cache, true).unwrap();
         let names: Vec<_> = req.related.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
         assert_eq!(names, ["p-1", "p-2"]);
     }

@@ -1,4 +1,5 @@
-//! Objects the host has observed: the cache plugins read from, and label selectors.
+//! Objects the host has observed: the cache plugins read from, label selectors, and which of
+//! them a plugin may see around a parent ([`visible_to`]).
 //!
 //! Plugins never trigger API calls: everything they are given or look up comes from an
 //! [`ObjectCache`]. The controller backs it with its watches; the offline `reconcile` command
@@ -8,6 +9,7 @@ mod gather;
 mod memory;
 pub mod selector;
 mod strip;
+mod visibility;
 mod watched;
 
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use serde_json::Value;
 pub use memory::MemoryCache;
 pub use selector::{LabelSelector, SelectorError};
 pub use strip::{LAST_APPLIED_ANNOTATION, strip};
+pub use visibility::{Hidden, Visibility, visible_to};
 pub use watched::WatchedObject;
 
 use crate::contract::{Kind, Object};

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ActionError;
-use super::labels::{MANAGED_BY, MANAGED_BY_LABEL, stamped};
+use super::labels::{MANAGED_BY, MANAGED_BY_LABEL, host_labels};
 use super::scope::PARENT_UID_LABEL;
 use crate::objects::{controller_uid, name_of, namespace_of};
 
@@ -130,7 +130,7 @@ async fn label(client: &kube::Client, resource: &ApiResource, object: &Value, pl
         None => Api::all_with(client.clone(), resource),
     };
     let labels: Map<String, Value> =
-        stamped(plugin).into_iter().map(|(k, v)| (k.to_owned(), Value::String(v.to_owned()))).collect();
+        host_labels(plugin).into_iter().map(|(k, v)| (k.to_owned(), Value::String(v.to_owned()))).collect();
     let patch = json!({"apiVersion": resource.api_version, "kind": resource.kind, "metadata": {"name": name, "labels": labels}});
     api.patch(name, &PatchParams::apply(ADOPTION_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await.map_err(|source| {
         ActionError::Api {

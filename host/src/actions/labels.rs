@@ -23,25 +23,25 @@ pub fn managed_selector() -> String {
 }
 
 /// The labels the host stamps on a child of `plugin`.
-pub fn stamped(plugin: &str) -> [(&'static str, &str); 2] {
+pub fn host_labels(plugin: &str) -> [(&'static str, &str); 2] {
     [(MANAGED_BY_LABEL, MANAGED_BY), (PLUGIN_LABEL, plugin)]
 }
 
 /// Stamp the host's labels on `child` (an object with a `metadata` map), over whatever the
 /// plugin wrote under the same keys; its other labels are kept.
-pub fn stamp(child: &mut Value, plugin: &str) {
+pub fn add_host_labels(child: &mut Value, plugin: &str) {
     let labels = &mut child["metadata"]["labels"];
     if !labels.is_object() {
         *labels = Value::Object(Map::new());
     }
-    for (key, value) in stamped(plugin) {
+    for (key, value) in host_labels(plugin) {
         labels[key] = Value::String(value.to_owned());
     }
 }
 
 /// Whether `object` carries [`MANAGED_BY_LABEL`]` = `[`MANAGED_BY`], so the host's child
 /// watches see it.
-pub fn is_stamped(object: &Value) -> bool {
+pub fn has_host_labels(object: &Value) -> bool {
     object.pointer("/metadata/labels").and_then(|l| l.get(MANAGED_BY_LABEL)).and_then(Value::as_str) == Some(MANAGED_BY)
 }
 
@@ -53,19 +53,19 @@ mod tests {
     #[test]
     fn stamping_adds_the_labels_and_keeps_the_plugins_others() {
         let mut child = json!({"metadata": {"name": "c", "labels": {"app": "x"}}});
-        assert!(!is_stamped(&child));
-        stamp(&mut child, "memcached");
+        assert!(!has_host_labels(&child));
+        add_host_labels(&mut child, "memcached");
         assert_eq!(
             child["metadata"]["labels"],
             json!({"app": "x", "app.kubernetes.io/managed-by": "wasmop", "wasmop.dev/plugin": "memcached"})
         );
-        assert!(is_stamped(&child));
+        assert!(has_host_labels(&child));
     }
 
     #[test]
     fn the_hosts_labels_win_over_the_plugins_of_the_same_key() {
         let mut child = json!({"metadata": {"name": "c", "labels": {MANAGED_BY_LABEL: "helm", PLUGIN_LABEL: "other"}}});
-        stamp(&mut child, "memcached");
+        add_host_labels(&mut child, "memcached");
         assert_eq!(child["metadata"]["labels"][MANAGED_BY_LABEL], "wasmop");
         assert_eq!(child["metadata"]["labels"][PLUGIN_LABEL], "memcached");
     }
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn a_child_without_labels_gets_a_label_map() {
         let mut child = json!({"metadata": {"name": "c", "labels": null}});
-        stamp(&mut child, "p");
-        assert!(is_stamped(&child));
+        add_host_labels(&mut child, "p");
+        assert!(has_host_labels(&child));
     }
 }

@@ -29,12 +29,12 @@ pub use diff::contains;
 
 pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
-pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, is_stamped, managed_selector, stamp};
+pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, has_host_labels, managed_selector, add_host_labels};
 pub use ownership::Control;
 pub use patch::{Target, patch};
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
-pub use status::{RECONCILED, Stamp, failure_status_patch, merge_conditions, status_patch, timestamp_now};
+pub use status::{RECONCILED, HostConditions, failure_status_patch, merge_conditions, status_patch, timestamp_now};
 
 use crate::cluster::{Discovery, DiscoveryError};
 use crate::contract::{Kind, Manifest, ObjectRef};

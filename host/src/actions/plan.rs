@@ -15,7 +15,7 @@ use super::context::ReconcileContext;
 use super::labels;
 use super::ownership::Control;
 use super::scope::{self, ScopeError};
-use super::status::{RECONCILED, Stamp, status_patch};
+use super::status::{RECONCILED, HostConditions, status_patch};
 use crate::contract::{Condition, ConditionStatus, Event, Manifest, ObjectRef, Response, Scope};
 use crate::objects::{ObjectCache, is_of_plugin, name_of, namespace_of};
 use crate::policy::{Grants, ReconciledCondition};
@@ -87,7 +87,7 @@ pub struct Deletion {
 pub struct Plan {
     /// Children to server-side apply: namespace defaulted to the parent's,
     /// `ownerReferences` replaced by the host's single controller reference to the parent, and
-    /// the host's labels stamped ([`labels::stamp`](super::labels::stamp)).
+    /// the host's labels stamped ([`labels::host_conditions`](super::labels::host_conditions)).
     pub apply: Vec<Value>,
     /// Observed children this parent controls that the response no longer lists (only when the
     /// manifest prunes).
@@ -120,7 +120,7 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 }
 
 /// Plan the writes of `response` for the context's parent, checking it against the plugin's
-/// manifest and grants and the observed objects of the context; `stamp` dates changed
+/// manifest and grants and the observed objects of the context; `host_conditions` dates changed
 /// conditions and says whether the host's `Reconciled=True` is added (or a failure's
 /// `Reconciled` removed).
 ///
@@ -133,7 +133,7 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 ///
 /// # Errors
 /// The first [`PlanError`]; the response must then be dropped whole.
-pub fn plan(context: &ReconcileContext<'_>, mut response: Response, stamp: Stamp<'_>) -> Result<Plan, PlanError> {
+pub fn plan(context: &ReconcileContext<'_>, mut response: Response, host_conditions: HostConditions<'_>) -> Result<Plan, PlanError> {
     let ReconcileContext { manifest, grants, scopes, cache, parent } = *context;
     scope::check(manifest, grants, scopes, parent, &mut response)?;
     let uid = parent
@@ -155,7 +155,7 @@ pub fn plan(context: &ReconcileContext<'_>, mut response: Response, stamp: Stamp
         // forbids it): [`scope::check`] labelled it with the parent's uid instead.
         let owned_by_reference = r.namespace.is_some() || namespace_of(parent).is_none();
         child["metadata"]["ownerReferences"] = if owned_by_reference { json!([owner]) } else { json!([]) };
-        labels::stamp(child, &manifest.name);
+        labels::add_host_labels(child, &manifest.name);
     }
     let mut delete = Vec::new();
     for r in response.delete {
@@ -167,7 +167,7 @@ pub fn plan(context: &ReconcileContext<'_>, mut response: Response, stamp: Stamp
     }
     let prune = if manifest.prune { absent_children(manifest, grants, parent, uid, &apply, &delete, cache) } else { Vec::new() };
     let mut conditions = response.conditions;
-    let removed = match stamp.reconciled {
+    let removed = match host_conditions.reconciled {
         ReconciledCondition::Always => {
             conditions.push(Condition {
                 type_: RECONCILED.into(),
@@ -180,7 +180,7 @@ pub fn plan(context: &ReconcileContext<'_>, mut response: Response, stamp: Stamp
         ReconciledCondition::OnFailure => Some(RECONCILED),
     };
     Ok(Plan {
-        status_patch: status_patch(parent, response.status.as_ref(), &conditions, removed, stamp.now),
+        status_patch: status_patch(parent, response.status.as_ref(), &conditions, removed, host_conditions.now),
         apply,
         prune,
         delete,
@@ -278,14 +278,14 @@ mod tests {
         parent: &Value,
         response: Response,
         objects: &[Value],
-        stamp: Stamp<'_>,
+        host_conditions: HostConditions<'_>,
     ) -> Result<Plan, PlanError> {
         let (kinds, cache) = (KnownKinds::builtin(), cache(objects));
-        plan(&ReconcileContext::new(manifest, &kinds, &cache, parent), response, stamp)
+        plan(&ReconcileContext::new(manifest, &kinds, &cache, parent), response, host_conditions)
     }
 
     fn run(response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
-        plan_of(&manifest(), &parent(), response, objects, Stamp::always(NOW))
+        plan_of(&manifest(), &parent(), response, objects, HostConditions::always(NOW))
     }
 
     #[test]
@@ -342,7 +342,7 @@ mod tests {
     /// `plan` under `grants` and the built-in kinds.
     fn plan_under(grants: &Grants, manifest: &Manifest, response: Response, objects: &[Value]) -> Result<Plan, PlanError> {
         let (kinds, cache, parent) = (KnownKinds::builtin(), cache(objects), parent());
-        plan(&ReconcileContext::new(manifest, &kinds, &cache, &parent).grants(grants), response, Stamp::always(NOW))
+        plan(&ReconcileContext::new(manifest, &kinds, &cache, &parent).grants(grants), response, HostConditions::always(NOW))
     }
 
     #[test]
@@ -352,7 +352,7 @@ mod tests {
         let err = run(response(), &objects).unwrap_err();
         assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "{err}");
         let adopting = Manifest { adopt_unowned: true, ..manifest() };
-        let err = plan_of(&adopting, &parent(), response(), &objects, Stamp::always(NOW)).unwrap_err();
+        let err = plan_of(&adopting, &parent(), response(), &objects, HostConditions::always(NOW)).unwrap_err();
         assert!(matches!(err, PlanError::AlreadyOwned { control: Control::Nobody, .. }), "the plugin's own opt-in: {err}");
         let granted = Grants { adopt_unowned: true, ..Grants::default() };
         let p = plan_under(&granted, &adopting, response(), &objects).unwrap();
@@ -424,7 +424,7 @@ mod tests {
         let pruned: Vec<_> = p.prune.iter().map(|d| (d.object.name.as_str(), d.uid.as_deref())).collect();
         assert_eq!(pruned, [("stale", Some("uid-stale"))]);
         let no_prune = Manifest { prune: false, ..manifest() };
-        let p = plan_of(&no_prune, &parent(), Response::default(), &objects, Stamp::always(NOW)).unwrap();
+        let p = plan_of(&no_prune, &parent(), Response::default(), &objects, HostConditions::always(NOW)).unwrap();
         assert!(p.prune.is_empty());
     }
 
@@ -444,7 +444,7 @@ mod tests {
     fn a_parent_without_uid_is_refused() {
         let mut p = parent();
         p["metadata"].as_object_mut().unwrap().remove("uid");
-        let err = plan_of(&manifest(), &p, Response::default(), &[], Stamp::always(NOW)).unwrap_err();
+        let err = plan_of(&manifest(), &p, Response::default(), &[], HostConditions::always(NOW)).unwrap_err();
         assert_eq!(err, PlanError::ParentWithoutUid { parent: "p".into() });
     }
 
@@ -471,7 +471,7 @@ mod tests {
 
     #[test]
     fn on_failure_policy_writes_no_reconciled_condition_and_clears_a_failed_one() {
-        let on_failure = Stamp { now: NOW, reconciled: ReconciledCondition::OnFailure };
+        let on_failure = HostConditions { now: NOW, reconciled: ReconciledCondition::OnFailure };
         let available =
             Condition { type_: "Available".into(), status: ConditionStatus::True, reason: "Up".into(), message: String::new() };
         let response = || Response { conditions: vec![available.clone()], ..Default::default() };

@@ -13,7 +13,7 @@ pub const RECONCILED: &str = "Reconciled";
 /// What the host adds to the conditions of a successful reconcile: the time a changed condition
 /// transitioned, and whether its own `Reconciled` condition is set or removed.
 #[derive(Debug, Clone, Copy)]
-pub struct Stamp<'a> {
+pub struct HostConditions<'a> {
     /// The current time as a Kubernetes timestamp ([`timestamp_now`]).
     pub now: &'a str,
     /// The plugin's policy: [`ReconciledCondition::Always`] sets `Reconciled=True`,
@@ -21,7 +21,7 @@ pub struct Stamp<'a> {
     pub reconciled: ReconciledCondition,
 }
 
-impl<'a> Stamp<'a> {
+impl<'a> HostConditions<'a> {
     /// A stamp at `now` that sets `Reconciled=True` (the default policy).
     pub fn always(now: &'a str) -> Self {
         Self { now, reconciled: ReconciledCondition::Always }

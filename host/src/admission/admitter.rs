@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
-use crate::controller::{Finished, Manager, ObjectKey, Serving};
+use crate::controller::{BreakerOutcome, Manager, ObjectKey, Serving};
 use crate::objects::ObjectCache;
 use crate::policy::Grants;
 use crate::runtime::{CallError, CallStats, Plugin};
@@ -126,7 +126,7 @@ impl Admitter for Manager {
             };
             let called = version.admit_within(&webhook, &request, controller.cache(), deadline).await;
             let result = called.map(|(verdict, _)| verdict).map_err(|error| CallFailure::from_call(&plugin, &error));
-            let finished = if result.is_ok() { Finished::QUIET } else { Finished::FAILED };
+            let finished = if result.is_ok() { BreakerOutcome::QUIET } else { BreakerOutcome::FAILED };
             controller.breaker().record(permit, &key, finished);
             result
         })

@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook, WebhookType};
 
 use super::admitter::{Admitter, CallFailure};
-use super::metrics::{AdmissionMetrics, Outcome};
+use super::metrics::{AdmissionMetrics, AdmissionOutcome};
 use super::mutated_content::content_refusal;
 use super::patch::mutation_patch;
 use super::review::{self, Answer, ReviewError};
@@ -148,12 +148,12 @@ impl Handler {
             Err(failure) if failure.is_unavailable() => {
                 tracing::warn!(plugin, webhook = name, reason = failure.reason, error = %failure.message,
                     "admission webhook unavailable; the API server applies its failurePolicy");
-                self.metrics.outcome(plugin, name, Outcome::Error, failure.reason);
+                self.metrics.outcome(plugin, name, AdmissionOutcome::Error, failure.reason);
                 Err(failure)
             }
             Err(failure) => {
                 tracing::warn!(plugin, webhook = name, reason = failure.reason, error = %failure.message, "admission call failed; request denied");
-                self.metrics.outcome(plugin, name, Outcome::Error, failure.reason);
+                self.metrics.outcome(plugin, name, AdmissionOutcome::Error, failure.reason);
                 Ok(Answer::deny(&uid, 500, format!("denied by wasmop (fail closed): {}", failure.message)))
             }
         }
@@ -175,7 +175,7 @@ impl Handler {
         let record = |outcome, reason| self.metrics.outcome(plugin, name, outcome, reason);
         match verdict {
             Verdict::Denied { code, message, warnings } => {
-                record(Outcome::Denied, "Denied");
+                record(AdmissionOutcome::Denied, "Denied");
                 let code = if (400..=599).contains(&code) { code } else { 403 };
                 Ok(Answer { warnings, ..Answer::deny(&uid, code, message) })
             }
@@ -202,7 +202,7 @@ impl Handler {
                         patch
                     }
                 };
-                record(Outcome::Allowed, if patch.is_some() { "Mutated" } else { "Allowed" });
+                record(AdmissionOutcome::Allowed, if patch.is_some() { "Mutated" } else { "Allowed" });
                 Ok(Answer { uid, allowed: true, status: None, warnings, patch })
             }
         }

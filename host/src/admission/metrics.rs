@@ -37,7 +37,7 @@ struct OutcomeLabels {
 
 /// How one admission call ended, for `wasmop_admission_outcomes_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum AdmissionOutcome {
     /// The plugin allowed the request (`reason`: `Allowed` or `Mutated`).
     Allowed,
     /// The plugin denied the request (`reason`: `Denied`).
@@ -47,7 +47,7 @@ pub enum Outcome {
     Error,
 }
 
-impl Outcome {
+impl AdmissionOutcome {
     fn as_str(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
@@ -112,7 +112,7 @@ impl AdmissionMetrics {
     }
 
     /// A call to `plugin`'s `webhook` ended with `outcome` for `reason`.
-    pub fn outcome(&self, plugin: &str, webhook: &str, outcome: Outcome, reason: &str) {
+    pub fn outcome(&self, plugin: &str, webhook: &str, outcome: AdmissionOutcome, reason: &str) {
         let labels = OutcomeLabels {
             plugin: plugin.into(),
             webhook: webhook.into(),
@@ -145,7 +145,7 @@ mod tests {
         assert!(registry.render().contains(r#"controller_runtime_webhook_requests_in_flight{webhook="/admission/p/w"} 1"#));
         drop(guard);
         metrics.answered("/admission/p/w", 200, 0.001);
-        metrics.outcome("p", "w", Outcome::Error, "PluginTimeout");
+        metrics.outcome("p", "w", AdmissionOutcome::Error, "PluginTimeout");
         let text = registry.render();
         assert!(text.contains(r#"controller_runtime_webhook_requests_in_flight{webhook="/admission/p/w"} 0"#), "{text}");
         assert!(text.contains(r#"controller_runtime_webhook_requests_total{webhook="/admission/p/w",code="200"} 1"#), "{text}");

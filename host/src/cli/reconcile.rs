@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
-use crate::actions::{ReconcileContext, Stamp, failure_status_patch, plan, timestamp_now};
+use crate::actions::{ReconcileContext, HostConditions, failure_status_patch, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
 use crate::plugin_config::{check, offline, parse_text};
 use crate::objects::{ObjectCache, visible_to};
@@ -115,9 +115,9 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
         }
     };
     tracing::debug!(elapsed = ?stats.elapsed, memory = stats.memory_high_water, "reconciled");
-    let stamp = Stamp { now: &now, reconciled: policy.reconciled_condition };
+    let host_conditions = HostConditions { now: &now, reconciled: policy.reconciled_condition };
     let context = ReconcileContext::new(&manifest, &kinds, &*cache, &parent).grants(plugin.grants());
-    let plan = plan(&context, response, stamp)
+    let plan = plan(&context, response, host_conditions)
         .map_err(|e| anyhow!("response refused ({}), run would write nothing: {e}", e.reason()))?;
     print!("{}", args.output.render(&plan)?);
     Ok(())

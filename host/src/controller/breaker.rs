@@ -38,7 +38,7 @@ pub use crate::policy::BreakerConfig;
 
 /// How a finished reconcile went, as far as the breaker counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Finished {
+pub struct BreakerOutcome {
     /// The reconcile failed (a plugin error, trap, timeout, memory exhaustion, refused
     /// response or failed write): it counts toward the failure ratio.
     pub failed: bool,
@@ -47,7 +47,7 @@ pub struct Finished {
     pub wrote: bool,
 }
 
-impl Finished {
+impl BreakerOutcome {
     /// A reconcile that failed.
     pub const FAILED: Self = Self { failed: true, wrote: false };
     /// A successful reconcile that wrote nothing.
@@ -263,7 +263,7 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
 
     /// Record how the reconcile of `key` admitted by `ticket` ended, at `now`; returns the
     /// transition it caused.
-    pub fn record(&mut self, ticket: Ticket, key: &K, outcome: Finished, now: Instant) -> Option<Transition> {
+    pub fn record(&mut self, ticket: Ticket, key: &K, outcome: BreakerOutcome, now: Instant) -> Option<Transition> {
         if ticket.epoch != self.epoch {
             return None;
         }
@@ -342,20 +342,20 @@ impl<K: Clone + Eq + Hash + Display> Breaker<K> {
     }
 
     /// Updates `key`'s run of writing reconciles; the evidence if it trips.
-    fn count_writes(&mut self, key: &K, outcome: Finished, now: Instant) -> Option<String> {
+    fn count_writes(&mut self, key: &K, outcome: BreakerOutcome, now: Instant) -> Option<String> {
         let (limit, window) = (self.config.hot_loop_writes, self.config.hot_loop_window);
         if limit == 0 {
             return None;
         }
         self.sweep(now);
         match outcome {
-            Finished { failed: true, .. } => None,
-            Finished { wrote: false, .. } => {
+            BreakerOutcome { failed: true, .. } => None,
+            BreakerOutcome { wrote: false, .. } => {
                 self.writes.remove(key);
                 self.writes.shrink_when_sparse();
                 None
             }
-            Finished { wrote: true, .. } => {
+            BreakerOutcome { wrote: true, .. } => {
                 let run = self.writes.entry(key.clone()).or_default();
                 run.push_back(now);
                 while run.len() > limit || run.front().is_some_and(|t| now.saturating_duration_since(*t) > window) {
@@ -398,8 +398,8 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
     const MS: Duration = Duration::from_millis(1);
-    const DONE: Finished = Finished::QUIET;
-    const WROTE: Finished = Finished::WROTE;
+    const DONE: BreakerOutcome = BreakerOutcome::QUIET;
+    const WROTE: BreakerOutcome = BreakerOutcome::WROTE;
 
     /// The thresholds these tests were written for (20 writes in 60 s), whatever the defaults.
     fn breaker() -> Breaker<&'static str> {
@@ -414,7 +414,7 @@ mod tests {
     }
 
     /// Admit and record one reconcile of `key` at `now`.
-    fn run(b: &mut Breaker<&'static str>, key: &'static str, outcome: Finished, now: Instant) -> Option<Transition> {
+    fn run(b: &mut Breaker<&'static str>, key: &'static str, outcome: BreakerOutcome, now: Instant) -> Option<Transition> {
         let t = ticket(b, now);
         b.record(t, &key, outcome, now)
     }
@@ -422,9 +422,9 @@ mod tests {
     /// Trip `b` with a full window of failures ending at `now`.
     fn trip(b: &mut Breaker<&'static str>, now: Instant) -> Duration {
         for _ in 1..b.config().window_calls {
-            assert_eq!(run(b, "k", Finished::FAILED, now), None);
+            assert_eq!(run(b, "k", BreakerOutcome::FAILED, now), None);
         }
-        match run(b, "k", Finished::FAILED, now) {
+        match run(b, "k", BreakerOutcome::FAILED, now) {
             Some(Transition::Opened { cooldown, .. }) => cooldown,
             other => panic!("expected a trip, got {other:?}"),
         }
@@ -434,9 +434,9 @@ mod tests {
     fn failing_trips_only_once_the_window_is_full() {
         let (mut b, t0) = (breaker(), Instant::now());
         for i in 0..19 {
-            assert_eq!(run(&mut b, "k", Finished::FAILED, t0 + i * MS), None, "call {i}");
+            assert_eq!(run(&mut b, "k", BreakerOutcome::FAILED, t0 + i * MS), None, "call {i}");
         }
-        let transition = run(&mut b, "k", Finished::FAILED, t0 + 20 * MS);
+        let transition = run(&mut b, "k", BreakerOutcome::FAILED, t0 + 20 * MS);
         let evidence = "20 of the last 20 reconciles failed".to_owned();
         assert_eq!(transition, Some(Transition::Opened { reason: TripReason::Failing, evidence, cooldown: 30 * S }));
         assert_eq!(b.state(), BreakerState::Open { until: t0 + 20 * MS + 30 * S, reason: TripReason::Failing });
@@ -450,10 +450,10 @@ mod tests {
             assert_eq!(run(&mut b, "k", DONE, t0), None);
         }
         for _ in 0..15 {
-            assert_eq!(run(&mut b, "k", Finished::FAILED, t0), None);
+            assert_eq!(run(&mut b, "k", BreakerOutcome::FAILED, t0), None);
         }
         // One more failure pushes a success out of the window: 16/20.
-        match run(&mut b, "k", Finished::FAILED, t0) {
+        match run(&mut b, "k", BreakerOutcome::FAILED, t0) {
             Some(Transition::Opened { evidence, .. }) => assert_eq!(evidence, "16 of the last 20 reconciles failed"),
             other => panic!("{other:?}"),
         }
@@ -501,7 +501,7 @@ mod tests {
         for _ in 0..10 {
             run(&mut b, "x", WROTE, t0);
         }
-        run(&mut b, "x", Finished::FAILED, t0);
+        run(&mut b, "x", BreakerOutcome::FAILED, t0);
         for _ in 0..9 {
             assert_eq!(run(&mut b, "x", WROTE, t0), None);
         }
@@ -540,7 +540,7 @@ mod tests {
         let config = BreakerConfig::default().window_calls(0).hot_loop_writes(0);
         let (mut b, t0) = (Breaker::new(config), Instant::now());
         for _ in 0..100 {
-            assert_eq!(run(&mut b, "x", Finished::FAILED, t0), None);
+            assert_eq!(run(&mut b, "x", BreakerOutcome::FAILED, t0), None);
             assert_eq!(run(&mut b, "x", WROTE, t0), None);
         }
     }
@@ -567,7 +567,7 @@ mod tests {
         assert!(!ticket(&mut b, t0 + 30 * S).is_trial());
         // The window starts empty again: 19 failures do not trip.
         for _ in 0..19 {
-            assert_eq!(run(&mut b, "k", Finished::FAILED, t0 + 400 * S), None);
+            assert_eq!(run(&mut b, "k", BreakerOutcome::FAILED, t0 + 400 * S), None);
         }
     }
 
@@ -578,7 +578,7 @@ mod tests {
         for expected in [60, 120, 240, 300, 300] {
             now += 300 * S;
             let trial = ticket(&mut b, now);
-            match b.record(trial, &"default/x", Finished::FAILED, now) {
+            match b.record(trial, &"default/x", BreakerOutcome::FAILED, now) {
                 Some(Transition::Opened { reason, evidence, cooldown }) => {
                     assert_eq!((reason, cooldown), (TripReason::Failing, expected * S));
                     assert_eq!(evidence, "the trial reconcile of default/x after the cooldown failed");
@@ -613,7 +613,7 @@ mod tests {
         let (mut b, t0) = (breaker(), Instant::now());
         let early = ticket(&mut b, t0);
         trip(&mut b, t0);
-        assert_eq!(b.record(early, &"k", Finished::FAILED, t0), None);
+        assert_eq!(b.record(early, &"k", BreakerOutcome::FAILED, t0), None);
         let trial = ticket(&mut b, t0 + 30 * S);
         // A pre-trip success does not close the half-open breaker either.
         assert_eq!(b.record(early, &"k", DONE, t0 + 30 * S), None);
@@ -633,7 +633,7 @@ mod tests {
         b.record(trial, &"k", DONE, t0 + 30 * S);
         assert!(b.still_admits(&mut waiting));
         for _ in 0..20 {
-            b.record(waiting, &"k", Finished::FAILED, t0 + 31 * S);
+            b.record(waiting, &"k", BreakerOutcome::FAILED, t0 + 31 * S);
         }
         assert!(matches!(b.state(), BreakerState::Open { .. }), "a renewed ticket's outcomes count");
     }
@@ -646,7 +646,7 @@ mod tests {
         b.reset();
         assert!(b.still_admits(&mut trial));
         assert!(!trial.is_trial());
-        assert_eq!(b.record(trial, &"k", Finished::FAILED, t0 + 30 * S), None, "counted in the new window");
+        assert_eq!(b.record(trial, &"k", BreakerOutcome::FAILED, t0 + 30 * S), None, "counted in the new window");
         assert_eq!(b.window.len(), 1);
     }
 
@@ -666,7 +666,7 @@ mod tests {
         trip(&mut b, now);
         now += 30 * S;
         let trial = ticket(&mut b, now);
-        b.record(trial, &"k", Finished::FAILED, now);
+        b.record(trial, &"k", BreakerOutcome::FAILED, now);
         assert!(matches!(b.state(), BreakerState::Open { .. }));
         assert_eq!(b.reset(), Some(Transition::Reset));
         assert_eq!(b.state(), BreakerState::Closed);

@@ -10,7 +10,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::breaker::{
-    Admission, Breaker, BreakerConfig, BreakerPhase, BreakerState, Finished, Ticket, Transition, TripReason, human_duration,
+    Admission, Breaker, BreakerConfig, BreakerPhase, BreakerState, BreakerOutcome, Ticket, Transition, TripReason, human_duration,
 };
 use super::mapping::ObjectKey;
 use crate::metrics::Metrics;
@@ -179,7 +179,7 @@ impl BreakerGate {
     }
 
     /// Record the outcome of the reconcile of `key` that `permit` allowed.
-    pub fn record(&self, mut permit: Permit<'_>, key: &ObjectKey, outcome: Finished) {
+    pub fn record(&self, mut permit: Permit<'_>, key: &ObjectKey, outcome: BreakerOutcome) {
         permit.recorded = true;
         let mut state = self.lock();
         if let Some(t) = state.breaker.record(permit.ticket, key, outcome, Instant::now()) {
@@ -279,7 +279,7 @@ mod tests {
         ObjectKey { namespace: Some("default".into()), name: name.into() }
     }
 
-    const FAILED: Finished = Finished::FAILED;
+    const FAILED: BreakerOutcome = BreakerOutcome::FAILED;
 
     fn gate(metrics: &Arc<Metrics>) -> Arc<BreakerGate> {
         let config = BreakerConfig::default().window_calls(2).failure_ratio(1.0).cooldown(Duration::from_secs(10));
@@ -311,7 +311,7 @@ mod tests {
         assert_eq!(gate.status().phase, BreakerPhase::HalfOpen);
         let second = tokio::time::timeout(Duration::from_secs(3600), gate.admit()).await;
         assert!(second.is_err(), "nobody else passes while the trial runs");
-        gate.record(trial, &key("x"), Finished::WROTE);
+        gate.record(trial, &key("x"), BreakerOutcome::WROTE);
         assert_eq!(gate.status().phase, BreakerPhase::Closed);
         assert_eq!(gate.status().trips, 1);
         let text = metrics.render();
@@ -368,14 +368,14 @@ mod tests {
     async fn a_call_that_cannot_wait_is_told_why_while_the_breaker_is_open() {
         let gate = gate(&Arc::new(Metrics::new()));
         let permit = gate.try_admit().expect("closed: admitted");
-        gate.record(permit, &key("x"), Finished::QUIET);
+        gate.record(permit, &key("x"), BreakerOutcome::QUIET);
         fail_twice(&gate).await;
         let refused = gate.try_admit().map(|_| ()).unwrap_err();
         assert!(refused.starts_with("2 of the last 2 reconciles failed; reconciles paused for 10 s"), "{refused}");
         tokio::time::advance(Duration::from_secs(10)).await;
         let trial = gate.try_admit().expect("the trial after the cooldown");
         assert!(gate.try_admit().is_err(), "nobody else while the trial runs");
-        gate.record(trial, &key("x"), Finished::QUIET);
+        gate.record(trial, &key("x"), BreakerOutcome::QUIET);
         assert!(gate.try_admit().is_ok());
     }
 }

@@ -8,8 +8,8 @@ use super::ControllerConfig;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use super::plugin_controller::Serving;
-use super::plugin_controller::{PluginController, Shared, StartError};
-use super::shard::Family;
+use super::plugin_controller::{PluginController, HostServices, StartError};
+use super::shard::PluginKinds;
 use crate::watch::Watches;
 use crate::cluster::{Discovery, Resolved};
 use crate::objects::ObjectCache;
@@ -56,7 +56,7 @@ pub enum Removal {
 /// The running plugins.
 pub struct Manager {
     runtime: Runtime,
-    shared: Shared,
+    shared: HostServices,
     config: ControllerConfig,
     controllers: Mutex<BTreeMap<String, Arc<PluginController>>>,
 }
@@ -72,7 +72,7 @@ impl Manager {
     /// A manager with no plugin yet, reporting into the runtime's metrics registry.
     pub fn new(client: kube::Client, runtime: Runtime, config: ControllerConfig) -> Self {
         let metrics = Arc::clone(runtime.metrics());
-        let shared = Shared {
+        let shared = HostServices {
             discovery: Arc::new(Discovery::new(client.clone())),
             watches: Watches::with_initial_list(client.clone(), config.install.clone(), config.initial_list),
             leadership: Leadership::new(true, Arc::clone(&metrics)),
@@ -100,7 +100,7 @@ impl Manager {
 
     /// Every running plugin's parent and child kinds (what the sharder assigns; the child
     /// kinds as discovery resolved them when the plugin started).
-    pub async fn families(&self) -> Vec<Family> {
+    pub async fn families(&self) -> Vec<PluginKinds> {
         let plugins: Vec<(String, Resolved, Vec<crate::contract::Kind>)> = {
             let controllers = self.controllers.lock().expect("controllers lock");
             controllers.iter().map(|(name, c)| (name.clone(), c.parent.clone(), c.plugin().manifest().children.clone())).collect()
@@ -113,7 +113,7 @@ impl Manager {
                     children.push(resolved);
                 }
             }
-            families.push(Family { plugin, parent, children });
+            families.push(PluginKinds { plugin, parent, children });
         }
         families
     }

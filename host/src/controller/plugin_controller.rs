@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::ControllerConfig;
-use super::breaker::Finished;
+use super::breaker::BreakerOutcome;
 use super::breaker_gate::{BreakerGate, Permit};
 use crate::plugin_config::ConfigError;
 use crate::plugin_config::{ConfigReader, PluginConfig};
@@ -85,7 +85,7 @@ pub enum StartError {
 
 /// What the worker does with the key next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ReconcileOutcome {
     /// Success: reset backoff; requeue after the delay the plugin asked for, if any.
     Done {
         /// The plugin's requeue-after.
@@ -99,12 +99,12 @@ pub enum Outcome {
     GiveUp,
 }
 
-impl Outcome {
+impl ReconcileOutcome {
     /// What the circuit breaker counts of this outcome.
-    pub fn finished(&self) -> Finished {
+    pub fn finished(&self) -> BreakerOutcome {
         match self {
-            Self::Done { wrote, .. } => Finished { failed: false, wrote: *wrote },
-            Self::Retry | Self::GiveUp => Finished::FAILED,
+            Self::Done { wrote, .. } => BreakerOutcome { failed: false, wrote: *wrote },
+            Self::Retry | Self::GiveUp => BreakerOutcome::FAILED,
         }
     }
 }
@@ -135,7 +135,7 @@ enum HandBack {
 
 /// The shared parts every plugin controller uses.
 #[derive(Clone)]
-pub struct Shared {
+pub struct HostServices {
     /// The client.
     pub client: kube::Client,
     /// Kind resolution.
@@ -148,16 +148,16 @@ pub struct Shared {
     pub leadership: Leadership,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for HostServices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("watches", &self.watches).finish_non_exhaustive()
+        f.debug_struct("HostServices").field("watches", &self.watches).finish_non_exhaustive()
     }
 }
 
 /// One running plugin: its current version, queue, workers and watch subscriptions.
 pub struct PluginController {
     pub(super) plugin: ArcSwap<Plugin>,
-    pub(super) shared: Shared,
+    pub(super) shared: HostServices,
     pub(super) parent: Resolved,
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) events: EventSink,
@@ -187,7 +187,7 @@ impl std::fmt::Debug for PluginController {
 }
 
 /// Forwards watch events to the controller without keeping it alive.
-struct Forward(std::sync::Weak<PluginController>);
+struct WatchForwarder(std::sync::Weak<PluginController>);
 
 impl Reporter for PluginController {
     fn sample(&self) -> ControllerSample {
@@ -203,7 +203,7 @@ impl Reporter for PluginController {
     }
 }
 
-impl Subscriber for Forward {
+impl Subscriber for WatchForwarder {
     fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>) {
         if let Some(controller) = self.0.upgrade() {
             controller.changed.notify_one();
@@ -230,7 +230,7 @@ impl PluginController {
     /// not grant a declared kind (a Secret, a cluster-scoped child of a namespaced parent), or a
     /// kind's first list does not complete in time (its watch is released again unless another
     /// plugin needs it).
-    pub async fn start(plugin: Plugin, shared: Shared, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
+    pub async fn start(plugin: Plugin, shared: HostServices, config: &ControllerConfig) -> Result<Arc<Self>, StartError> {
         let manifest = Arc::clone(plugin.manifest());
         let policy = config.policy.for_plugin(plugin.name());
         let source = policy.config;
@@ -292,7 +292,7 @@ impl PluginController {
             resync: Mutex::default(),
             shared,
         });
-        let forward: Arc<dyn Subscriber> = Arc::new(Forward(Arc::downgrade(&controller)));
+        let forward: Arc<dyn Subscriber> = Arc::new(WatchForwarder(Arc::downgrade(&controller)));
         for (kind, resolved, selector) in &kinds {
             let sub = controller.shared.watches.subscribe(
                 kind,
@@ -504,20 +504,20 @@ impl PluginController {
             let outcome = self.reconcile(&key).await;
             self.breaker.record(permit, &key, outcome.finished());
             let result = match outcome {
-                Outcome::Done { requeue_after: None, .. } => ReconcileResult::Success,
-                Outcome::Done { requeue_after: Some(_), .. } => ReconcileResult::RequeueAfter,
-                Outcome::Retry | Outcome::GiveUp => ReconcileResult::Error,
+                ReconcileOutcome::Done { requeue_after: None, .. } => ReconcileResult::Success,
+                ReconcileOutcome::Done { requeue_after: Some(_), .. } => ReconcileResult::RequeueAfter,
+                ReconcileOutcome::Retry | ReconcileOutcome::GiveUp => ReconcileResult::Error,
             };
             self.shared.metrics.reconciled(self.plugin.load().name(), result, started.elapsed().as_secs_f64());
             match outcome {
-                Outcome::Done { requeue_after, .. } => {
+                ReconcileOutcome::Done { requeue_after, .. } => {
                     self.queue.forget(&key);
                     if let Some(delay) = requeue_after {
                         self.queue.add_after(key, delay);
                     }
                 }
-                Outcome::Retry => self.queue.add_rate_limited(key),
-                Outcome::GiveUp => self.queue.forget(&key),
+                ReconcileOutcome::Retry => self.queue.add_rate_limited(key),
+                ReconcileOutcome::GiveUp => self.queue.forget(&key),
             }
             lease.done();
         }

@@ -6,27 +6,27 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::mapping::ObjectKey;
-use super::plugin_controller::{Outcome, PluginController};
+use super::plugin_controller::{ReconcileOutcome, PluginController};
 use crate::actions::{
-    ActionError, ReconcileContext, Stamp, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
+    ActionError, ReconcileContext, HostConditions, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
 };
 use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::{ObjectCache, visible_to};
 
 impl PluginController {
     /// Reconcile the parent `key` with the controller's current plugin version.
-    pub(super) async fn reconcile(&self, key: &ObjectKey) -> Outcome {
+    pub(super) async fn reconcile(&self, key: &ObjectKey) -> ReconcileOutcome {
         reconcile(self, key).await
     }
 }
 
 /// [`PluginController::reconcile`].
-async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
+async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileOutcome {
     let plugin = controller.plugin();
     let manifest = Arc::clone(plugin.manifest());
     let watches = Arc::clone(&controller.shared.watches);
     let Some(parent) = watches.get(&manifest.parent, key.namespace.as_deref(), &key.name) else {
-        return Outcome::Done { requeue_after: None, wrote: false };
+        return ReconcileOutcome::Done { requeue_after: None, wrote: false };
     };
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
@@ -39,18 +39,18 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         if manifest.finalizer {
             let held = has_finalizer(&parent, &finalizer);
             if deleting && !held {
-                return Outcome::Done { requeue_after: None, wrote: false };
+                return ReconcileOutcome::Done { requeue_after: None, wrote: false };
             }
             if !deleting && !held {
                 if let Err(e) = add_finalizer(&writer.parent_api(), &parent, &finalizer).await {
                     tracing::warn!(error = %e, "cannot add finalizer; retrying");
-                    return Outcome::Retry;
+                    return ReconcileOutcome::Retry;
                 }
                 // The update event re-queues the parent with the finalizer in place.
-                return Outcome::Done { requeue_after: None, wrote: true };
+                return ReconcileOutcome::Done { requeue_after: None, wrote: true };
             }
         } else if deleting {
-            return Outcome::Done { requeue_after: None, wrote: false };
+            return ReconcileOutcome::Done { requeue_after: None, wrote: false };
         }
 
         let mut request = match Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*watches, true) {
@@ -69,8 +69,8 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             }
         };
         let now = timestamp_now();
-        let stamp = Stamp { now: &now, reconciled: controller.reconciled_condition };
-        let mut plan = match plan(&context, response, stamp) {
+        let host_conditions = HostConditions { now: &now, reconciled: controller.reconciled_condition };
+        let mut plan = match plan(&context, response, host_conditions) {
             Ok(plan) => plan,
             Err(e) => {
                 metrics.refused(&manifest.name);
@@ -79,7 +79,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         };
         if let Some(me) = &controller.shard {
             // Children follow their parent: cached by its replica only.
-            super::shard::stamp(&mut plan.apply, me);
+            super::shard::label_for_replica(&mut plan.apply, me);
         }
         let written = match writer.execute(&plan).await {
             Ok(written) => written,
@@ -90,7 +90,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
-                return Outcome::Retry;
+                return ReconcileOutcome::Retry;
             }
         };
         for event in &plan.events {
@@ -107,12 +107,12 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             });
             if let Err(e) = remove_finalizer(&writer.parent_api(), current.as_ref().unwrap_or(&parent), &finalizer).await {
                 tracing::warn!(error = %e, "cannot remove finalizer; retrying");
-                return Outcome::Retry;
+                return ReconcileOutcome::Retry;
             }
         }
         tracing::debug!(elapsed = ?stats.elapsed, applied = written.applied, unchanged = written.unchanged,
             deleted = written.deleted, status = written.status, "reconciled");
-        Outcome::Done { requeue_after: plan.requeue_after, wrote: written.anything() || plan.finalized }
+        ReconcileOutcome::Done { requeue_after: plan.requeue_after, wrote: written.anything() || plan.finalized }
     }
     .instrument(span)
     .await
@@ -120,7 +120,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
 
 /// Report a failed reconcile on the parent: a log line, a Warning event and a `Reconciled`
 /// condition saying why. Writes nothing else.
-async fn fail(controller: &PluginController, writer: &Writer<'_>, reason: &str, message: &str, retry: bool) -> Outcome {
+async fn fail(controller: &PluginController, writer: &Writer<'_>, reason: &str, message: &str, retry: bool) -> ReconcileOutcome {
     fail_showing(controller, writer, reason, message, retry, None).await
 }
 
@@ -136,7 +136,7 @@ async fn fail_showing(
     message: &str,
     retry: bool,
     shown: Option<&Failure>,
-) -> Outcome {
+) -> ReconcileOutcome {
     tracing::warn!(reason, retry, "{message}");
     let event = Event { type_: EventType::Warning, reason: reason.into(), action: "Reconcile".into(), note: message.into() };
     controller.events.publish(writer.context.parent, &event).await;
@@ -145,5 +145,5 @@ async fn fail_showing(
     {
         tracing::warn!(error = %e, "cannot record the failure in the parent's status");
     }
-    if retry { Outcome::Retry } else { Outcome::GiveUp }
+    if retry { ReconcileOutcome::Retry } else { ReconcileOutcome::GiveUp }
 }

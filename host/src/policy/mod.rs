@@ -74,7 +74,7 @@
 
 mod allowance;
 mod breaker;
-mod config;
+mod config_source;
 mod escalation;
 mod file;
 mod gate;
@@ -96,7 +96,7 @@ use std::time::Duration;
 
 pub use allowance::{Allowance, Allowances};
 pub use breaker::{BreakerConfig, BreakerOverrides};
-pub use config::{CONFIG_MAP_KEYS, ConfigMapRef, ConfigSource};
+pub use config_source::{CONFIG_MAP_KEYS, ConfigMapRef, ConfigSource};
 pub use escalation::{ESCALATION_KINDS, EscalationKind, escalation_kind};
 pub use gate::{ParentScope, Refusal};
 pub use grants::{Grants, NamespaceGrant, SYSTEM_NAMESPACES, SecretAccess, parse_kind};

@@ -142,7 +142,7 @@ impl SecretRef {
     /// # Errors
     /// A message naming what is wrong: no `/`, an invalid namespace or name.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let (namespace, name) = super::config::parse_namespaced_name(text)?;
+        let (namespace, name) = super::config_source::parse_namespaced_name(text)?;
         Ok(Self { namespace, name })
     }
 }

@@ -5,7 +5,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    ActionError, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, Stamp, WriteTarget, Written, owner_reference, plan,
+    ActionError, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, HostConditions, WriteTarget, Written, owner_reference, plan,
 };
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
@@ -100,7 +100,7 @@ async fn execute_for(
     let (client, mut server) = mock_client();
     let (parent, cache, kinds) = (parent(), cache(observed), KnownKinds::builtin());
     let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent).grants(grants);
-    let planned = plan(&context, response, Stamp::always(NOW)).expect("an accepted response");
+    let planned = plan(&context, response, HostConditions::always(NOW)).expect("an accepted response");
     let target = target(client);
     let writer = target.writer(context);
     let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
@@ -172,7 +172,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let writer = target.writer(context);
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
-        let mut p = plan(&context, response, Stamp::always(NOW))
+        let mut p = plan(&context, response, HostConditions::always(NOW))
             .expect("a plan");
         p.status_patch = None;
         p
@@ -361,7 +361,7 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
     let (manifest, parent, cache) = (manifest(), parent(), cache(&[]));
     let kinds = KnownKinds::builtin();
     let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
-    let planned = plan(&context, response, Stamp::always(NOW)).expect("a plan");
+    let planned = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
     let target = target(client);
     let writer = target.writer(context);
     let (written, ()) = tokio::join!(writer.execute(&planned), async {
@@ -386,7 +386,7 @@ async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() 
     let writer = target.writer(context);
     let planned = |name: &str| {
         let response = Response { children: vec![child(name)], ..Default::default() };
-        let mut p = plan(&context, response, Stamp::always(NOW))
+        let mut p = plan(&context, response, HostConditions::always(NOW))
             .expect("a plan");
         p.status_patch = None;
         p

@@ -1,9 +1,9 @@
-//! [`Feeds`]: the sharder's metadata-only watches (kube's watcher of `PartialObjectMeta`) of the parents
+//! [`ShardWatches`]: the sharder's metadata-only watches (kube's watcher of `PartialObjectMeta`) of the parents
 //! and children it assigns, each feeding a store the sharder's passes read instead of listing
-//! the API server; every change wakes the sharder ([`Feeds::changed`]).
+//! the API server; every change wakes the sharder ([`ShardWatches::changed`]).
 //!
 //! A feed is started the first time a pass asks for it and stopped when a pass no longer does
-//! (its plugin was removed). Cached metadata is stripped of `managedFields`. [`Feeds::clear`]
+//! (its plugin was removed). Cached metadata is stripped of `managedFields`. [`ShardWatches::clear`]
 //! drops every feed, so the next passes relist from scratch: the sharder's periodic safety net
 //! against a watch that missed something.
 
@@ -34,7 +34,7 @@ struct FeedKey {
 struct Feed {
     store: Store<Meta>,
     task: tokio::task::JoinHandle<()>,
-    /// Asked for since the last [`Feeds::retain_used`].
+    /// Asked for since the last [`ShardWatches::retain_used`].
     used: bool,
 }
 
@@ -45,19 +45,19 @@ impl Drop for Feed {
 }
 
 /// The sharder's watches.
-pub struct Feeds {
+pub struct ShardWatches {
     client: kube::Client,
     changed: Arc<Notify>,
     feeds: Mutex<HashMap<FeedKey, Feed>>,
 }
 
-impl std::fmt::Debug for Feeds {
+impl std::fmt::Debug for ShardWatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Feeds").field("feeds", &self.feeds.lock().expect("feeds lock").len()).finish()
+        f.debug_struct("ShardWatches").field("feeds", &self.feeds.lock().expect("feeds lock").len()).finish()
     }
 }
 
-impl Feeds {
+impl ShardWatches {
     /// No feed yet.
     pub fn new(client: kube::Client) -> Self {
         Self { client, changed: Arc::default(), feeds: Mutex::default() }

@@ -25,7 +25,7 @@ mod sharder;
 pub use drain::Handover;
 pub use membership::{Membership, MembershipError, lease_name};
 pub use ring::Ring;
-pub use sharder::{Family, Move, RESYNC, Sharder, children_owner, decide};
+pub use sharder::{PluginKinds, Move, RESYNC, Sharder, children_owner, decide};
 
 /// The label naming the replica a parent belongs to.
 pub const SHARD_LABEL: &str = "wasmop.dev/shard";
@@ -49,7 +49,7 @@ pub fn child_selector(identity: &str) -> String {
 
 /// Label each of `children` (objects with a `metadata` map, stamped with the host's labels)
 /// for replica `identity`, over whatever the plugin wrote under [`SHARD_LABEL`].
-pub fn stamp(children: &mut [serde_json::Value], identity: &str) {
+pub fn label_for_replica(children: &mut [serde_json::Value], identity: &str) {
     for child in children {
         child["metadata"]["labels"][SHARD_LABEL] = serde_json::Value::String(identity.to_owned());
     }
@@ -101,7 +101,7 @@ mod tests {
             serde_json::json!({"metadata": {"name": "a", "labels": {"app": "x", SHARD_LABEL: "forged"}}}),
             serde_json::json!({"metadata": {"name": "b", "labels": {}}}),
         ];
-        stamp(&mut children, "host-a");
+        label_for_replica(&mut children, "host-a");
         assert_eq!(children[0]["metadata"]["labels"], serde_json::json!({"app": "x", SHARD_LABEL: "host-a"}));
         assert_eq!(children[1]["metadata"]["labels"][SHARD_LABEL], "host-a");
     }

@@ -2,7 +2,7 @@
 //! live replica, moves parents when the members change, and keeps each parent's children
 //! labelled for the parent's replica.
 //!
-//! The sharder watches instead of listing: metadata-only watches ([`Feeds`]) of each plugin's
+//! The sharder watches instead of listing: metadata-only watches ([`ShardWatches`]) of each plugin's
 //! parents and of its children (the host's label) feed stores, and a pass runs on every change
 //! they see (a new parent, a parent drained by its owner), after every retry period (the members
 //! are Leases that expire by time, and a pass reads them), and over freshly relisted watches every
@@ -31,7 +31,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use super::feeds::{Feeds, Meta};
+use super::feeds::{ShardWatches, Meta};
 use super::membership::Membership;
 use super::ring::Ring;
 use super::{DRAIN_LABEL, SHARD_LABEL, SHARDER_MANAGER};
@@ -42,7 +42,7 @@ use crate::controller::manager::Manager;
 
 /// One running plugin's kinds, as the sharder assigns them.
 #[derive(Debug, Clone)]
-pub struct Family {
+pub struct PluginKinds {
     /// The plugin.
     pub plugin: String,
     /// Its parent kind.
@@ -147,7 +147,7 @@ fn write(resource: &ApiResource, object: &Meta, body: impl FnOnce(Option<&str>) 
 pub struct Sharder {
     manager: Arc<Manager>,
     membership: Arc<Membership>,
-    feeds: Feeds,
+    feeds: ShardWatches,
     /// The `resourceVersion` each object (by uid) had when this sharder last wrote its labels:
     /// a watch that has not caught up with the write yet does not make it write again.
     written: Mutex<HashMap<String, String>>,
@@ -162,7 +162,7 @@ impl std::fmt::Debug for Sharder {
 impl Sharder {
     /// A sharder of the parents of `manager`'s plugins over the members `membership` reads.
     pub fn new(manager: Arc<Manager>, membership: Arc<Membership>) -> Self {
-        let feeds = Feeds::new(manager.client().clone());
+        let feeds = ShardWatches::new(manager.client().clone());
         Self { manager, membership, feeds, written: Mutex::default() }
     }
 
@@ -235,7 +235,7 @@ impl Sharder {
     /// wrote, and the entries still current move to `kept`.
     fn jobs(
         &self,
-        family: &Family,
+        family: &PluginKinds,
         place: Option<&str>,
         ring: &Ring,
         written: &mut HashMap<String, String>,

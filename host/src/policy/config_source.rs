@@ -1,5 +1,6 @@
 //! Where a plugin's configuration comes from: [`ConfigSource`]. Plain data read from the policy
-//! file; reading a ConfigMap and validating against the plugin's schema is the controller's.
+//! file; reading a ConfigMap and checking against the plugin's schema is
+//! [`plugin_config`](crate::plugin_config)'s.
 //!
 //! ```yaml
 //! plugins:

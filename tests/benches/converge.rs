@@ -229,7 +229,8 @@ fn gather_probe() -> Result<()> {
             let parent = &parents[i % k];
             // A `MemoryCache` has no owner index: this measures the scan the default
             // `ObjectCache::controlled_by` does (the host's watch cache now indexes by owner).
-            let request = Request::gather(Arc::clone(parent), &wasmop::objects::visible_to(&manifest, &grants, parent), &cache, true)?;
+            let request =
+                Request::gather(Arc::clone(parent), &wasmop::objects::visible_to(&manifest, &grants, parent), &cache, true)?;
             assert_eq!(request.children.len(), 1);
         }
         let per_call = started.elapsed().as_secs_f64() * 1e6 / iters as f64;

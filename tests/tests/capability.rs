@@ -76,8 +76,7 @@ async fn host_client(cp: &ControlPlane, admin: &kube::Client, plugins: &[&Path],
     for crd in CRDS {
         kinds.add_crds(&workspace().join(crd))?;
     }
-    let yaml =
-        wasmop::rbac::render(&manifests, &HostPolicy::from_yaml(policy)?, &kinds, "wasmop", "wasmop-system", "wasmop")?;
+    let yaml = wasmop::rbac::render(&manifests, &HostPolicy::from_yaml(policy)?, &kinds, "wasmop", "wasmop-system", "wasmop")?;
     apply(
         admin,
         &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "wasmop", "namespace": "wasmop-system"}}),

@@ -177,8 +177,7 @@ async fn namespaced_overlay_is_current_with_wasmop_rbac_namespace() -> Result<()
 
     let (manifest, kinds) = memcached_manifest().await?;
     let policy = wasmop::policy::HostPolicy::default();
-    let generated =
-        wasmop::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?;
+    let generated = wasmop::rbac::render_namespaced(&[manifest], &policy, &kinds, "wasmop", &namespaces, NAMESPACE, "wasmop")?;
     ensure!(
         generated_part(&overlay().join("rbac.yaml"))? == generated,
         "deploy/kustomize/namespaced/rbac.yaml is stale or names other namespaces than WASMOP_NAMESPACES={value}; \

@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
-use wasmop::leader::{LeaderElector, LeaseConfig};
 use wasmop::controller::{ControllerConfig, Manager, PluginError, StartError};
+use wasmop::leader::{LeaderElector, LeaseConfig};
 use wasmop::reload::{ReloadConfig, Reloader, SCOPE_ANNOTATION};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::ControlPlane;
@@ -115,8 +115,7 @@ async fn a_host_bound_to_roles_in_two_namespaces_reconciles_there_ignores_a_thir
     kinds.add_crds(&workspace().join("crds"))?;
     let namespaces: BTreeSet<String> = WATCHED.iter().map(|s| (*s).to_owned()).collect();
     let policy = wasmop::policy::HostPolicy::default();
-    let yaml =
-        wasmop::rbac::render_namespaced(&manifests, &policy, &kinds, "wasmop", &namespaces, HOST_NAMESPACE, "wasmop")?;
+    let yaml = wasmop::rbac::render_namespaced(&manifests, &policy, &kinds, "wasmop", &namespaces, HOST_NAMESPACE, "wasmop")?;
     ensure!(yaml.contains("# LEFT OUT: plugin testbed declares the cluster-scoped"), "{yaml}");
     let rbac = tempfile::tempdir()?;
     std::fs::write(rbac.path().join("rbac.yaml"), &yaml)?;

@@ -25,14 +25,8 @@ async fn host_reconciles_with_exactly_the_generated_rbac() -> Result<()> {
     let manifest = runtime.load_file(&memcached).await?.manifest().as_ref().clone();
     let mut kinds = wasmop::contract::KnownKinds::builtin();
     kinds.add_crds(&workspace().join("crds/memcached.yaml"))?;
-    let yaml = wasmop::rbac::render(
-        &[manifest],
-        &wasmop::policy::HostPolicy::default(),
-        &kinds,
-        "wasmop",
-        "wasmop-system",
-        "wasmop",
-    )?;
+    let yaml =
+        wasmop::rbac::render(&[manifest], &wasmop::policy::HostPolicy::default(), &kinds, "wasmop", "wasmop-system", "wasmop")?;
     apply(&admin, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wasmop-system"}})).await?;
     apply(
         &admin,

@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use wasmop::cli::rbac::known_kinds;
-use wasmop::rbac::{kinds_of, render};
 use wasmop::contract::{Kind, Manifest, Scope};
 use wasmop::policy::HostPolicy;
+use wasmop::rbac::{kinds_of, render};
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
 

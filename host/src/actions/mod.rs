@@ -29,17 +29,16 @@ pub use diff::contains;
 
 pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
-pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, has_host_labels, managed_selector, add_host_labels};
+pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, add_host_labels, has_host_labels, managed_selector};
 pub use ownership::Control;
 pub use patch::{Target, patch};
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
-pub use status::{RECONCILED, HostConditions, failure_status_patch, merge_conditions, status_patch, timestamp_now};
+pub use status::{HostConditions, RECONCILED, failure_status_patch, merge_conditions, status_patch, timestamp_now};
 
 use crate::cluster::{Discovery, DiscoveryError};
-use crate::contract::{Kind, Manifest, ObjectRef};
-use crate::objects::{ObjectCache, name_of, namespace_of};
-use crate::policy::Grants;
+use crate::contract::{Kind, ObjectRef};
+use crate::objects::{name_of, namespace_of};
 
 /// Why writing a response failed. Writes already done stay done (each is idempotent); the
 /// reconcile is retried with backoff.
@@ -158,7 +157,9 @@ impl Writer<'_> {
     async fn api(&self, kind: &Kind, namespace: Option<&str>) -> Result<Api<DynamicObject>, ActionError> {
         let resolved = self.target.discovery.resolve(kind, std::time::Duration::from_secs(10)).await?;
         Ok(match (resolved.scope, namespace) {
-            (crate::contract::Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.target.client.clone(), ns, &resolved.resource),
+            (crate::contract::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(self.target.client.clone(), ns, &resolved.resource)
+            }
             _ => Api::all_with(self.target.client.clone(), &resolved.resource),
         })
     }
@@ -252,7 +253,8 @@ impl Writer<'_> {
                 source,
             })?;
             let Some(existing) = existing else { continue };
-            let control = Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid, &self.context.manifest.name);
+            let control =
+                Control::of(&serde_json::to_value(existing).unwrap_or_default(), parent_uid, &self.context.manifest.name);
             if !control.may_apply(self.context.manifest, self.context.grants) {
                 return Err(ActionError::Refused(PlanError::AlreadyOwned { object: r.to_string(), control }));
             }

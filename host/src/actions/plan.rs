@@ -15,7 +15,7 @@ use super::context::ReconcileContext;
 use super::labels;
 use super::ownership::Control;
 use super::scope::{self, ScopeError};
-use super::status::{RECONCILED, HostConditions, status_patch};
+use super::status::{HostConditions, RECONCILED, status_patch};
 use crate::contract::{Condition, ConditionStatus, Event, Manifest, ObjectRef, Response, Scope};
 use crate::objects::{ObjectCache, is_of_plugin, name_of, namespace_of};
 use crate::policy::{Grants, ReconciledCondition};
@@ -133,7 +133,11 @@ pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value 
 ///
 /// # Errors
 /// The first [`PlanError`]; the response must then be dropped whole.
-pub fn plan(context: &ReconcileContext<'_>, mut response: Response, host_conditions: HostConditions<'_>) -> Result<Plan, PlanError> {
+pub fn plan(
+    context: &ReconcileContext<'_>,
+    mut response: Response,
+    host_conditions: HostConditions<'_>,
+) -> Result<Plan, PlanError> {
     let ReconcileContext { manifest, grants, scopes, cache, parent } = *context;
     scope::check(manifest, grants, scopes, parent, &mut response)?;
     let uid = parent

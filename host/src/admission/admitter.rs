@@ -5,16 +5,14 @@
 //! directory: a replaced plugin file serves its new version from the next request on, and a
 //! removed one (or one kept only for finalizing calls) is not found.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
 use crate::controller::{BreakerOutcome, Manager, ObjectKey, Serving};
-use crate::objects::ObjectCache;
 use crate::policy::Grants;
-use crate::runtime::{CallError, CallStats, Plugin};
+use crate::runtime::CallError;
 
 /// Why a webhook is not served.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -9,10 +9,10 @@ use serde_json::Value;
 
 use super::object_files::{default_namespace, observe, read_one};
 use super::{Output, RuntimeArgs};
-use crate::actions::{ReconcileContext, HostConditions, failure_status_patch, plan, timestamp_now};
+use crate::actions::{HostConditions, ReconcileContext, failure_status_patch, plan, timestamp_now};
 use crate::contract::{Kind, KnownKinds, Manifest, Object, Request, Scope};
-use crate::plugin_config::{check, offline, parse_text};
 use crate::objects::{ObjectCache, visible_to};
+use crate::plugin_config::{check, offline, parse_text};
 use crate::policy::ConfigSource;
 
 /// The uid given to a parent fixture that has none, so that the plan's owner references and

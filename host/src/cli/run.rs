@@ -13,15 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects};
 use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
-use crate::leader::{LeaderElector, LeaseConfig};
 use crate::controller::shard::{Membership, Sharder, shard_name};
 use crate::controller::{ControllerConfig, Manager};
-use crate::watch::InitialList;
+use crate::leader::{LeaderElector, LeaseConfig};
 use crate::policy::limits_json;
 use crate::registry::{PullCache, PullContext, PullMetrics, PullTarget, Puller};
 use crate::reload::{ReloadConfig, Reloader};
 use crate::runtime::{Compiler, Subprocess};
 use crate::server::{MetricsCerts, MetricsConfig, ServeContext};
+use crate::watch::InitialList;
 
 /// Arguments of `wasmop run`.
 #[derive(Debug, clap::Args)]

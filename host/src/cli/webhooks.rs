@@ -10,12 +10,12 @@ use wasmop_types::Webhook;
 
 use super::RuntimeArgs;
 use super::rbac::known_kinds;
-use crate::rbac::{kinds_of, left_out};
 use crate::admission::HostObjects;
 use crate::admission::registration::{self, Endpoint};
 use crate::cluster::InstallScope;
 use crate::contract::{KnownKinds, Manifest};
 use crate::policy::{HostPolicy, NamespaceGrant};
+use crate::rbac::{kinds_of, left_out};
 use crate::reload::scan;
 
 /// Arguments of `wasmop webhooks`.

@@ -10,7 +10,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::breaker::{
-    Admission, Breaker, BreakerConfig, BreakerPhase, BreakerState, BreakerOutcome, Ticket, Transition, TripReason, human_duration,
+    Admission, Breaker, BreakerConfig, BreakerOutcome, BreakerPhase, BreakerState, Ticket, Transition, TripReason, human_duration,
 };
 use super::mapping::ObjectKey;
 use crate::metrics::Metrics;

@@ -5,16 +5,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
+use super::plugin_controller::Serving;
+use super::plugin_controller::{HostServices, PluginController, StartError};
+use super::shard::PluginKinds;
+use crate::cluster::{Discovery, Resolved};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use super::plugin_controller::Serving;
-use super::plugin_controller::{PluginController, HostServices, StartError};
-use super::shard::PluginKinds;
-use crate::watch::Watches;
-use crate::cluster::{Discovery, Resolved};
 use crate::objects::ObjectCache;
 use crate::policy::{HostPolicy, OnRemove};
 use crate::runtime::{LoadError, Plugin, Runtime};
+use crate::watch::Watches;
 
 /// Why a plugin file was not started.
 #[derive(Debug, thiserror::Error)]

@@ -20,11 +20,11 @@ use crate::policy::HostPolicy;
 use crate::queue::QueueConfig;
 use crate::watch::InitialList;
 
-pub use breaker::{BreakerConfig, BreakerPhase, BreakerOutcome, TripReason};
+pub use breaker::{BreakerConfig, BreakerOutcome, BreakerPhase, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
-pub use plugin_controller::{ReconcileOutcome, PluginController, Serving, HostServices, StartError};
+pub use plugin_controller::{HostServices, PluginController, ReconcileOutcome, Serving, StartError};
 
 /// How every plugin controller runs.
 #[derive(Debug, Clone)]

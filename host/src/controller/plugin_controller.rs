@@ -11,20 +11,20 @@ use tokio::task::JoinSet;
 use super::ControllerConfig;
 use super::breaker::BreakerOutcome;
 use super::breaker_gate::{BreakerGate, Permit};
-use crate::plugin_config::ConfigError;
-use crate::plugin_config::{ConfigReader, PluginConfig};
-use crate::leader::Leadership;
 use super::mapping::{ObjectKey, parents_of_change};
-use crate::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
-use crate::queue::{Lease, WorkQueue};
 use super::shard::{self, Handover};
-use crate::watch::{Subscriber, Subscription, SyncTimeout, Watches};
 use crate::actions::{EventSink, WriteTarget, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
+use crate::leader::Leadership;
+use crate::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use crate::objects::ObjectCache;
+use crate::plugin_config::ConfigError;
+use crate::plugin_config::{ConfigReader, PluginConfig};
 use crate::policy::ReconciledCondition;
+use crate::queue::{Lease, WorkQueue};
 use crate::runtime::Plugin;
+use crate::watch::{Subscriber, Subscription, SyncTimeout, Watches};
 
 /// Why a plugin could not be started.
 #[derive(Debug, thiserror::Error)]

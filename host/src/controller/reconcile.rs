@@ -6,9 +6,10 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::mapping::ObjectKey;
-use super::plugin_controller::{ReconcileOutcome, PluginController};
+use super::plugin_controller::{PluginController, ReconcileOutcome};
 use crate::actions::{
-    ActionError, ReconcileContext, HostConditions, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
+    ActionError, HostConditions, ReconcileContext, Writer, add_finalizer, failure_status_patch, has_finalizer, plan,
+    remove_finalizer, timestamp_now,
 };
 use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::{ObjectCache, visible_to};
@@ -53,10 +54,11 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             return ReconcileOutcome::Done { requeue_after: None, wrote: false };
         }
 
-        let mut request = match Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*watches, true) {
-            Ok(r) => r,
-            Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
-        };
+        let mut request =
+            match Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*watches, true) {
+                Ok(r) => r,
+                Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
+            };
         request.finalizing = deleting;
         request.config = (*controller.config.current()).clone();
         let cache: Arc<dyn ObjectCache> = watches.clone();

@@ -86,7 +86,8 @@ mod tests {
         cache.insert(obj("v1", "Pod", "ns", "a-1", json!({"app": "m", "cr": "a"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
-        let req = Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
+        let req =
+            Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
         let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&req.children), ["a"]);
         assert_eq!(names(&req.related), ["a-1"]);
@@ -101,7 +102,8 @@ mod tests {
         cache.insert(obj("apps/v1", "Deployment", "ns", "mine", labelled("memcached"), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "theirs", labelled("attacker"), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "older", json!({}), Some("u1"))).unwrap();
-        let req = Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
+        let req =
+            Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
         let names: Vec<_> = req.children.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
         assert_eq!(names, ["mine", "older"]);
     }

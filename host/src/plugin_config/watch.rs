@@ -152,7 +152,7 @@ impl PluginConfig {
 
     /// Follow a ConfigMap source from now on, feeding what it reads to `controller` (no-op for
     /// the other sources). Stops with [`PluginConfig::stop`] or when the controller is dropped.
-    pub(super) fn follow(&self, controller: Weak<dyn ConfigReader>, client: kube::Client) {
+    pub fn follow(&self, controller: Weak<dyn ConfigReader>, client: kube::Client) {
         let ConfigSource::ConfigMap(at) = &self.source else { return };
         let task = tokio::spawn(watch_config_map(client, at.clone(), controller));
         if let Some(old) = self.watcher.lock().expect("config watcher lock").replace(task) {
@@ -161,7 +161,7 @@ impl PluginConfig {
     }
 
     /// Stop following the source.
-    pub(super) fn stop(&self) {
+    pub fn stop(&self) {
         if let Some(task) = self.watcher.lock().expect("config watcher lock").take() {
             task.abort();
         }

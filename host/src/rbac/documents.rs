@@ -294,7 +294,6 @@ mod tests {
     use crate::contract::manifest::fixtures;
     use crate::contract::{Kind, Scope};
     use crate::rbac::fixtures::kinds;
-    use crate::rbac::namespace_write_rules;
 
     /// A plugin with a cluster-scoped parent (Namespace) writing ConfigMaps and ClusterRoles.
     fn tenant_plugin() -> Manifest {

@@ -131,7 +131,12 @@ impl<'k> Rules<'k> {
     }
 
     /// What the plugins a host with `policy` and `install` starts need (see [`left_out`]).
-    pub(super) fn plugins(&mut self, manifests: &[Manifest], policy: &HostPolicy, install: &InstallScope) -> Result<(), KindsError> {
+    pub(super) fn plugins(
+        &mut self,
+        manifests: &[Manifest],
+        policy: &HostPolicy,
+        install: &InstallScope,
+    ) -> Result<(), KindsError> {
         for m in manifests.iter().filter(|m| left_out(m, policy, self.kinds, install).is_none()) {
             self.grant(&m.parent, None, &["get", "list", "watch", "patch", "update"])?;
             self.grant(&m.parent, Some("status"), &["get", "patch", "update"])?;

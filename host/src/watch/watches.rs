@@ -23,8 +23,8 @@ use kube::runtime::watcher;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::initial_list::{InitialList, ListMode};
 use super::backoff::with_backoff;
+use super::initial_list::{InitialList, ListMode};
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};

@@ -9,8 +9,8 @@ use std::time::Duration;
 use hyper::Method;
 use serde_json::{Value, json};
 use wasmop::controller::{ControllerConfig, Manager, ObjectKey, PluginController, PluginError, StartError};
-use wasmop::watch::InitialList;
 use wasmop::runtime::{Plugin, Runtime};
+use wasmop::watch::InitialList;
 
 use super::server::{ApiServer, Call, mock_client};
 

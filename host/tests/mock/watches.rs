@@ -9,8 +9,8 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
 use wasmop::contract::Scope;
-use wasmop::watch::{InitialList, Subscriber, Watches};
 use wasmop::objects::ObjectCache;
+use wasmop::watch::{InitialList, Subscriber, Watches};
 
 use super::server::mock_client;
 use super::writer::config_map_kind;

@@ -5,7 +5,8 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    ActionError, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, HostConditions, WriteTarget, Written, owner_reference, plan,
+    ActionError, HostConditions, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, WriteTarget, Written,
+    owner_reference, plan,
 };
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
@@ -172,8 +173,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let writer = target.writer(context);
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
-        let mut p = plan(&context, response, HostConditions::always(NOW))
-            .expect("a plan");
+        let mut p = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
         p.status_patch = None;
         p
     };
@@ -386,8 +386,7 @@ async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() 
     let writer = target.writer(context);
     let planned = |name: &str| {
         let response = Response { children: vec![child(name)], ..Default::default() };
-        let mut p = plan(&context, response, HostConditions::always(NOW))
-            .expect("a plan");
+        let mut p = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
         p.status_patch = None;
         p
     };

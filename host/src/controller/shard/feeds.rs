@@ -98,9 +98,8 @@ impl ShardWatches {
         let store = writer.as_reader();
         let changed = Arc::clone(&self.changed);
         let kind = resource.kind.clone();
-        let events = crate::watch::backoff::with_backoff(
-            watcher(api, config).modify(|m: &mut Meta| m.metadata.managed_fields = None),
-        );
+        let events =
+            crate::watch::backoff::with_backoff(watcher(api, config).modify(|m: &mut Meta| m.metadata.managed_fields = None));
         let task = tokio::spawn(async move {
             reflector::reflector(writer, events)
                 .for_each(|event| {

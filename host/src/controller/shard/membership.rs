@@ -18,8 +18,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::LEASE_LABEL;
-use crate::leader::LeaseConfig;
 use crate::controller::manager::Manager;
+use crate::leader::LeaseConfig;
 use crate::metrics::Metrics;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

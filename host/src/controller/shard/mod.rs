@@ -25,7 +25,7 @@ mod sharder;
 pub use drain::Handover;
 pub use membership::{Membership, MembershipError, lease_name};
 pub use ring::Ring;
-pub use sharder::{PluginKinds, Move, RESYNC, Sharder, children_owner, decide};
+pub use sharder::{Move, PluginKinds, RESYNC, Sharder, children_owner, decide};
 
 /// The label naming the replica a parent belongs to.
 pub const SHARD_LABEL: &str = "wasmop.dev/shard";

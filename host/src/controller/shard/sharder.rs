@@ -31,7 +31,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use super::feeds::{ShardWatches, Meta};
+use super::feeds::{Meta, ShardWatches};
 use super::membership::Membership;
 use super::ring::Ring;
 use super::{DRAIN_LABEL, SHARD_LABEL, SHARDER_MANAGER};

@@ -28,7 +28,7 @@ pub struct ReconcileContext<'a> {
     pub grants: &'a Grants,
     /// Namespaced or cluster-scoped, per kind (discovery online; the built-in table and CRD
     /// files offline).
-    pub scopes: &'a dyn KindScopes,
+    pub scopes: &'a (dyn KindScopes + Sync),
     /// The objects the host observes (its watch cache; the fixtures offline).
     pub cache: &'a dyn ObjectCache,
     /// The parent being reconciled.
@@ -38,7 +38,12 @@ pub struct ReconcileContext<'a> {
 impl<'a> ReconcileContext<'a> {
     /// The reconcile of `parent` by the plugin of `manifest`, granted nothing beyond its
     /// manifest (see [`ReconcileContext::grants`]).
-    pub fn new(manifest: &'a Manifest, scopes: &'a dyn KindScopes, cache: &'a dyn ObjectCache, parent: &'a Value) -> Self {
+    pub fn new(
+        manifest: &'a Manifest,
+        scopes: &'a (dyn KindScopes + Sync),
+        cache: &'a dyn ObjectCache,
+        parent: &'a Value,
+    ) -> Self {
         Self { manifest, grants: &NO_GRANTS, scopes, cache, parent }
     }
 

@@ -15,7 +15,7 @@ use crate::admission::registration::{self, Endpoint};
 use crate::cluster::InstallScope;
 use crate::contract::{KnownKinds, Manifest};
 use crate::policy::{HostPolicy, NamespaceGrant};
-use crate::rbac::{kinds_of, left_out};
+use crate::rbac::{self, kinds_of};
 use crate::reload::scan;
 
 /// Arguments of `wasmop webhooks`.
@@ -72,7 +72,7 @@ pub fn served(manifests: &[Manifest], policy: &HostPolicy, kinds: &KnownKinds) -
     let mut plugins = BTreeMap::new();
     let mut left_out = Vec::new();
     for m in manifests.iter().filter(|m| !m.webhooks.is_empty()) {
-        match left_out(m, policy, kinds, &InstallScope::Cluster) {
+        match rbac::left_out(m, policy, kinds, &InstallScope::Cluster) {
             None => {
                 plugins.insert(m.name.clone(), m.webhooks.clone());
             }

@@ -187,6 +187,8 @@ struct Inner {
     ticker: Arc<EpochTicker>,
     /// Shared with every plugin: the bytes of responses held at once.
     budget: ResponseBudget,
+    /// Where every plugin call is recorded.
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Inner {

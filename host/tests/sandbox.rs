@@ -382,3 +382,18 @@ async fn a_parent_nested_to_serde_json_s_limit_fits_the_guest_stack() {
     let response = call(&plugin, "ok", json!({"deep": deep})).await.unwrap();
     assert_eq!(response.children.len(), 1);
 }
+
+#[tokio::test]
+async fn the_runtime_records_each_call_and_its_failure_reason_in_its_metrics() {
+    let metrics = Arc::new(wasmop::metrics::Metrics::new());
+    let rt = Runtime::builder().artifact_dir(None).metrics(Arc::clone(&metrics)).build().expect("runtime starts");
+    let plugin = rt.load_file(testbed()).await.unwrap();
+    let before = metrics.render();
+    assert!(!before.contains(r#"wasmop_plugin_call_duration_seconds_count{plugin="testbed"}"#), "loading is no call:\n{before}");
+    call(&plugin, "ok", json!({})).await.unwrap();
+    call(&plugin, "unreachable", json!({})).await.unwrap_err();
+    let text = metrics.render();
+    assert!(text.contains(r#"wasmop_plugin_call_duration_seconds_count{plugin="testbed"} 2"#), "{text}");
+    assert!(text.contains(r#"wasmop_plugin_call_failures_total{plugin="testbed",reason="PluginTrapped"} 1"#), "{text}");
+    assert!(!text.contains(r#"wasmop_plugin_memory_high_water_bytes{plugin="testbed"} 0"#), "{text}");
+}

@@ -155,14 +155,8 @@ impl Kubectl {
 /// # Errors
 /// A document that is not YAML.
 pub fn docs(yaml: &str) -> Result<Vec<Value>> {
-    let mut all = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: Value = serde::Deserialize::deserialize(doc)?;
-        if !v.is_null() {
-            all.push(v);
-        }
-    }
-    Ok(all)
+    // Empty and null documents are skipped by the parser.
+    Ok(serde_saphyr::from_multiple(yaml)?)
 }
 
 /// `objects` as one multi-document YAML stream.
@@ -173,7 +167,7 @@ pub fn to_yaml_stream(objects: &[Value]) -> Result<String> {
     let mut s = String::new();
     for o in objects {
         s.push_str("---\n");
-        s.push_str(&serde_yaml::to_string(o)?);
+        s.push_str(&serde_saphyr::to_string(o)?);
     }
     Ok(s)
 }
@@ -194,7 +188,7 @@ pub fn kubectl_name(obj: &Value) -> String {
 /// A file that cannot be read or parsed.
 pub fn kustomize_base_objects() -> Result<Vec<Value>> {
     let base = workspace().join("deploy/kustomize/base");
-    let kustomization: Value = serde_yaml::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
+    let kustomization: Value = serde_saphyr::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
     let mut all = Vec::new();
     for file in kustomization["resources"].as_array().context("resources")? {
         let path = base.join(file.as_str().context("resource path")?);

@@ -21,8 +21,8 @@ use crate::policy::Grants;
 pub fn read_objects(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut objects = Vec::new();
-    for (i, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = Value::deserialize(document)
+    for (i, document) in serde_saphyr::read::<_, Value>(&mut text.as_bytes()).enumerate() {
+        let value = document
             .map_err(|e| anyhow::anyhow!("{}: document {} is not valid YAML: {e}", path.display(), i + 1))?;
         match value {
             Value::Null => {}

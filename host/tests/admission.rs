@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wasmop_e2e::fixtures::plugin_with_features;
+use wasmop_e2e::fixtures::{self, plugin_with_features};
 use wasmop::contract::VerdictError;
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{CallError, Limits, Plugin, Runtime, WitVersion};
 use wasmop_types::{AdmissionRequest, Operation, Verdict};
-use wasmop_e2e::fixtures;
 
 fn runtime(limits: Limits) -> Runtime {
     Runtime::builder().limits(limits).artifact_dir(None).build().expect("runtime starts")

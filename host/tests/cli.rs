@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use wasmop_e2e::fixtures::workspace;
-use wasmop_e2e::fixtures;
+use wasmop_e2e::fixtures::{self, workspace};
 
 fn wasmop(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmop"))

@@ -8,12 +8,11 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use wasmop_e2e::fixtures::{memcached_cr, plugin};
+use wasmop_e2e::fixtures::{self, memcached_cr, plugin};
 use wasmop::contract::{Failure, Kind, Request};
 use wasmop::objects::MemoryCache;
 use wasmop::runtime::{CallError, Runtime, WitVersion};
 use wasmop_types::{AdmissionRequest, Operation};
-use wasmop_e2e::fixtures;
 
 #[tokio::test]
 async fn a_0_1_0_plugin_reconciles_next_to_0_3_0_plugins_and_admits_nothing() {

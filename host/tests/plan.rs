@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use wasmop_e2e::fixtures::workspace;
-use wasmop_e2e::fixtures;
+use wasmop_e2e::fixtures::{self, workspace};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
 const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use wasmop_e2e::fixtures::{testbed, testbed_cr};
+use wasmop_e2e::fixtures::{self, testbed, testbed_cr};
 use wasmop::contract::{Condition, OutputLimits, Request, ResponseError};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
 use wasmop::runtime::{CallError, Limits, MIN_MEMORY_BYTES, Plugin, Runtime, WitVersion};
-use wasmop_e2e::fixtures;
 
 fn runtime(limits: Limits) -> Runtime {
     Runtime::builder().limits(limits).artifact_dir(None).build().expect("runtime starts")

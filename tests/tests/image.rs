@@ -4,9 +4,9 @@
 //!
 //! `scripts/test.sh` builds the image and passes the OCI archive in `WASMOP_IMAGE`; a plain
 //! `cargo test` cannot build it, so the test is `#[ignore]`d there, and run by `scripts/test.sh`
-//! (`--include-ignored`), where a missing `WASMOP_IMAGE` fails it. The image is unpacked with umoci and run from its root
-//! filesystem (chroot as the image's user, the root bind-mounted read-only in a private mount
-//! namespace): container engines need cgroup and rlimit rights a sandboxed CI machine may not
+//! (`--include-ignored`), where a missing `WASMOP_IMAGE` fails it. The image is unpacked with
+//! umoci and run from its root filesystem (chroot as the image's user, the root bind-mounted
+//! read-only in a private mount namespace): container engines need cgroup and rlimit rights a sandboxed CI machine may not
 //! give (podman here: "cgroups in hybrid mode not supported").
 
 use std::path::{Path, PathBuf};

@@ -130,7 +130,7 @@ impl Fixtures {
     fn new(with_objects: bool) -> anyhow::Result<Self> {
         let sample = workspace().join("crds/samples/memcached.yaml");
         let text = std::fs::read_to_string(&sample).with_context(|| format!("reading {}", sample.display()))?;
-        let mut parent: Value = serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", sample.display()))?;
+        let mut parent: Value = wasmop::yaml::from_str(&text).with_context(|| format!("parsing {}", sample.display()))?;
         let meta = parent["metadata"].as_object_mut().ok_or_else(|| anyhow!("the sample has no metadata"))?;
         meta.insert("uid".into(), json!("6b1f5a0e-2c4d-4e55-9a51-3d2f1c0b7a10"));
         meta.insert("generation".into(), json!(1));

@@ -8,6 +8,7 @@
 //! - [`allocator`]: the C allocator's settings for a long-running host and what it holds, and
 //!   hash tables that shrink as they empty.
 //! - [`units`]: durations and byte sizes as written in flags and files.
+//! - [`yaml`]: YAML as the host reads and writes it (YAML 1.2 scalars, one-line errors).
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
 //! - [`objects`]: the object cache plugins read from, label selectors, and requests gathered
 //!   from the cache.
@@ -43,3 +44,4 @@ pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod units;
+pub mod yaml;

@@ -83,7 +83,7 @@ fn memcached_without_fixtures_applies_a_deployment_and_reports_not_available() {
     let sample = workspace().join("crds/samples/memcached.yaml");
     let out = wasmop(&["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", sample.to_str().unwrap(), "-o", "yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let response: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
+    let response: serde_json::Value = wasmop::yaml::from_slice(&out.stdout).unwrap();
     assert_eq!(response["apply"][0]["spec"]["replicas"], 3);
     assert_eq!(response["statusPatch"]["status"]["nodes"], serde_json::json!([]));
     assert_eq!(response["statusPatch"]["status"]["conditions"][0]["status"], "False");
@@ -310,7 +310,7 @@ fn reconcile_and_inspect_check_the_config_as_run_does() {
     let (c, p) = (config.to_str().unwrap(), policy.to_str().unwrap());
     let image = |out: &Output| -> serde_json::Value {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let plan: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
+        let plan: serde_json::Value = wasmop::yaml::from_slice(&out.stdout).unwrap();
         plan["apply"][0]["spec"]["template"]["spec"]["containers"][0]["image"].clone()
     };
 
@@ -349,7 +349,7 @@ fn reconcile_and_inspect_check_the_config_as_run_does() {
 fn crds_prints_the_shipped_wasmplugin_crd() {
     let out = wasmop(&["crds"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: serde_json::Value = serde_saphyr::from_slice(&out.stdout).expect("YAML");
+    let printed: serde_json::Value = wasmop::yaml::from_slice(&out.stdout).expect("YAML");
     assert_eq!(
         (printed["kind"].as_str(), printed["metadata"]["name"].as_str()),
         (Some("CustomResourceDefinition"), Some("wasmplugins.wasmop.dev"))

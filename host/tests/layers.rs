@@ -8,6 +8,7 @@ use std::path::Path;
 const LAYERS: &[&str] = &[
     "allocator",
     "units",
+    "yaml",
     "contract",
     "objects",
     "policy",

@@ -156,7 +156,7 @@ impl Kubectl {
 /// A document that is not YAML.
 pub fn docs(yaml: &str) -> Result<Vec<Value>> {
     // Empty and null documents are skipped by the parser.
-    Ok(serde_saphyr::from_multiple(yaml)?)
+    Ok(wasmop::yaml::documents(yaml).into_iter().collect::<Result<_, _>>()?)
 }
 
 /// `objects` as one multi-document YAML stream.
@@ -167,7 +167,7 @@ pub fn to_yaml_stream(objects: &[Value]) -> Result<String> {
     let mut s = String::new();
     for o in objects {
         s.push_str("---\n");
-        s.push_str(&serde_saphyr::to_string(o)?);
+        s.push_str(&wasmop::yaml::to_string(o)?);
     }
     Ok(s)
 }
@@ -188,7 +188,7 @@ pub fn kubectl_name(obj: &Value) -> String {
 /// A file that cannot be read or parsed.
 pub fn kustomize_base_objects() -> Result<Vec<Value>> {
     let base = workspace().join("deploy/kustomize/base");
-    let kustomization: Value = serde_saphyr::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
+    let kustomization: Value = wasmop::yaml::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
     let mut all = Vec::new();
     for file in kustomization["resources"].as_array().context("resources")? {
         let path = base.join(file.as_str().context("resource path")?);

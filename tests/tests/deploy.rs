@@ -86,7 +86,7 @@ async fn base_is_current_with_its_sources() -> Result<()> {
 
     // The chart's default rules are the same as the base's (values.yaml is plain YAML).
     let objects = kustomize_base_objects()?;
-    let values: Value = serde_saphyr::from_str(&std::fs::read_to_string(chart().join("values.yaml"))?)?;
+    let values: Value = wasmop::yaml::from_str(&std::fs::read_to_string(chart().join("values.yaml"))?)?;
     assert_eq!(
         values["rbac"]["rules"],
         find(&objects, "ClusterRole")["rules"],
@@ -140,7 +140,7 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     let text = find(&objects, "ConfigMap")["data"]["policy.yaml"].as_str().context("policy.yaml")?;
     let policy = wasmop::policy::HostPolicy::from_yaml(text)?;
     assert_eq!(policy, wasmop::policy::HostPolicy::default(), "the base's policy spells out the built-in defaults");
-    let chart_policy = wasmop::policy::HostPolicy::from_yaml(&serde_saphyr::to_string(&values["policy"])?)?;
+    let chart_policy = wasmop::policy::HostPolicy::from_yaml(&wasmop::yaml::to_string(&values["policy"])?)?;
     assert_eq!(chart_policy, policy, "helm values.policy differs from the base's policy");
     Ok(())
 }
@@ -168,7 +168,7 @@ async fn memcached_manifest() -> Result<(wasmop::contract::Manifest, wasmop::con
 /// prints for the namespaces its Deployment names, and the base's ClusterRole is dropped.
 #[tokio::test]
 async fn namespaced_overlay_is_current_with_wasmop_rbac_namespace() -> Result<()> {
-    let patch: Value = serde_saphyr::from_str(&std::fs::read_to_string(overlay().join("deployment.yaml"))?)?;
+    let patch: Value = wasmop::yaml::from_str(&std::fs::read_to_string(overlay().join("deployment.yaml"))?)?;
     let env = container(&patch)["env"].as_array().context("env")?;
     let value =
         env.iter().find(|e| e["name"] == "WASMOP_NAMESPACES").and_then(|e| e["value"].as_str()).context("WASMOP_NAMESPACES")?;

@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actions::{Control, owner_reference};
@@ -21,7 +20,7 @@ use crate::policy::Grants;
 pub fn read_objects(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut objects = Vec::new();
-    for (i, document) in serde_saphyr::read::<_, Value>(&mut text.as_bytes()).enumerate() {
+    for (i, document) in crate::yaml::documents::<Value>(&text).into_iter().enumerate() {
         let value = document
             .map_err(|e| anyhow::anyhow!("{}: document {} is not valid YAML: {e}", path.display(), i + 1))?;
         match value {

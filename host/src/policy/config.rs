@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     fn yaml(text: &str) -> serde_json::Value {
-        serde_saphyr::from_str(text).unwrap()
+        crate::yaml::from_str(text).unwrap()
     }
 
     #[test]

@@ -2,15 +2,14 @@
 //! lookups, and hostile webhooks (loop, memory bomb, trap, nonsense), each a typed error the
 //! caller turns into a denial.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wasmop_e2e::fixtures::{self, plugin_with_features};
 use wasmop::contract::VerdictError;
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{CallError, Limits, Plugin, Runtime, WitVersion};
+use wasmop_e2e::fixtures::{self, plugin_with_features};
 use wasmop_types::{AdmissionRequest, Operation, Verdict};
 
 fn runtime(limits: Limits) -> Runtime {

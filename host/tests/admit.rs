@@ -3,7 +3,6 @@
 //! owner denied by the host — with the exit code saying allowed (0) or denied (2), and one-line
 //! errors for a request that cannot be asked.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

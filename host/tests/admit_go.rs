@@ -5,13 +5,12 @@
 //! go --webhook ...` project tests, builds (world `operator`, read from its manifest) and
 //! answers `wasmop admit` on its sample. Each Go build takes 2–60 s.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use wasmop_e2e::polyglot::{Language, build, go_caches, go_toolchain};
 use wasmop_e2e::fixtures::{plugin, workspace};
+use wasmop_e2e::polyglot::{Language, build, go_caches, go_toolchain};
 
 /// The grant `run` needs to serve the Rust SidecarSet's Pod injection (the demo's policy).
 const SIDECARSET_POLICY: &str = "plugins: {sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}}\n";

@@ -1,6 +1,5 @@
 //! The `wasmop` binary: offline `reconcile` golden output, `inspect`, and one-line errors.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

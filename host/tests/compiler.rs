@@ -2,7 +2,6 @@
 //! it writes is what the host loads, it behaves as one compiled in the host, and a file it
 //! cannot compile is rejected with the same kind of error.
 
-
 use std::sync::Arc;
 
 use wasmop::contract::Request;

@@ -1,7 +1,6 @@
 //! Every bad flag or policy value is one clear error line naming the flag (or policy field),
 //! and a non-zero exit; none panics the host or blames the plugin.
 
-
 use std::process::{Command, Output};
 use wasmop_e2e::fixtures;
 

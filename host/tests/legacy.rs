@@ -4,14 +4,13 @@
 //! `operator` (pinned to `wit/v0.2.0`) load, admit and reconcile, their failures showing
 //! nothing and their webhooks carrying no match conditions.
 
-
 use std::sync::Arc;
 
 use serde_json::json;
-use wasmop_e2e::fixtures::{self, memcached_cr, plugin};
 use wasmop::contract::{Failure, Kind, Request};
 use wasmop::objects::MemoryCache;
 use wasmop::runtime::{CallError, Runtime, WitVersion};
+use wasmop_e2e::fixtures::{self, memcached_cr, plugin};
 use wasmop_types::{AdmissionRequest, Operation};
 
 #[tokio::test]

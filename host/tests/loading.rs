@@ -1,6 +1,5 @@
 //! Loading plugin files: formats, bad files, the world check, the artifact cache.
 
-
 use wasmop::runtime::{LoadError, Runtime};
 use wasmop_e2e::fixtures;
 

@@ -9,13 +9,12 @@
 //! and a mutating webhook (world `operator`) build too, and `wasmop admit` calls each webhook on
 //! the sample and on an object it refuses or changes. Each build takes 15–60 s.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use wasmop_e2e::polyglot::{go_caches, go_toolchain, toolchain};
 use wasmop_e2e::fixtures::workspace;
+use wasmop_e2e::polyglot::{go_caches, go_toolchain, toolchain};
 
 /// A temporary directory outside the workspace.
 fn outside() -> tempfile::TempDir {

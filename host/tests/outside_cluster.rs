@@ -5,7 +5,6 @@
 //! on a clean exit (SIGTERM) removes the webhook configurations it registered, so writes of the
 //! admitted kinds go through again; a host behind a Service keeps them for its replicas.
 
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

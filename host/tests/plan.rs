@@ -2,7 +2,6 @@
 //! sizes; it exits non-zero with the reason when `run` would refuse, and warns about every
 //! fixture it does not use.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -4,13 +4,12 @@
 //! default JavaScript build (which imports `wasi:http`) loads, and a Python exception, a
 //! JavaScript error or a Go panic becomes a one-line reason naming it.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use wasmop_e2e::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py};
 use wasmop_e2e::fixtures::{memcached, workspace};
+use wasmop_e2e::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
 

@@ -2,7 +2,6 @@
 //! what it compiles and its size when the compile starts, and when done the time taken and
 //! whether the artifact came from the cache.
 
-
 use std::process::Command;
 use wasmop_e2e::fixtures;
 

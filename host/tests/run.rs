@@ -2,7 +2,6 @@
 //! probes on HTTP (or metrics over HTTPS behind the API server and probes apart), graceful exit on
 //! SIGTERM.
 
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

@@ -1,15 +1,14 @@
 //! Hostile plugins against the runtime: every failure is typed, bounded, and the host goes on.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use wasmop_e2e::fixtures::{self, testbed, testbed_cr};
 use wasmop::contract::{Condition, OutputLimits, Request, ResponseError};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
 use wasmop::runtime::{CallError, Limits, MIN_MEMORY_BYTES, Plugin, Runtime, WitVersion};
+use wasmop_e2e::fixtures::{self, testbed, testbed_cr};
 
 fn runtime(limits: Limits) -> Runtime {
     Runtime::builder().limits(limits).artifact_dir(None).build().expect("runtime starts")

@@ -8,7 +8,6 @@
 //! back through the drain handover. The cluster shows who reconciled what: a parent's events come from its replica
 //! (`reportingInstance`) alone.
 
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

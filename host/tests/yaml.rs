@@ -30,12 +30,16 @@ fn a_broken_document_is_an_error_of_the_stream() {
 #[test]
 fn yaml_1_1_booleans_are_strings_and_only_true_and_false_are_booleans() {
     let v: Value = yaml::from_str("data: {a: on, b: yes, c: no, d: off, e: y, f: n, g: true, h: false, i: 'true'}").unwrap();
-    assert_eq!(v["data"], json!({"a": "on", "b": "yes", "c": "no", "d": "off", "e": "y", "f": "n", "g": true, "h": false, "i": "true"}));
+    assert_eq!(
+        v["data"],
+        json!({"a": "on", "b": "yes", "c": "no", "d": "off", "e": "y", "f": "n", "g": true, "h": false, "i": "true"})
+    );
 }
 
 #[test]
 fn large_integers_are_exact() {
-    let v: Value = yaml::from_str("a: 9007199254740993\nb: 18446744073709551615\nc: -9223372036854775808\nd: 3\ne: 0644").unwrap();
+    let v: Value =
+        yaml::from_str("a: 9007199254740993\nb: 18446744073709551615\nc: -9223372036854775808\nd: 3\ne: 0644").unwrap();
     assert_eq!(v["a"].as_u64(), Some(9_007_199_254_740_993), "2^53 + 1 is not rounded through a float");
     assert_eq!(v["b"].as_u64(), Some(u64::MAX));
     assert_eq!(v["c"].as_i64(), Some(i64::MIN));
@@ -57,9 +61,10 @@ fn strings_that_look_like_other_scalars_are_written_quoted_and_read_back_as_stri
 
 #[test]
 fn the_host_policy_reads_an_inline_configuration_as_yaml_1_2() {
-    let policy =
-        wasmop::policy::HostPolicy::from_yaml("plugins:\n  memcached:\n    config: {replicas: 3, mode: on, big: 9007199254740993}\n")
-            .unwrap();
+    let policy = wasmop::policy::HostPolicy::from_yaml(
+        "plugins:\n  memcached:\n    config: {replicas: 3, mode: on, big: 9007199254740993}\n",
+    )
+    .unwrap();
     assert_eq!(
         policy.for_plugin("memcached").config,
         wasmop::policy::ConfigSource::Inline(json!({"replicas": 3, "mode": "on", "big": 9_007_199_254_740_993_u64}))

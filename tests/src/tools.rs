@@ -55,9 +55,9 @@ pub fn helm() -> Result<PathBuf> {
 /// When there is no kubectl beside the control plane's binaries ([`missing`]).
 pub fn kubectls() -> Result<Vec<Kubectl>> {
     let own = crate::control_plane_bin_dir().ok().map(|dir| dir.join("kubectl")).filter(|p| p.is_file());
-    let own = own.map(Kubectl::new).ok_or_else(|| {
-        missing("kubectl beside the control plane's binaries", "scripts/control-plane.sh install builds it")
-    })?;
+    let own = own
+        .map(Kubectl::new)
+        .ok_or_else(|| missing("kubectl beside the control plane's binaries", "scripts/control-plane.sh install builds it"))?;
     let mut found = vec![own.clone()];
     for bin in [from_tools_dir("kubectl"), which("kubectl")].into_iter().flatten() {
         let k = Kubectl::new(bin);

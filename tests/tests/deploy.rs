@@ -287,11 +287,7 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
     let memcached = plugin("memcached", "wasm32-wasip2");
 
     let kubectl = kubectl()?;
-    kubectl.run(
-        &cp,
-        &["apply", "-k", &base().display().to_string(), "--server-side", "--field-manager=wasmop-e2e"],
-        None,
-    )?;
+    kubectl.run(&cp, &["apply", "-k", &base().display().to_string(), "--server-side", "--field-manager=wasmop-e2e"], None)?;
     // The documented way to deliver plugins, verbatim (from the plugin's directory).
     // Server-side: a client-side apply stores the whole object in the
     // last-applied-configuration annotation, and annotations are capped at 256 KiB.
@@ -301,13 +297,11 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
     );
     // `kubectl` in the script is the one of the server's version.
     let path = format!("{}:{}", kubectl.bin.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
-    let out =
-        Command::new("sh").args(["-c", &script]).env("KUBECONFIG", cp.kubeconfig_path()).env("PATH", path).output()?;
+    let out = Command::new("sh").args(["-c", &script]).env("KUBECONFIG", cp.kubeconfig_path()).env("PATH", path).output()?;
     ensure!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
     let cms = api_for(&admin, "v1", "ConfigMap", Some(NAMESPACE)).await?;
     let cm = cms.get("wasmop-plugins").await?;
-    let data =
-        cm.data.pointer("/binaryData/memcached.wasm").and_then(Value::as_str).context("binaryData memcached.wasm")?;
+    let data = cm.data.pointer("/binaryData/memcached.wasm").and_then(Value::as_str).context("binaryData memcached.wasm")?;
     // base64 of the file: 4 characters per 3 bytes.
     let size = std::fs::metadata(&memcached)?.len();
     assert_eq!(data.len() as u64, size.div_ceil(3) * 4, "the ConfigMap holds the whole plugin");

@@ -85,8 +85,8 @@ pub use admission::{ADMISSION_LABEL, admission_webhooks};
 mod capability;
 mod edges;
 mod mode;
-pub use mode::{Mode, UnknownMode};
 pub use capability::cluster_testbed_kind;
+pub use mode::{Mode, UnknownMode};
 
 /// The plugin version (0.2.0 in the `test-v2` build used by the circuit breaker tests).
 pub const VERSION: &str = if cfg!(feature = "test-v2") { "0.2.0" } else { "0.1.0" };
@@ -240,12 +240,9 @@ impl Plugin for Testbed {
                 black_box(recurse(spec["depth"].as_u64().unwrap_or(u64::MAX)));
                 Ok(ok(name))
             }
-            Mode::Idle
-            | Mode::KubeSystemDeployment
-            | Mode::BindAuthenticated
-            | Mode::TakeLease
-            | Mode::Adopt
-            | Mode::Forge => Ok(capability::reconcile(mode, &req)),
+            Mode::Idle | Mode::KubeSystemDeployment | Mode::BindAuthenticated | Mode::TakeLease | Mode::Adopt | Mode::Forge => {
+                Ok(capability::reconcile(mode, &req))
+            }
             Mode::EndpointsToApiserver | Mode::ExternalIps => Ok(edges::reconcile(mode, &req)),
         }
     }

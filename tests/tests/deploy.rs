@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, deployment_available, eventually};
+use wasmop_e2e::cluster::{Host, api_for, apply_file, deployment_available, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
 use wasmop_e2e::tools::{docs, kubectl, kubectl_name, kubectls, kustomize_base_objects, to_yaml_stream};
 

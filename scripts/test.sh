@@ -1,60 +1,135 @@
 #!/usr/bin/env bash
-# test.sh — the gates, then every test of wasmop: unit tests, SDK and plugin tests (native),
-# runtime tests with plugins built from source for wasm, and end-to-end tests against a real
-# control plane: the whole suite on Kubernetes 1.37 (the newest supported), then the
-# compatibility set below on 1.33 (the floor). `WASMOP_K8S_VERSION=1.33 scripts/test.sh` runs
-# the whole suite on 1.33 instead (and no second pass); extra arguments go to the first pass.
+# test.sh [all|unit|runtime|e2e] [ARGS...] — the tests of wasmop, by tier (docs/testing.md).
+#
+#   unit     unit tests beside the code, the plugins' and SDKs' native tests, the layer and
+#            property tests: no wasm build, no cluster (seconds once compiled)
+#   runtime  the host's tests with plugins built from source for wasm (Rust, Python, JavaScript,
+#            Go), the mock API server included: no cluster
+#   e2e      end-to-end tests against a real control plane on Kubernetes 1.37 (the newest
+#            supported), the host's container image included
+#   all      (the default, what CI runs through .ci/run) the gates, then every tier on 1.37, then
+#            the compatibility set below on 1.33 (the floor)
+#
+# `WASMOP_K8S_VERSION=1.33 scripts/test.sh` runs every tier on 1.33 instead (and no second pass).
+# ARGS go to the test binaries of the tiers run (e.g. a name filter).
+#
+# Tests that need a tool cargo cannot build (helm, componentize-py/-js, the Go toolchain, the
+# container image) are `#[ignore = "needs ..."]`, so a plain `cargo test` reports them as not
+# run; every tier here installs its tools (scripts/setup.sh) and passes `--include-ignored`, so
+# they run, and a tool that is still missing fails its test with how to install it.
 #
 # Gates (each fails the run): the tree is formatted (rustfmt.toml), clippy finds nothing on any
 # target of the workspace (warnings are errors), and the public API of the host library, the SDK
 # and wasmop-types is documented (their `#![warn(missing_docs)]`, an error under `-D warnings`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier=all
+case "${1:-}" in
+    all | unit | runtime | e2e) tier=$1; shift ;;
+esac
 eval "$(bash scripts/setup.sh)"
 export WASMOP_TOOLS WASMOP_POLYGLOT WASMOP_GO_TOOLCHAIN
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-# The Go SDK and the Go example: formatted, vetted, their unit tests (native).
-for module in sdk-go plugins/memcached-go plugins/sidecarset-go; do
-    unformatted=$(gofmt -l "$module")
-    [[ -z "$unformatted" ]] || { echo "[test] gofmt: $unformatted" >&2; exit 1; }
-    (cd "$module" && go vet ./... && go test ./...)
-done
-# The Python and JavaScript SDK modules (shipped by `wasmop new --lang python|js`) against the
-# shared vectors, which the Rust SDK's tests read too (guest-sdk/vectors): plain python3 and
-# node (scripts/polyglot.sh installs them with the toolchains), no build.
-(cd guest-sdk/python && python3 -m unittest --quiet)
-(cd guest-sdk/js && node --test)
-# The summary rewrite of scripts/bench.sh (markers kept, the rest of BENCHMARKS.md untouched).
-python3 -m unittest discover -s scripts -p bench_summary.py
-# The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.
-WASMOP_IMAGE=$(bash scripts/image.sh | tail -n 1)
-export WASMOP_IMAGE
 # Property tests (host/tests/fuzz.rs) run a fixed, reproducible sequence of cases in CI; set
 # PROPTEST_RNG_SEED (or PROPTEST_CASES) to explore others.
 export PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261129}
-# The testbed plugin's feature builds (used by the end-to-end tests) have native tests of their
-# own, which the default-feature workspace run below does not compile.
-cargo test --locked -p testbed --features test-v2,declares-secrets,declares-cluster-role,declares-deployments,declares-resource-claims,finalizer,admission,admits-secrets
 # Tests start several control planes and wasm runtimes; two at a time fits a 2-core machine.
 threads=${WASMOP_TEST_THREADS:-2}
-if [[ -n "${WASMOP_K8S_VERSION:-}" ]]; then
-    echo "[test] the whole suite on Kubernetes $WASMOP_K8S_VERSION" >&2
-    exec cargo test --workspace --locked --no-fail-fast -- --test-threads "$threads" "$@"
-fi
-echo "[test] the whole suite on Kubernetes 1.37" >&2
+run_args=(--include-ignored --test-threads "$threads" "$@")
 status=0
-WASMOP_K8S_VERSION=1.37 cargo test --workspace --locked --no-fail-fast -- --test-threads "$threads" "$@" || status=$?
+
+# The host's test targets that need neither a plugin nor a cluster.
+unit_tests=(layers fuzz yaml)
+# The host's test targets that start a control plane (they say `ControlPlane`).
+mapfile -t host_e2e_tests < <(grep -l 'ControlPlane' host/tests/*.rs | xargs -n1 basename | sed 's/\.rs$//')
+# Every other test target of the host: the runtime tier (a new file lands here by default).
+runtime_tests=()
+for file in host/tests/*.rs; do
+    name=$(basename "$file" .rs)
+    [[ " ${unit_tests[*]} ${host_e2e_tests[*]} " == *" $name "* ]] || runtime_tests+=("$name")
+done
+as_flags() { printf -- "--test\n%s\n" "$@"; }
+
+gates() {
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+}
+
+unit() {
+    echo "[test] unit tier" >&2
+    # Every crate but the host and the end-to-end crate: all of their tests (and doc tests).
+    cargo test --locked --workspace --exclude wasmop --exclude wasmop-e2e --no-fail-fast -- "${run_args[@]}" || status=$?
+    mapfile -t flags < <(as_flags "${unit_tests[@]}")
+    cargo test --locked -p wasmop --lib --bins "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+    cargo test --locked -p wasmop -p wasmop-e2e --doc --no-fail-fast || status=$?
+    # The testbed plugin's feature builds (used by the runtime and end-to-end tiers) have native
+    # tests of their own, which the default-feature run above does not compile.
+    cargo test --locked -p testbed --no-fail-fast \
+        --features test-v2,declares-secrets,declares-cluster-role,declares-deployments,declares-resource-claims,finalizer,admission,admits-secrets ||
+        status=$?
+    # The Go SDK and the Go example: formatted, vetted, their unit tests (native).
+    for module in sdk-go plugins/memcached-go plugins/sidecarset-go; do
+        unformatted=$(gofmt -l "$module")
+        [[ -z "$unformatted" ]] || { echo "[test] gofmt: $unformatted" >&2; status=1; }
+        (cd "$module" && go vet ./... && go test ./...) || status=$?
+    done
+    # The Python and JavaScript SDK modules (shipped by `wasmop new --lang python|js`) against
+    # the shared vectors, which the Rust SDK's tests read too (guest-sdk/vectors): plain python3
+    # and node (scripts/polyglot.sh installs them with the toolchains), no build.
+    (cd guest-sdk/python && python3 -m unittest --quiet) || status=$?
+    (cd guest-sdk/js && node --test) || status=$?
+    # The summary rewrite of scripts/bench.sh (markers kept, the rest of BENCHMARKS.md untouched).
+    python3 -m unittest discover -s scripts -p bench_summary.py || status=$?
+}
+
+runtime() {
+    echo "[test] runtime tier" >&2
+    mapfile -t flags < <(as_flags "${runtime_tests[@]}")
+    cargo test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+}
+
+e2e() {
+    local version=${WASMOP_K8S_VERSION:-1.37}
+    echo "[test] end-to-end tier on Kubernetes $version" >&2
+    # The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.
+    WASMOP_IMAGE=$(bash scripts/image.sh | tail -n 1)
+    export WASMOP_IMAGE
+    WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop-e2e --tests --no-fail-fast -- "${run_args[@]}" || status=$?
+    mapfile -t flags < <(as_flags "${host_e2e_tests[@]}")
+    WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+}
+
 # The compatibility set on the floor: every end-to-end test of an API whose behaviour changed
 # between 1.33 and 1.37 or that the host depends on by version — server-side apply of children
 # and status, CRDs with the status subresource, events.k8s.io/v1, Leases (leader election,
 # sharding), admission registration and webhooks over TLS, finalizers, the host under the RBAC
 # it prints, namespaced installs, and the chart and kustomize base against the server.
-echo "[test] the compatibility set on Kubernetes 1.33" >&2
-WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop-e2e \
-    --test control_plane --test controller --test admission --test cluster_scope --test lifecycle \
-    --test namespaced --test rbac --test deploy --test helm --test sidecarset --test database --test served_kinds \
-    -- --test-threads "$threads" || status=$?
-WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop --test run --test sharding \
-    -- --test-threads "$threads" || status=$?
+compatibility() {
+    echo "[test] the compatibility set on Kubernetes 1.33" >&2
+    WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop-e2e \
+        --test control_plane --test controller --test admission --test cluster_scope --test lifecycle \
+        --test namespaced --test rbac --test deploy --test helm --test sidecarset --test database --test served_kinds \
+        -- --include-ignored --test-threads "$threads" || status=$?
+    WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop --test run --test sharding \
+        -- --include-ignored --test-threads "$threads" || status=$?
+}
+
+case "$tier" in
+    unit) unit ;;
+    runtime) runtime ;;
+    e2e) e2e ;;
+    all)
+        gates
+        if [[ -n "${WASMOP_K8S_VERSION:-}" ]]; then
+            echo "[test] every tier on Kubernetes $WASMOP_K8S_VERSION" >&2
+            unit
+            runtime
+            e2e
+        else
+            unit
+            runtime
+            e2e
+            compatibility
+        fi
+        ;;
+esac
 exit "$status"

@@ -24,9 +24,7 @@ use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
 use wasmop::runtime::{Plugin, Runtime};
 
-// The figure lines `scripts/bench.sh` collects, shared with the e2e benches.
-#[path = "../../tests/benches/support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 
 /// Calls per mode.
 const N: usize = 10;

@@ -74,7 +74,6 @@ use std::hint::black_box;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,6 +91,7 @@ use serde_json::{Value, json};
 use wasmop::contract::{Condition as HostCondition, ConditionStatus as HostConditionStatus, Object, OutputLimits, RawResponse};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{Limits, Plugin as WasmPlugin, Runtime};
+use wasmop_e2e::plugins::workspace;
 use wasmop_sdk::Plugin as _;
 
 /// Iterations per way before measuring.
@@ -129,7 +129,7 @@ impl Fixtures {
     fn new(with_objects: bool) -> anyhow::Result<Self> {
         let sample = workspace().join("crds/samples/memcached.yaml");
         let text = std::fs::read_to_string(&sample).with_context(|| format!("reading {}", sample.display()))?;
-        let mut parent: Value = serde_yaml::from_str(&text).with_context(|| format!("parsing {}", sample.display()))?;
+        let mut parent: Value = wasmop::yaml::from_str(&text).with_context(|| format!("parsing {}", sample.display()))?;
         let meta = parent["metadata"].as_object_mut().ok_or_else(|| anyhow!("the sample has no metadata"))?;
         meta.insert("uid".into(), json!("6b1f5a0e-2c4d-4e55-9a51-3d2f1c0b7a10"));
         meta.insert("generation".into(), json!(1));
@@ -252,18 +252,8 @@ fn pod(name: &str, namespace: &str, i: usize) -> Value {
 // ---------------------------------------------------------------------------------------------
 // Building the component
 
-/// The workspace root (above `host/`).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .find(|p| p.join("wit").is_dir() && p.join("Cargo.toml").is_file())
-        .expect("workspace root above host/")
-        .to_owned()
-}
-
-/// `cargo build --release --target wasm32-wasip2 -p memcached` in `<target>/bench-plugins`
-/// (the `cargo bench` running us holds the lock on the main target directory), or the
-/// component `RECONCILE_WASM` names.
+/// The memcached component built from source (`wasmop_e2e::plugins`), or the component
+/// `RECONCILE_WASM` names.
 fn build_memcached_component() -> anyhow::Result<PathBuf> {
     if let Some(path) = std::env::var_os("RECONCILE_WASM") {
         eprintln!("measuring the memcached component {} (RECONCILE_WASM)", Path::new(&path).display());
@@ -272,22 +262,10 @@ fn build_memcached_component() -> anyhow::Result<PathBuf> {
     build_component("memcached")
 }
 
-/// `cargo build --release --target wasm32-wasip2 -p <package>` in `<target>/bench-plugins`.
+/// `package` built for wasm32-wasip2 in release, the way the tests build it.
 fn build_component(package: &str) -> anyhow::Result<PathBuf> {
-    let target_dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from).join("bench-plugins");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    eprintln!("building the {package} component (wasm32-wasip2, release) in {}", target_dir.display());
-    let status = Command::new(cargo)
-        .current_dir(workspace())
-        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2", "-p", package])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .status()
-        .with_context(|| format!("running cargo to build the {package} component"))?;
-    ensure!(status.success(), "building the {package} component failed ({status})");
-    let path = target_dir.join(format!("wasm32-wasip2/release/{}.wasm", package.replace('-', "_")));
-    ensure!(path.exists(), "{} was not produced", path.display());
-    Ok(path)
+    eprintln!("building the {package} component (wasm32-wasip2, release)");
+    Ok(wasmop_e2e::plugins::plugin(package, "wasm32-wasip2"))
 }
 
 /// The floor of a call: p50 µs of `plugins/webhook-only`'s `admit` (no SDK, a few lines of

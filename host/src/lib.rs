@@ -9,6 +9,7 @@
 //!   hash tables that shrink as they empty.
 //! - [`units`]: durations and byte sizes as written in flags and files.
 //! - [`metrics`]: the Prometheus registry every layer records into (controller-runtime's names).
+//! - [`yaml`]: YAML as the host reads and writes it (YAML 1.2 scalars, one-line errors).
 //! - [`contract`]: the plugin contract (`wit/`) as typed, validated host values.
 //! - [`policy`]: what the host's operator allows each plugin, as plain data (limits, grants,
 //!   circuit breaker settings, removal).
@@ -58,3 +59,4 @@ pub mod runtime;
 pub mod server;
 pub mod units;
 pub mod watch;
+pub mod yaml;

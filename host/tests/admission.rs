@@ -2,16 +2,14 @@
 //! lookups, and hostile webhooks (loop, memory bomb, trap, nonsense), each a typed error the
 //! caller turns into a denial.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::plugin_with_features;
 use wasmop::contract::VerdictError;
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{CallError, Limits, Plugin, Runtime, WitVersion};
+use wasmop_e2e::fixtures::{self, plugin_with_features};
 use wasmop_types::{AdmissionRequest, Operation, Verdict};
 
 fn runtime(limits: Limits) -> Runtime {
@@ -65,7 +63,7 @@ async fn a_mutating_webhook_answers_the_changed_object() {
 async fn an_undeclared_webhook_is_no_such_webhook_and_a_plugin_without_webhooks_admits_nothing() {
     let plugin = testbed(Limits::default()).await;
     assert_eq!(admit(&plugin, "nope").await.unwrap_err(), CallError::NoSuchWebhook("nope".into()));
-    let plain = runtime(Limits::default()).load_file(support::testbed()).await.unwrap();
+    let plain = runtime(Limits::default()).load_file(fixtures::testbed()).await.unwrap();
     assert!(plain.manifest().webhooks.is_empty());
     assert_eq!(admit(&plain, "deny").await.unwrap_err(), CallError::NoSuchWebhook("deny".into()));
 }

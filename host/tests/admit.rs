@@ -3,13 +3,11 @@
 //! owner denied by the host — with the exit code saying allowed (0) or denied (2), and one-line
 //! errors for a request that cannot be asked.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::{plugin, plugin_with_features, workspace};
+use wasmop_e2e::fixtures::{plugin, plugin_with_features, workspace};
 
 /// The grant `run` needs to serve SidecarSet's Pod injection (the demo's policy).
 const SIDECARSET_POLICY: &str = "plugins: {sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}}\n";

@@ -1,12 +1,10 @@
 //! The `wasmop` binary: offline `reconcile` golden output, `inspect`, and one-line errors.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use support::workspace;
+use wasmop_e2e::fixtures::{self, workspace};
 
 fn wasmop(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmop"))
@@ -40,7 +38,7 @@ fn assert_golden(name: &str, actual: &str) {
 
 #[test]
 fn memcached_reconcile_matches_golden_output() {
-    let plugin = support::memcached();
+    let plugin = fixtures::memcached();
     let sample = workspace().join("crds/samples/memcached.yaml");
     let out = wasmop(&[
         "reconcile",
@@ -80,11 +78,11 @@ fn memcached_reconcile_matches_golden_output() {
 
 #[test]
 fn memcached_without_fixtures_applies_a_deployment_and_reports_not_available() {
-    let plugin = support::memcached();
+    let plugin = fixtures::memcached();
     let sample = workspace().join("crds/samples/memcached.yaml");
     let out = wasmop(&["reconcile", "--plugin", plugin.to_str().unwrap(), "--object", sample.to_str().unwrap(), "-o", "yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let response: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let response: serde_json::Value = wasmop::yaml::from_slice(&out.stdout).unwrap();
     assert_eq!(response["apply"][0]["spec"]["replicas"], 3);
     assert_eq!(response["statusPatch"]["status"]["nodes"], serde_json::json!([]));
     assert_eq!(response["statusPatch"]["status"]["conditions"][0]["status"], "False");
@@ -92,7 +90,7 @@ fn memcached_without_fixtures_applies_a_deployment_and_reports_not_available() {
 
 #[test]
 fn inspect_prints_the_manifest() {
-    let out = wasmop(&["inspect", support::memcached().to_str().unwrap(), "--output", "json"]);
+    let out = wasmop(&["inspect", fixtures::memcached().to_str().unwrap(), "--output", "json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["manifest"]["name"], "memcached");
@@ -115,14 +113,14 @@ fn inspect_shows_what_the_policy_allows_and_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "plugins: {memcached: {memory: 128Mi, fuel: 1000, grants: {namespaces: [shared]}}}").unwrap();
-    let plugin = support::memcached();
+    let plugin = fixtures::memcached();
     let out = wasmop(&["inspect", plugin.to_str().unwrap(), "--output", "json", "--policy", policy.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((&v["limits"]["memory"], &v["limits"]["fuel"]), (&serde_json::json!("128Mi"), &serde_json::json!(1000)));
     assert_eq!(v["grants"]["namespaces"], serde_json::json!(["shared"]));
 
-    let secretive = support::plugin_with_features("testbed", "wasm32-wasip2", &["declares-secrets"]);
+    let secretive = fixtures::plugin_with_features("testbed", "wasm32-wasip2", &["declares-secrets"]);
     let out = wasmop(&["inspect", secretive.to_str().unwrap(), "--output", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["notGranted"], serde_json::json!(["reads v1/Secret (grant secrets: read)"]));
@@ -130,7 +128,7 @@ fn inspect_shows_what_the_policy_allows_and_refuses() {
 
 #[test]
 fn a_looping_plugin_is_stopped_by_the_deadline_from_the_cli() {
-    let plugin = support::testbed();
+    let plugin = fixtures::testbed();
     let dir = tempfile::tempdir().unwrap();
     let cr = dir.path().join("loop.yaml");
     std::fs::write(&cr, "apiVersion: test.wasmop.dev/v1\nkind: Testbed\nmetadata: {name: t}\nspec: {mode: loop}\n").unwrap();
@@ -145,14 +143,14 @@ fn a_looping_plugin_is_stopped_by_the_deadline_from_the_cli() {
 
 #[test]
 fn bad_inputs_exit_non_zero_with_one_clear_line() {
-    let memcached = support::memcached();
+    let memcached = fixtures::memcached();
     let m = memcached.to_str().unwrap();
     let sample = workspace().join("crds/samples/memcached.yaml");
     let s = sample.to_str().unwrap();
     let not_wasm = fixture("memcached-pods.yaml");
     let (not_yaml, pods) = (fixture("not-yaml.yaml"), fixture("memcached-pods.yaml"));
     let (not_yaml, pods) = (not_yaml.to_str().unwrap(), pods.to_str().unwrap());
-    let wrong_world = support::plugin("wrong-world", "wasm32-wasip2");
+    let wrong_world = fixtures::plugin("wrong-world", "wasm32-wasip2");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["inspect", "/nonexistent.wasm"], "error: cannot read /nonexistent.wasm"),
         (vec!["inspect", not_wasm.to_str().unwrap()], "error: not a WebAssembly file"),
@@ -183,7 +181,7 @@ fn bad_inputs_exit_non_zero_with_one_clear_line() {
 
 #[test]
 fn the_policy_file_sets_a_plugins_limits_and_a_bad_one_is_one_clear_error() {
-    let plugin = support::testbed();
+    let plugin = fixtures::testbed();
     let dir = tempfile::tempdir().unwrap();
     let cr = dir.path().join("loop.yaml");
     std::fs::write(&cr, "apiVersion: test.wasmop.dev/v1\nkind: Testbed\nmetadata: {name: t}\nspec: {mode: loop}\n").unwrap();
@@ -207,7 +205,7 @@ fn the_policy_file_sets_a_plugins_limits_and_a_bad_one_is_one_clear_error() {
 #[test]
 fn rbac_takes_resource_names_from_crd_files_and_an_unknown_kind_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(support::testbed(), dir.path().join("testbed.wasm")).unwrap();
+    std::fs::copy(fixtures::testbed(), dir.path().join("testbed.wasm")).unwrap();
     let plugins = dir.path().to_str().unwrap();
     let crd = workspace().join("crds/testbed.yaml");
     let out = wasmop(&["rbac", "--plugins", plugins, "--crds", crd.to_str().unwrap()]);
@@ -224,7 +222,7 @@ fn rbac_takes_resource_names_from_crd_files_and_an_unknown_kind_is_one_clear_err
 
 #[test]
 fn inspect_says_a_cluster_scoped_child_of_a_namespaced_parent_needs_a_grant() {
-    let testbed = support::plugin_with_features("testbed", "wasm32-wasip2", &["declares-cluster-role"]);
+    let testbed = fixtures::plugin_with_features("testbed", "wasm32-wasip2", &["declares-cluster-role"]);
     let out = wasmop(&["inspect", testbed.to_str().unwrap(), "--output", "json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -247,7 +245,7 @@ const CLUSTER_PARENT_GRANTS: &str = "plugins: {testbed: {grants: {writeNamespace
 
 #[test]
 fn reconcile_refuses_what_run_refuses() {
-    let plugin = support::plugin_with_features("testbed", "wasm32-wasip2", &["cluster-parent"]);
+    let plugin = fixtures::plugin_with_features("testbed", "wasm32-wasip2", &["cluster-parent"]);
     let dir = tempfile::tempdir().unwrap();
     let crds = workspace().join("crds/cluster-testbed.yaml");
     let policy = dir.path().join("policy.yaml");
@@ -302,7 +300,7 @@ fn os_errors_are_printed_once() {
 
 #[test]
 fn reconcile_and_inspect_check_the_config_as_run_does() {
-    let plugin = support::memcached();
+    let plugin = fixtures::memcached();
     let m = plugin.to_str().unwrap();
     let sample = workspace().join("crds/samples/memcached.yaml");
     let s = sample.to_str().unwrap();
@@ -311,7 +309,7 @@ fn reconcile_and_inspect_check_the_config_as_run_does() {
     let (c, p) = (config.to_str().unwrap(), policy.to_str().unwrap());
     let image = |out: &Output| -> serde_json::Value {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let plan: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+        let plan: serde_json::Value = wasmop::yaml::from_slice(&out.stdout).unwrap();
         plan["apply"][0]["spec"]["template"]["spec"]["containers"][0]["image"].clone()
     };
 
@@ -350,7 +348,7 @@ fn reconcile_and_inspect_check_the_config_as_run_does() {
 fn crds_prints_the_shipped_wasmplugin_crd() {
     let out = wasmop(&["crds"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("YAML");
+    let printed: serde_json::Value = wasmop::yaml::from_slice(&out.stdout).expect("YAML");
     assert_eq!(
         (printed["kind"].as_str(), printed["metadata"]["name"].as_str()),
         (Some("CustomResourceDefinition"), Some("wasmplugins.wasmop.dev"))

@@ -1,9 +1,8 @@
 //! Every bad flag or policy value is one clear error line naming the flag (or policy field),
 //! and a non-zero exit; none panics the host or blames the plugin.
 
-mod support;
-
 use std::process::{Command, Output};
+use wasmop_e2e::fixtures;
 
 fn wasmop(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmop"))
@@ -26,7 +25,7 @@ fn error_line(out: &Output) -> String {
 }
 
 fn inspect_with(flags: &[&str]) -> Output {
-    let plugin = support::testbed();
+    let plugin = fixtures::testbed();
     let mut args = vec!["inspect", plugin.to_str().unwrap()];
     args.extend_from_slice(flags);
     wasmop(&args)

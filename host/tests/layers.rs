@@ -9,6 +9,7 @@ const LAYERS: &[&str] = &[
     "allocator",
     "units",
     "metrics",
+    "yaml",
     "contract",
     "policy",
     "objects",

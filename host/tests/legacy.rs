@@ -4,22 +4,20 @@
 //! `operator` (pinned to `wit/v0.2.0`) load, admit and reconcile, their failures showing
 //! nothing and their webhooks carrying no match conditions.
 
-mod support;
-
 use std::sync::Arc;
 
 use serde_json::json;
-use support::{memcached_cr, plugin};
 use wasmop::contract::{Failure, Kind, Request};
 use wasmop::objects::MemoryCache;
 use wasmop::runtime::{CallError, Runtime, WitVersion};
+use wasmop_e2e::fixtures::{self, memcached_cr, plugin};
 use wasmop_types::{AdmissionRequest, Operation};
 
 #[tokio::test]
 async fn a_0_1_0_plugin_reconciles_next_to_0_3_0_plugins_and_admits_nothing() {
     let runtime = Runtime::builder().artifact_dir(None).build().unwrap();
     let legacy = runtime.load_file(plugin("legacy-v0-1", "wasm32-wasip2")).await.unwrap();
-    let memcached = runtime.load_file(support::memcached()).await.unwrap();
+    let memcached = runtime.load_file(fixtures::memcached()).await.unwrap();
     assert_eq!((legacy.wit_version(), memcached.wit_version()), (WitVersion::V0_1, WitVersion::V0_3));
     assert!(legacy.reconciles() && !legacy.admits());
     assert_eq!(legacy.manifest().parent, Kind::new("legacy.wasmop.dev", "v1", "Legacy"));
@@ -77,7 +75,7 @@ async fn a_component_of_no_accepted_world_is_refused_naming_the_accepted_worlds(
 #[tokio::test]
 async fn a_0_2_0_operator_reconciles_and_admits_as_before_its_failures_showing_nothing() {
     let runtime = Runtime::builder().artifact_dir(None).build().unwrap();
-    let path = support::plugin_with_features("webhook-only", "wasm32-wasip2", &["operator-world"]);
+    let path = fixtures::plugin_with_features("webhook-only", "wasm32-wasip2", &["operator-world"]);
     let plugin = runtime.load_file(path).await.unwrap();
     assert_eq!(plugin.wit_version(), WitVersion::V0_2);
     assert!(plugin.admits() && plugin.reconciles());
@@ -96,7 +94,7 @@ async fn a_0_2_0_operator_reconciles_and_admits_as_before_its_failures_showing_n
 #[tokio::test]
 async fn a_plugin_declaring_webhooks_without_the_admission_export_is_refused() {
     let runtime = Runtime::builder().artifact_dir(None).build().unwrap();
-    let path = support::plugin_with_features("webhook-only", "wasm32-wasip2", &["controller-world"]);
+    let path = fixtures::plugin_with_features("webhook-only", "wasm32-wasip2", &["controller-world"]);
     let err = runtime.load_file(path).await.unwrap_err();
     assert_eq!(
         err.to_string(),

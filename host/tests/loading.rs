@@ -1,8 +1,7 @@
 //! Loading plugin files: formats, bad files, the world check, the artifact cache.
 
-mod support;
-
 use wasmop::runtime::{LoadError, Runtime};
+use wasmop_e2e::fixtures;
 
 fn runtime() -> Runtime {
     Runtime::builder().artifact_dir(None).build().expect("runtime starts")
@@ -10,7 +9,7 @@ fn runtime() -> Runtime {
 
 #[tokio::test]
 async fn memcached_component_loads_with_its_manifest() {
-    let plugin = runtime().load_file(support::memcached()).await.unwrap();
+    let plugin = runtime().load_file(fixtures::memcached()).await.unwrap();
     let m = plugin.manifest();
     assert_eq!(m.name, "memcached");
     assert_eq!(m.parent.to_string(), "cache.example.com/v1alpha1/Memcached");
@@ -21,7 +20,7 @@ async fn memcached_component_loads_with_its_manifest() {
 
 #[tokio::test]
 async fn wasip1_core_module_is_componentized() {
-    let path = support::plugin("memcached", "wasm32-wasip1");
+    let path = fixtures::plugin("memcached", "wasm32-wasip1");
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(wasmop::runtime::detect(&bytes).unwrap(), wasmop::runtime::WasmFormat::CoreModule);
     let plugin = runtime().load(bytes).await.unwrap();
@@ -36,14 +35,14 @@ async fn a_text_file_is_not_wasm() {
 
 #[tokio::test]
 async fn a_truncated_plugin_is_invalid() {
-    let bytes = std::fs::read(support::memcached()).unwrap();
+    let bytes = std::fs::read(fixtures::memcached()).unwrap();
     let err = runtime().load(bytes[..bytes.len() / 2].to_vec()).await.unwrap_err();
     assert!(matches!(err, LoadError::Invalid(_)), "{err}");
 }
 
 #[tokio::test]
 async fn a_component_of_another_world_is_refused_by_name() {
-    let err = runtime().load_file(support::plugin("wrong-world", "wasm32-wasip2")).await.unwrap_err();
+    let err = runtime().load_file(fixtures::plugin("wrong-world", "wasm32-wasip2")).await.unwrap_err();
     assert!(matches!(err, LoadError::WrongWorld(_)), "{err}");
     assert!(err.to_string().contains("wasmop:plugin/reconciler"), "{err}");
 }
@@ -58,7 +57,7 @@ async fn a_missing_file_is_an_io_error() {
 #[tokio::test]
 async fn precompiled_artifacts_are_reused_across_runtimes() {
     let dir = tempfile::tempdir().unwrap();
-    let bytes = std::fs::read(support::memcached()).unwrap();
+    let bytes = std::fs::read(fixtures::memcached()).unwrap();
     let first = Runtime::builder().artifact_dir(Some(dir.path().into())).build().unwrap();
     first.load(bytes.clone()).await.unwrap();
     let mut files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();

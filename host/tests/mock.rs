@@ -1,8 +1,6 @@
 //! The reconcile path against a mock API server (`tower_test`): every request the host sends is
 //! checked (method, path, query, body) and answered with canned JSON, without a control plane.
 
-mod support;
-
 #[path = "mock/finalizer.rs"]
 mod finalizer;
 #[path = "mock/reconcile.rs"]

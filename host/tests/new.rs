@@ -13,10 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ is in the workspace").to_path_buf()
-}
+use wasmop_e2e::fixtures::workspace;
 
 fn target_dir() -> PathBuf {
     let base = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from);

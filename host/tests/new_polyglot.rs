@@ -9,14 +9,12 @@
 //! and a mutating webhook (world `operator`) build too, and `wasmop admit` calls each webhook on
 //! the sample and on an object it refuses or changes. Each build takes 15–60 s.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::polyglot::{go_caches, go_toolchain, toolchain};
-use support::workspace;
+use wasmop_e2e::fixtures::workspace;
+use wasmop_e2e::polyglot::{go_caches, go_toolchain, toolchain};
 
 /// A temporary directory outside the workspace.
 fn outside() -> tempfile::TempDir {
@@ -162,6 +160,7 @@ fn assert_webhooks_admit(lang: &str, test: &[&str], passed: &str, build: &[&str]
 }
 
 #[test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh runtime runs it"]
 fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
     let dir = new(tmp.path(), "hello-py", "python", &[]);
@@ -173,6 +172,7 @@ fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_outside_the_reposi
 }
 
 #[test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh runtime runs it"]
 fn a_new_javascript_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
     let dir = new(tmp.path(), "hello-js", "js", &[]);
@@ -184,16 +184,19 @@ fn a_new_javascript_plugin_tests_builds_and_reconciles_its_sample_outside_the_re
 }
 
 #[test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh runtime runs it"]
 fn a_new_python_plugin_with_webhooks_builds_and_admits_offline() {
     assert_webhooks_admit("python", &["python3", "-m", "unittest"], "Ran 6 tests", &["sh", "build.sh"]);
 }
 
 #[test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh runtime runs it"]
 fn a_new_javascript_plugin_with_webhooks_builds_and_admits_offline() {
     assert_webhooks_admit("js", &["npm", "test"], "# pass 6", &["npm", "run", "build"]);
 }
 
 #[test]
+#[ignore = "needs Go and the Go plugin toolchain from scripts/setup.sh (WASMOP_GO_TOOLCHAIN): scripts/test.sh runtime runs it"]
 fn a_new_go_plugin_tests_builds_and_reconciles_its_sample_outside_the_repository() {
     let tmp = outside();
     let sdk = workspace().join("sdk-go");

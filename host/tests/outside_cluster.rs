@@ -5,8 +5,6 @@
 //! on a clean exit (SIGTERM) removes the webhook configurations it registered, so writes of the
 //! admitted kinds go through again; a host behind a Service keeps them for its replicas.
 
-mod support;
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,6 +17,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file, eventually};
+use wasmop_e2e::fixtures;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -26,7 +25,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const SIDECARSET_POLICY: &str = "plugins: {sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}}\n";
 
 fn sidecarset() -> PathBuf {
-    support::plugin("sidecarset", "wasm32-wasip2")
+    fixtures::plugin("sidecarset", "wasm32-wasip2")
 }
 
 /// `wasmop inspect PLUGIN --kubeconfig ... --output json`: its `notServed` lines.
@@ -58,7 +57,7 @@ async fn inspect_names_each_declared_kind_and_webhook_resource_the_cluster_does_
     assert_eq!(lines.len(), 3, "Pods are served, the SidecarSet kind is not: {lines:#?}");
     assert!(lines.iter().all(|l| !l.contains('\n')), "one line each: {lines:#?}");
 
-    apply_file(&client, &support::workspace().join("crds/sidecarset.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/sidecarset.yaml")).await?;
     eventually("the SidecarSet CRD served", WAIT, || async { Ok(not_served(&cp, &plugin).is_empty().then_some(())) }).await?;
     Ok(())
 }
@@ -132,7 +131,7 @@ fn sidecarset_object(name: &str) -> Value {
 async fn a_host_outside_the_cluster_waits_for_its_namespace_and_unregisters_on_a_clean_exit() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/sidecarset.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/sidecarset.yaml")).await?;
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
     let (bind, url) = (format!("127.0.0.1:{port}"), format!("https://127.0.0.1:{port}"));
@@ -181,7 +180,7 @@ async fn a_host_outside_the_cluster_waits_for_its_namespace_and_unregisters_on_a
 async fn a_host_behind_a_service_keeps_its_webhook_configurations_on_exit() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/sidecarset.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/sidecarset.yaml")).await?;
     let dir = tempfile::tempdir()?;
     let bind = format!("127.0.0.1:{}", free_port()?);
     let mut host = spawn_host(&cp, dir.path(), &["--admission-service", "default/wasmop-hooks", "--admission-bind", &bind])?;

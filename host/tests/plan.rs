@@ -2,13 +2,11 @@
 //! sizes; it exits non-zero with the reason when `run` would refuse, and warns about every
 //! fixture it does not use.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::workspace;
+use wasmop_e2e::fixtures::{self, workspace};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
 const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
@@ -86,7 +84,7 @@ fn warnings(out: &Output) -> Vec<String> {
 #[test]
 fn the_plan_has_the_host_owner_reference_the_status_patch_and_the_rest() {
     let f = Fixtures::new();
-    let out = reconcile(&support::testbed(), &f.testbed("ok", ""), &[]);
+    let out = reconcile(&fixtures::testbed(), &f.testbed("ok", ""), &[]);
     let plan = plan(&out);
     assert!(warnings(&out).is_empty(), "{:?}", warnings(&out));
     let child = &plan["apply"][0];
@@ -111,7 +109,7 @@ fn the_plan_has_the_host_owner_reference_the_status_patch_and_the_rest() {
 #[test]
 fn a_child_in_kube_system_is_refused_with_the_reason() {
     let f = Fixtures::new();
-    let line = error(&reconcile(&support::testbed(), &f.testbed("other-namespace", ""), &[]));
+    let line = error(&reconcile(&fixtures::testbed(), &f.testbed("other-namespace", ""), &[]));
     assert_eq!(
         line,
         "error: response refused (ActionRefused), run would write nothing: v1/ConfigMap kube-system/t-escaped is in \
@@ -122,7 +120,7 @@ fn a_child_in_kube_system_is_refused_with_the_reason() {
 #[test]
 fn an_undeclared_kind_is_refused_with_the_reason() {
     let f = Fixtures::new();
-    let line = error(&reconcile(&support::testbed(), &f.testbed("undeclared", ""), &[]));
+    let line = error(&reconcile(&fixtures::testbed(), &f.testbed("undeclared", ""), &[]));
     assert!(line.contains("(ActionRefused)") && line.contains("which the plugin does not declare as a child"), "{line}");
 }
 
@@ -134,7 +132,7 @@ fn an_object_of_another_owner_is_already_owned_and_never_a_child() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: t-out\n  ownerReferences:\n  \
          - {apiVersion: test.wasmop.dev/v1, kind: Testbed, name: other, uid: u-other, controller: true}\n",
     );
-    let out = reconcile(&support::testbed(), &f.testbed("ok", ""), &[children(), &theirs]);
+    let out = reconcile(&fixtures::testbed(), &f.testbed("ok", ""), &[children(), &theirs]);
     let line = error(&out);
     assert!(line.starts_with("error: response refused (AlreadyOwned)"), "{line}");
     assert!(
@@ -153,7 +151,7 @@ fn a_users_own_object_is_already_owned() {
         "users.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t-out, ownerReferences: []}\ndata: {mine: 'yes'}\n",
     );
-    let line = error(&reconcile(&support::testbed(), &f.testbed("ok", ""), &[children(), &users]));
+    let line = error(&reconcile(&fixtures::testbed(), &f.testbed("ok", ""), &[children(), &users]));
     assert!(line.contains("(AlreadyOwned)") && line.contains("is controlled by nobody"), "{line}");
 }
 
@@ -161,7 +159,7 @@ fn a_users_own_object_is_already_owned() {
 fn a_plugin_cannot_point_a_child_at_another_owner() {
     let f = Fixtures::new();
     let forged = ", ownerReferences: [{apiVersion: v1, kind: Testbed, name: victim, uid: u-victim, controller: true}]";
-    let plan = plan(&reconcile(&support::testbed(), &f.testbed("take", forged), &[]));
+    let plan = plan(&reconcile(&fixtures::testbed(), &f.testbed("take", forged), &[]));
     let refs = &plan["apply"][0]["metadata"]["ownerReferences"];
     assert_eq!(refs.as_array().unwrap().len(), 1, "{refs}");
     assert_eq!((&refs[0]["name"], &refs[0]["uid"]), (&json!("t"), &json!(PLACEHOLDER_UID)));
@@ -175,7 +173,7 @@ fn only_the_parents_own_children_are_pruned() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t-stale, uid: u-stale}\n---\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t-users, ownerReferences: []}\n",
     );
-    let out = reconcile(&support::testbed(), &f.testbed("ok", ""), &[children(), &observed]);
+    let out = reconcile(&fixtures::testbed(), &f.testbed("ok", ""), &[children(), &observed]);
     let plan = plan(&out);
     assert_eq!(
         plan["prune"],
@@ -192,12 +190,12 @@ fn explicit_deletes_touch_only_the_parents_children() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, uid: u-mine}\n---\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata: {name: users, ownerReferences: []}\n",
     );
-    let plan = plan(&reconcile(&support::testbed(), &f.testbed("delete", ", target: mine"), &[children(), &observed]));
+    let plan = plan(&reconcile(&fixtures::testbed(), &f.testbed("delete", ", target: mine"), &[children(), &observed]));
     assert_eq!(
         plan["delete"],
         json!([{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "mine", "uid": "u-mine"}])
     );
-    let line = error(&reconcile(&support::testbed(), &f.testbed("delete", ", target: users"), &[children(), &observed]));
+    let line = error(&reconcile(&fixtures::testbed(), &f.testbed("delete", ", target: users"), &[children(), &observed]));
     assert!(line.starts_with("error: response refused (NotControlled)") && line.contains("controlled by nobody"), "{line}");
 }
 
@@ -218,7 +216,7 @@ fn every_ignored_fixture_is_warned_about_with_the_reason() {
          apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: sibling}\n",
     );
     let sample = workspace().join("crds/samples/memcached.yaml");
-    let out = reconcile(&support::memcached(), &sample, &[children(), &kids, related(), &rel]);
+    let out = reconcile(&fixtures::memcached(), &sample, &[children(), &kids, related(), &rel]);
     plan(&out);
     let warned = warnings(&out);
     let expected = [
@@ -256,7 +254,7 @@ fn a_bad_now_is_one_error_naming_the_flag() {
 #[test]
 fn a_failure_showing_status_prints_the_status_patch_and_fails_with_the_error() {
     let f = Fixtures::new();
-    let out = reconcile(&support::testbed(), &f.testbed("invalid", ""), &[]);
+    let out = reconcile(&fixtures::testbed(), &f.testbed("invalid", ""), &[]);
     assert_eq!(error(&out), "error: plugin error (terminal): spec.size is required");
     let printed: Value = serde_json::from_slice(&out.stdout).expect("the failure's plan as JSON");
     assert_eq!(
@@ -274,7 +272,7 @@ fn a_failure_showing_status_prints_the_status_patch_and_fails_with_the_error() {
         (&status["conditions"][1]["type"], &status["conditions"][1]["reason"]),
         (&json!("Reconciled"), &json!("ReconcileFailed"))
     );
-    let bare = reconcile(&support::testbed(), &f.testbed("terminal", ""), &[]);
+    let bare = reconcile(&fixtures::testbed(), &f.testbed("terminal", ""), &[]);
     assert_eq!(error(&bare), "error: plugin error (terminal): testbed asked for a terminal error");
     assert!(bare.stdout.is_empty(), "{}", String::from_utf8_lossy(&bare.stdout));
 }

@@ -4,14 +4,12 @@
 //! default JavaScript build (which imports `wasi:http`) loads, and a Python exception, a
 //! JavaScript error or a Go panic becomes a one-line reason naming it.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py};
-use support::{memcached, workspace};
+use wasmop_e2e::fixtures::{memcached, workspace};
+use wasmop_e2e::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
 
@@ -95,6 +93,7 @@ fn write_all(dir: &Path, name: &str, objects: &[Value]) -> Option<PathBuf> {
 }
 
 #[test]
+#[ignore = "needs the Python, JavaScript and Go toolchains from scripts/setup.sh: scripts/test.sh runtime runs it"]
 fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
     let plugins =
         [("rust", memcached()), ("python", memcached_py()), ("javascript", memcached_js()), ("go", memcached_go_for(GO_WIT))];
@@ -156,6 +155,7 @@ fn variant(dir: &str, entry: &str, edit: impl Fn(&str) -> String) -> (tempfile::
 }
 
 #[test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh runtime runs it"]
 fn a_python_exception_and_a_javascript_error_end_in_one_line_naming_them() {
     let py_dir = variant("memcached-py", "app.py", |s| {
         s.replace(
@@ -183,6 +183,7 @@ fn a_python_exception_and_a_javascript_error_end_in_one_line_naming_them() {
 }
 
 #[test]
+#[ignore = "needs Go and the Go plugin toolchain from scripts/setup.sh (WASMOP_GO_TOOLCHAIN): scripts/test.sh runtime runs it"]
 fn a_go_panic_ends_in_one_line_naming_it() {
     let (_temp, dir) = variant("memcached-go", "memcached.go", |s| {
         s.replace(

@@ -2,13 +2,12 @@
 //! what it compiles and its size when the compile starts, and when done the time taken and
 //! whether the artifact came from the cache.
 
-mod support;
-
 use std::process::Command;
+use wasmop_e2e::fixtures;
 
 fn inspect(cache: &std::path::Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["inspect", support::memcached().to_str().unwrap()])
+        .args(["inspect", fixtures::memcached().to_str().unwrap()])
         .env("WASMOP_CACHE_DIR", cache)
         .env_remove("WASMOP_POLICY")
         .env("RUST_LOG", "info")

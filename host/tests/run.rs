@@ -2,8 +2,6 @@
 //! probes on HTTP (or metrics over HTTPS behind the API server and probes apart), graceful exit on
 //! SIGTERM.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -13,6 +11,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+use wasmop_e2e::fixtures;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -58,11 +57,11 @@ impl Drop for Host {
 async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    let root = support::workspace();
+    let root = fixtures::workspace();
     apply_file(&client, &root.join("crds/memcached.yaml")).await?;
     apply_file(&client, &root.join("crds/wasmplugin.yaml")).await?;
     let dir = tempfile::tempdir()?;
-    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    std::fs::copy(fixtures::memcached(), dir.path().join("memcached.wasm"))?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut host = Host(
         Command::new(env!("CARGO_BIN_EXE_wasmop"))
@@ -151,11 +150,11 @@ fn leader_gauge(port: u16) -> Option<u64> {
 async fn a_standby_is_ready_writes_nothing_and_takes_over_when_the_leader_releases() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    let root = support::workspace();
+    let root = fixtures::workspace();
     apply_file(&client, &root.join("crds/memcached.yaml")).await?;
     apply_file(&client, &root.join("crds/wasmplugin.yaml")).await?;
     let dir = tempfile::tempdir()?;
-    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    std::fs::copy(fixtures::memcached(), dir.path().join("memcached.wasm"))?;
     // A long Lease: a takeover well within it comes from the release, not from expiry.
     let lease = [
         "--leader-elect",
@@ -221,9 +220,9 @@ async fn a_standby_is_ready_writes_nothing_and_takes_over_when_the_leader_releas
 async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/memcached.yaml")).await?;
     let dir = tempfile::tempdir()?;
-    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    std::fs::copy(fixtures::memcached(), dir.path().join("memcached.wasm"))?;
     let lease = [
         "--leader-elect",
         "--leader-elect-lease-duration",
@@ -278,9 +277,9 @@ async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
 async fn sigterm_during_a_burst_exits_in_time_and_a_restart_converges_everything() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/memcached.yaml")).await?;
     let dir = tempfile::tempdir()?;
-    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
+    std::fs::copy(fixtures::memcached(), dir.path().join("memcached.wasm"))?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut host = spawn_host(&cp, dir.path(), port, &[])?;
     eventually("host ready", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
@@ -332,9 +331,9 @@ fn metric(port: u16, series: &str) -> u64 {
 async fn sigterm_lets_a_reconcile_in_flight_finish_its_writes_before_exit() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/testbed.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/testbed.yaml")).await?;
     let dir = tempfile::tempdir()?;
-    std::fs::copy(support::testbed(), dir.path().join("testbed.wasm"))?;
+    std::fs::copy(fixtures::testbed(), dir.path().join("testbed.wasm"))?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut host = spawn_host(&cp, dir.path(), port, &["--deadline", "20s"])?;
     eventually("host ready", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
@@ -392,7 +391,7 @@ async fn anonymous_scrape(port: u16, ca: &str) -> Result<String> {
 async fn run_with_secure_metrics_serves_the_probes_apart_and_refuses_an_anonymous_scrape() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/wasmplugin.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/wasmplugin.yaml")).await?;
     let dir = tempfile::tempdir()?;
     let certs = dir.path().join("certs");
     std::fs::create_dir_all(dir.path().join("plugins"))?;

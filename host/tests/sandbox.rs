@@ -1,16 +1,14 @@
 //! Hostile plugins against the runtime: every failure is typed, bounded, and the host goes on.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{testbed, testbed_cr};
 use wasmop::contract::{Condition, OutputLimits, Request, ResponseError};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::policy::HostPolicy;
 use wasmop::runtime::{CallError, Limits, MIN_MEMORY_BYTES, Plugin, Runtime, WitVersion};
+use wasmop_e2e::fixtures::{self, testbed, testbed_cr};
 
 fn runtime(limits: Limits) -> Runtime {
     Runtime::builder().limits(limits).artifact_dir(None).build().expect("runtime starts")
@@ -196,7 +194,7 @@ async fn the_policy_sets_limits_per_plugin_by_name() {
     assert!(
         matches!(call(&plugin, "loop", json!({})).await, Err(CallError::Timeout { deadline, .. }) if deadline == Duration::from_millis(150))
     );
-    let memcached = rt.load_file(support::memcached()).await.unwrap();
+    let memcached = rt.load_file(fixtures::memcached()).await.unwrap();
     assert_eq!(memcached.limits().memory_bytes, 64 << 20, "other plugins keep the defaults");
 }
 
@@ -208,7 +206,7 @@ async fn fuel_stops_a_loop_deterministically_and_leaves_normal_calls_alone() {
     assert_eq!(call(&plugin, "loop", json!({})).await.unwrap_err(), CallError::OutOfFuel { fuel: 50_000_000 });
     assert_eq!(call(&plugin, "loop", json!({})).await.unwrap_err().reason(), "PluginOutOfFuel");
     assert!(call(&plugin, "ok", json!({})).await.is_ok());
-    let memcached = rt.load_file(support::memcached()).await.unwrap();
+    let memcached = rt.load_file(fixtures::memcached()).await.unwrap();
     assert_eq!(memcached.limits().fuel, None, "unmetered plugins get unlimited fuel on a metered engine");
 }
 
@@ -217,8 +215,8 @@ async fn smallest_memory_cap_runs_the_example_plugins() {
     let rt = runtime(Limits::default().memory_bytes(MIN_MEMORY_BYTES));
     let testbed = rt.load_file(testbed()).await.unwrap();
     let (_, stats) = testbed.reconcile(&Request::new(testbed_cr("t", "ok", json!({}))), empty_cache()).await.unwrap();
-    let memcached = rt.load_file(support::memcached()).await.unwrap();
-    let (_, m_stats) = memcached.reconcile(&Request::new(support::memcached_cr("m", 3)), empty_cache()).await.unwrap();
+    let memcached = rt.load_file(fixtures::memcached()).await.unwrap();
+    let (_, m_stats) = memcached.reconcile(&Request::new(fixtures::memcached_cr("m", 3)), empty_cache()).await.unwrap();
     // The guest stack is 128 KiB (`.cargo/config.toml`); the SDK's allocator grows memory by
     // 256 KiB steps.
     for high_water in [stats.memory_high_water, m_stats.memory_high_water] {

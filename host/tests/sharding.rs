@@ -8,8 +8,6 @@
 //! back through the drain handover. The cluster shows who reconciled what: a parent's events come from its replica
 //! (`reportingInstance`) alone.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -21,6 +19,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+use wasmop_e2e::fixtures;
 
 /// Parents: as many as the sharding bench's default run.
 const PARENTS: usize = 300;
@@ -205,11 +204,11 @@ async fn settled(parents: &Api<DynamicObject>, hosts: &[(&str, u16)]) -> Result<
 async fn three_replicas_share_300_parents_and_move_them_when_one_dies_and_comes_back() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
-    apply_file(&client, &support::workspace().join("crds/testbed.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &fixtures::workspace().join("crds/testbed.yaml")).await?;
     let dir = tempfile::tempdir()?;
-    std::fs::copy(support::memcached(), dir.path().join("memcached.wasm"))?;
-    std::fs::copy(support::testbed(), dir.path().join("testbed.wasm"))?;
+    std::fs::copy(fixtures::memcached(), dir.path().join("memcached.wasm"))?;
+    std::fs::copy(fixtures::testbed(), dir.path().join("testbed.wasm"))?;
     let ports: Vec<u16> = (0..3)
         .map(|_| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()))
         .collect::<Result<_, _>>()?;

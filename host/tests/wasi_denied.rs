@@ -1,17 +1,15 @@
 //! What a plugin cannot reach: files, the environment, the network. And what it can: its
 //! stdout, which reaches the host's log.
 
-mod support;
-
 use std::net::TcpListener;
 use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use support::{testbed, testbed_cr};
 use wasmop::contract::Request;
 use wasmop::objects::MemoryCache;
 use wasmop::runtime::Runtime;
+use wasmop_e2e::fixtures::{testbed, testbed_cr};
 
 #[tokio::test]
 async fn files_environment_and_network_are_denied_and_nothing_leaks() {

@@ -38,8 +38,7 @@ use wasmop_e2e::cluster::{apply_file, log_to_test_output};
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
 use wasmop_types::{AdmissionRequest, Verdict, Webhook};
 
-#[path = "support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 
 use figure::{Goal, figure};
 

@@ -36,8 +36,7 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, api_for, apply, apply_file};
 use wasmop_e2e::plugins::{plugin_with_features, workspace};
 
-#[path = "support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 #[path = "support/smaps.rs"]
 mod smaps;
 

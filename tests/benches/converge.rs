@@ -67,8 +67,7 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, apply_file};
 use wasmop_e2e::plugins::{plugin, workspace};
 
-#[path = "support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 #[path = "support/native.rs"]
 mod native;
 #[path = "support/process.rs"]

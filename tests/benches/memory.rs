@@ -65,8 +65,7 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::apply_file;
 use wasmop_e2e::plugins::{plugin, workspace};
 
-#[path = "support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 #[path = "support/native.rs"]
 mod native;
 #[path = "support/process.rs"]

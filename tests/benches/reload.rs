@@ -72,8 +72,7 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
 
-#[path = "support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 
 use figure::{Goal, figure};
 

@@ -46,8 +46,7 @@ use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::apply_file;
 use wasmop_e2e::plugins::{plugin, workspace};
 
-#[path = "support/figure.rs"]
-mod figure;
+use wasmop_e2e::figure;
 #[path = "support/process.rs"]
 mod process;
 

@@ -23,6 +23,8 @@
 //! its path is printed on stderr at start-up.
 
 pub mod cluster;
+pub mod figure;
+pub mod fixtures;
 pub mod plugins;
 pub mod polyglot;
 pub mod registry;

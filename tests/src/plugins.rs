@@ -1,7 +1,4 @@
-//! Plugins built from the workspace's sources, for tests.
-//!
-//! Also included by `host/tests/support` (`#[path]`), so both test suites build plugins the
-//! same way.
+//! Plugins built from the workspace's sources, for tests (the host's and the end-to-end ones).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use super::plugins::workspace;
+use crate::plugins::workspace;
 
 /// A plugin language other than Rust.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

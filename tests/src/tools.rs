@@ -3,8 +3,10 @@
 //! `WASMOP_TOOLS` (whose kubectl 1.35 is used too where it is within kubectl's ±1 minor
 //! version skew of the server).
 //!
-//! A test whose tool is missing says `SKIPPED: ...` on the real stderr and returns; the
-//! README's test command (`scripts/test.sh`) installs every tool, so nothing skips there.
+//! A test that needs a tool `cargo` cannot build (helm) is `#[ignore = "needs ..."]`, so a plain
+//! `cargo test` reports it as not run; the README's test command (`scripts/test.sh`) installs
+//! every tool and runs those tests too (`--include-ignored`), where a missing tool is an error
+//! saying how to install it ([`missing`]). Never a silent pass.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -28,30 +30,34 @@ fn from_tools_dir(name: &str) -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// Say that a part is skipped, on the real stderr: libtest captures `println!`/`eprintln!` of
-/// passing tests, and a skip must not pass silently.
-pub fn skipped(message: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {message}");
+/// The error of a test whose tool is missing: what is missing and the command that installs it.
+/// Such tests are `#[ignore = "needs ..."]` (so a plain `cargo test` lists them as not run);
+/// `scripts/test.sh` runs them with `--include-ignored`, where a missing tool fails the test.
+pub fn missing(what: &str, install: &str) -> anyhow::Error {
+    anyhow::anyhow!("{what} is missing: {install} (or run the whole tier: scripts/test.sh e2e)")
 }
 
-/// `helm` from `$WASMOP_TOOLS`, else from `PATH`; `None` (and a skip line) when neither has it.
-pub fn helm_or_skip(what: &str) -> Option<PathBuf> {
-    let found = from_tools_dir("helm").or_else(|| which("helm"));
-    if found.is_none() {
-        skipped(&format!("{what}: no helm in $WASMOP_TOOLS or on PATH (scripts/tools.sh installs it)"));
-    }
-    found
+/// `helm` from `$WASMOP_TOOLS`, else from `PATH`.
+///
+/// # Errors
+/// When neither has it ([`missing`]).
+pub fn helm() -> Result<PathBuf> {
+    from_tools_dir("helm").or_else(|| which("helm")).ok_or_else(|| {
+        missing("helm (in $WASMOP_TOOLS or on PATH)", "eval \"$(bash scripts/setup.sh)\" installs it (scripts/tools.sh)")
+    })
 }
 
 /// Every kubectl to test with: the one built with the control plane (same version as the
 /// server), and the current one in `$WASMOP_TOOLS` or on `PATH` when its minor version is within
-/// kubectl's supported skew (±1) of the server's; empty (and a skip line) when there is none.
-pub fn kubectls_or_skip(what: &str) -> Vec<Kubectl> {
+/// kubectl's supported skew (±1) of the server's.
+///
+/// # Errors
+/// When there is no kubectl beside the control plane's binaries ([`missing`]).
+pub fn kubectls() -> Result<Vec<Kubectl>> {
     let own = crate::control_plane_bin_dir().ok().map(|dir| dir.join("kubectl")).filter(|p| p.is_file());
-    let Some(own) = own.map(Kubectl::new) else {
-        skipped(&format!("{what}: no kubectl beside the control plane's binaries (scripts/control-plane.sh install builds it)"));
-        return Vec::new();
-    };
+    let own = own
+        .map(Kubectl::new)
+        .ok_or_else(|| missing("kubectl beside the control plane's binaries", "scripts/control-plane.sh install builds it"))?;
     let mut found = vec![own.clone()];
     for bin in [from_tools_dir("kubectl"), which("kubectl")].into_iter().flatten() {
         let k = Kubectl::new(bin);
@@ -59,12 +65,15 @@ pub fn kubectls_or_skip(what: &str) -> Vec<Kubectl> {
             found.push(k);
         }
     }
-    found
+    Ok(found)
 }
 
 /// The newest kubectl available (for the parts that need only one).
-pub fn kubectl_or_skip(what: &str) -> Option<Kubectl> {
-    kubectls_or_skip(what).into_iter().max_by_key(|k| k.minor)
+///
+/// # Errors
+/// As [`kubectls`].
+pub fn kubectl() -> Result<Kubectl> {
+    kubectls()?.into_iter().max_by_key(|k| k.minor).context("no kubectl")
 }
 
 /// One kubectl binary and its client minor version.
@@ -146,14 +155,8 @@ impl Kubectl {
 /// # Errors
 /// A document that is not YAML.
 pub fn docs(yaml: &str) -> Result<Vec<Value>> {
-    let mut all = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: Value = serde::Deserialize::deserialize(doc)?;
-        if !v.is_null() {
-            all.push(v);
-        }
-    }
-    Ok(all)
+    // Empty and null documents are skipped by the parser.
+    Ok(wasmop::yaml::documents(yaml).into_iter().collect::<Result<_, _>>()?)
 }
 
 /// `objects` as one multi-document YAML stream.
@@ -164,7 +167,7 @@ pub fn to_yaml_stream(objects: &[Value]) -> Result<String> {
     let mut s = String::new();
     for o in objects {
         s.push_str("---\n");
-        s.push_str(&serde_yaml::to_string(o)?);
+        s.push_str(&wasmop::yaml::to_string(o)?);
     }
     Ok(s)
 }
@@ -185,7 +188,7 @@ pub fn kubectl_name(obj: &Value) -> String {
 /// A file that cannot be read or parsed.
 pub fn kustomize_base_objects() -> Result<Vec<Value>> {
     let base = workspace().join("deploy/kustomize/base");
-    let kustomization: Value = serde_yaml::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
+    let kustomization: Value = wasmop::yaml::from_str(&std::fs::read_to_string(base.join("kustomization.yaml"))?)?;
     let mut all = Vec::new();
     for file in kustomization["resources"].as_array().context("resources")? {
         let path = base.join(file.as_str().context("resource path")?);

@@ -25,9 +25,9 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
-use wasmop_e2e::cluster::{Host, api_for, apply, apply_file, deployment_available, eventually};
+use wasmop_e2e::cluster::{Host, api_for, apply_file, deployment_available, eventually};
 use wasmop_e2e::plugins::{plugin, workspace};
-use wasmop_e2e::tools::{docs, kubectl_name, kubectl_or_skip, kubectls_or_skip, kustomize_base_objects, skipped, to_yaml_stream};
+use wasmop_e2e::tools::{docs, kubectl, kubectl_name, kubectls, kustomize_base_objects, to_yaml_stream};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NAMESPACE: &str = "wasmop-system";
@@ -86,7 +86,7 @@ async fn base_is_current_with_its_sources() -> Result<()> {
 
     // The chart's default rules are the same as the base's (values.yaml is plain YAML).
     let objects = kustomize_base_objects()?;
-    let values: Value = serde_yaml::from_str(&std::fs::read_to_string(chart().join("values.yaml"))?)?;
+    let values: Value = wasmop::yaml::from_str(&std::fs::read_to_string(chart().join("values.yaml"))?)?;
     assert_eq!(
         values["rbac"]["rules"],
         find(&objects, "ClusterRole")["rules"],
@@ -140,7 +140,7 @@ async fn base_is_current_with_its_sources() -> Result<()> {
     let text = find(&objects, "ConfigMap")["data"]["policy.yaml"].as_str().context("policy.yaml")?;
     let policy = wasmop::policy::HostPolicy::from_yaml(text)?;
     assert_eq!(policy, wasmop::policy::HostPolicy::default(), "the base's policy spells out the built-in defaults");
-    let chart_policy = wasmop::policy::HostPolicy::from_yaml(&serde_yaml::to_string(&values["policy"])?)?;
+    let chart_policy = wasmop::policy::HostPolicy::from_yaml(&wasmop::yaml::to_string(&values["policy"])?)?;
     assert_eq!(chart_policy, policy, "helm values.policy differs from the base's policy");
     Ok(())
 }
@@ -168,7 +168,7 @@ async fn memcached_manifest() -> Result<(wasmop::contract::Manifest, wasmop::con
 /// prints for the namespaces its Deployment names, and the base's ClusterRole is dropped.
 #[tokio::test]
 async fn namespaced_overlay_is_current_with_wasmop_rbac_namespace() -> Result<()> {
-    let patch: Value = serde_yaml::from_str(&std::fs::read_to_string(overlay().join("deployment.yaml"))?)?;
+    let patch: Value = wasmop::yaml::from_str(&std::fs::read_to_string(overlay().join("deployment.yaml"))?)?;
     let env = container(&patch)["env"].as_array().context("env")?;
     let value =
         env.iter().find(|e| e["name"] == "WASMOP_NAMESPACES").and_then(|e| e["value"].as_str()).context("WASMOP_NAMESPACES")?;
@@ -196,10 +196,7 @@ async fn namespaced_overlay_is_current_with_wasmop_rbac_namespace() -> Result<()
 /// Deployment's environment.
 #[tokio::test]
 async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
-    let kubectls = kubectls_or_skip("kustomize namespaced overlay server dry run");
-    if kubectls.is_empty() {
-        return Ok(());
-    }
+    let kubectls = kubectls()?;
     let cp = ControlPlane::start().await?;
     let overlay_arg = overlay().display().to_string();
     for ns in [NAMESPACE, "team-a", "team-b"] {
@@ -245,10 +242,7 @@ async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
 /// the kubectl of the server's version.
 #[tokio::test]
 async fn kustomize_base_passes_server_dry_run() -> Result<()> {
-    let kubectls = kubectls_or_skip("kustomize base server dry run");
-    if kubectls.is_empty() {
-        return Ok(());
-    }
+    let kubectls = kubectls()?;
     let cp = ControlPlane::start().await?;
     let base_arg = base().display().to_string();
     for kubectl in &kubectls {
@@ -291,41 +285,26 @@ async fn host_reconciles_as_the_deployed_service_account() -> Result<()> {
     let admin = cp.client().await?;
     let memcached = plugin("memcached", "wasm32-wasip2");
 
-    match kubectl_or_skip("kubectl apply -k / kubectl create configmap") {
-        Some(kubectl) => {
-            kubectl.run(
-                &cp,
-                &["apply", "-k", &base().display().to_string(), "--server-side", "--field-manager=wasmop-e2e"],
-                None,
-            )?;
-            // The documented way to deliver plugins, verbatim (from the plugin's directory).
-            // Server-side: a client-side apply stores the whole object in the
-            // last-applied-configuration annotation, and annotations are capped at 256 KiB.
-            let dir = memcached.parent().unwrap().display().to_string();
-            let script = format!(
-                "cd {dir} && kubectl create configmap wasmop-plugins -n {NAMESPACE} --from-file=memcached.wasm --dry-run=client -o yaml | kubectl apply --server-side -f -"
-            );
-            // `kubectl` in the script is the one of the server's version.
-            let path = format!("{}:{}", kubectl.bin.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
-            let out =
-                Command::new("sh").args(["-c", &script]).env("KUBECONFIG", cp.kubeconfig_path()).env("PATH", path).output()?;
-            ensure!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
-            let cms = api_for(&admin, "v1", "ConfigMap", Some(NAMESPACE)).await?;
-            let cm = cms.get("wasmop-plugins").await?;
-            let data =
-                cm.data.pointer("/binaryData/memcached.wasm").and_then(Value::as_str).context("binaryData memcached.wasm")?;
-            // base64 of the file: 4 characters per 3 bytes.
-            let size = std::fs::metadata(&memcached)?.len();
-            assert_eq!(data.len() as u64, size.div_ceil(3) * 4, "the ConfigMap holds the whole plugin");
-            assert!(size < 1024 * 1024, "memcached.wasm ({size} bytes) fits a ConfigMap");
-        }
-        None => {
-            skipped("applying the base's files directly");
-            for object in kustomize_base_objects()? {
-                apply(&admin, &object).await.with_context(|| kubectl_name(&object))?;
-            }
-        }
-    }
+    let kubectl = kubectl()?;
+    kubectl.run(&cp, &["apply", "-k", &base().display().to_string(), "--server-side", "--field-manager=wasmop-e2e"], None)?;
+    // The documented way to deliver plugins, verbatim (from the plugin's directory).
+    // Server-side: a client-side apply stores the whole object in the
+    // last-applied-configuration annotation, and annotations are capped at 256 KiB.
+    let dir = memcached.parent().unwrap().display().to_string();
+    let script = format!(
+        "cd {dir} && kubectl create configmap wasmop-plugins -n {NAMESPACE} --from-file=memcached.wasm --dry-run=client -o yaml | kubectl apply --server-side -f -"
+    );
+    // `kubectl` in the script is the one of the server's version.
+    let path = format!("{}:{}", kubectl.bin.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("sh").args(["-c", &script]).env("KUBECONFIG", cp.kubeconfig_path()).env("PATH", path).output()?;
+    ensure!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    let cms = api_for(&admin, "v1", "ConfigMap", Some(NAMESPACE)).await?;
+    let cm = cms.get("wasmop-plugins").await?;
+    let data = cm.data.pointer("/binaryData/memcached.wasm").and_then(Value::as_str).context("binaryData memcached.wasm")?;
+    // base64 of the file: 4 characters per 3 bytes.
+    let size = std::fs::metadata(&memcached)?.len();
+    assert_eq!(data.len() as u64, size.div_ceil(3) * 4, "the ConfigMap holds the whole plugin");
+    assert!(size < 1024 * 1024, "memcached.wasm ({size} bytes) fits a ConfigMap");
     // The base's namespace enforces the Pod Security `restricted` profile, and the host's Pod
     // passes it: the Deployment becomes Available (kwok runs its Pod; no container runs here).
     let namespaces = api_for(&admin, "v1", "Namespace", None).await?;

@@ -56,16 +56,19 @@ async fn reconciles_memcached(plugin: &Path) -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh e2e runs it"]
 async fn the_python_memcached_plugin_reconciles_on_the_control_plane() -> Result<()> {
     reconciles_memcached(&memcached_py()).await
 }
 
 #[tokio::test]
+#[ignore = "needs componentize-py and componentize-js from scripts/setup.sh (WASMOP_POLYGLOT): scripts/test.sh e2e runs it"]
 async fn the_javascript_memcached_plugin_reconciles_on_the_control_plane() -> Result<()> {
     reconciles_memcached(&memcached_js()).await
 }
 
 #[tokio::test]
+#[ignore = "needs Go and the Go plugin toolchain from scripts/setup.sh (WASMOP_GO_TOOLCHAIN): scripts/test.sh e2e runs it"]
 async fn the_go_memcached_plugin_reconciles_on_the_control_plane() -> Result<()> {
     reconciles_memcached(&memcached_go()).await
 }

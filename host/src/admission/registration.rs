@@ -196,12 +196,12 @@ pub fn build(
 ///
 /// # Errors
 /// A YAML serialization failure.
-pub fn render_yaml(configurations: &Configurations) -> Result<String, serde_yaml::Error> {
+pub fn render_yaml(configurations: &Configurations) -> Result<String, crate::yaml::YamlError> {
     let mut out = String::new();
     for document in [&configurations.mutating, &configurations.validating] {
         if document["webhooks"].as_array().is_some_and(|w| !w.is_empty()) {
             out.push_str("---\n");
-            out.push_str(&serde_yaml::to_string(document)?);
+            out.push_str(&crate::yaml::to_string(document)?);
         }
     }
     Ok(out)

@@ -127,7 +127,7 @@ impl Output {
     pub fn render(self, value: &impl serde::Serialize) -> anyhow::Result<String> {
         Ok(match self {
             Output::Json => serde_json::to_string_pretty(value)? + "\n",
-            Output::Yaml => serde_yaml::to_string(value)?,
+            Output::Yaml => crate::yaml::to_string(value)?,
         })
     }
 }

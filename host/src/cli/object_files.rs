@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actions::{Control, owner_reference};
@@ -21,9 +20,8 @@ use crate::policy::Grants;
 pub fn read_objects(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut objects = Vec::new();
-    for (i, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = Value::deserialize(document)
-            .map_err(|e| anyhow::anyhow!("{}: document {} is not valid YAML: {e}", path.display(), i + 1))?;
+    for (i, document) in crate::yaml::documents::<Value>(&text).into_iter().enumerate() {
+        let value = document.map_err(|e| anyhow::anyhow!("{}: document {} is not valid YAML: {e}", path.display(), i + 1))?;
         match value {
             Value::Null => {}
             Value::Object(ref map) if map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) => {

@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::kind::{Kind, Scope};
@@ -253,8 +252,8 @@ impl KnownKinds {
         let text = std::fs::read_to_string(path).map_err(|source| KindsError::Read { path: path.to_owned(), source })?;
         let bad = |message: String| KindsError::BadCrd { path: path.to_owned(), message };
         let mut found = 0;
-        for (i, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-            let value = Value::deserialize(document).map_err(|e| bad(format!("document {} is not valid YAML: {e}", i + 1)))?;
+        for (i, document) in crate::yaml::documents::<Value>(&text).into_iter().enumerate() {
+            let value = document.map_err(|e| bad(format!("document {} is not valid YAML: {e}", i + 1)))?;
             if self.add_crd(&value).map_err(|e| bad(format!("document {}: {e}", i + 1)))? {
                 found += 1;
             }

@@ -161,7 +161,7 @@ pub fn parse_text(text: &str, from: &str) -> Result<Value, ConfigError> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    let value: Value = serde_yaml::from_str(text)
+    let value: Value = crate::yaml::from_str(text)
         .map_err(|e| ConfigError::Syntax { from: from.to_owned(), message: format!("not valid YAML or JSON: {e}") })?;
     if !value.is_object() {
         return Err(ConfigError::Syntax { from: from.to_owned(), message: "the configuration must be an object".into() });

@@ -69,7 +69,7 @@ impl ConfigSource {
     /// # Errors
     /// A message for both set, a `config` that is not a mapping, or a malformed `configMap`.
     pub(super) fn from_entry(
-        config: Option<&serde_yaml::Value>,
+        config: Option<&serde_json::Value>,
         config_map: Option<&str>,
     ) -> Result<Self, (&'static str, String)> {
         match (config, config_map) {
@@ -113,8 +113,8 @@ mod tests {
 
     use super::*;
 
-    fn yaml(text: &str) -> serde_yaml::Value {
-        serde_yaml::from_str(text).unwrap()
+    fn yaml(text: &str) -> serde_json::Value {
+        crate::yaml::from_str(text).unwrap()
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(super) struct PluginEntry {
     pub on_remove: Option<OnRemove>,
     pub reconciled_condition: Option<ReconciledCondition>,
     /// The plugin's configuration, inline (a mapping); see [`super::ConfigSource`].
-    pub config: Option<serde_yaml::Value>,
+    pub config: Option<serde_json::Value>,
     /// `NAMESPACE/NAME` of the ConfigMap holding the plugin's configuration.
     pub config_map: Option<String>,
     /// The largest plugin file pulled from a registry (`64Mi`).

@@ -199,7 +199,7 @@ impl HostPolicy {
         let file: PolicyFile = if text.trim().is_empty() {
             PolicyFile::default()
         } else {
-            serde_yaml::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?
+            crate::yaml::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))?
         };
         if let Some(kind) = file.kind.as_deref().filter(|k| *k != "HostPolicy") {
             return Err(PolicyError::Value { at: "kind".into(), message: format!("expected HostPolicy, found {kind}") });

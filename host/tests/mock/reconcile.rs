@@ -25,7 +25,7 @@ const PARENT_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb";
 
 /// [`start_plugin`] with the testbed plugin.
 async fn start(server: &mut ApiServer, client: kube::Client) -> (Manager, Arc<PluginController>, Call) {
-    start_plugin(server, client, crate::support::testbed()).await
+    start_plugin(server, client, wasmop_e2e::fixtures::testbed()).await
 }
 
 /// A manager over the mock with one worker and no resync, the plugin at `path` started (the
@@ -161,7 +161,7 @@ async fn a_failed_apply_is_retried_with_backoff_until_it_succeeds() {
 async fn the_finalizer_is_added_before_the_first_reconcile() {
     let (client, mut server) = mock_client();
     server.add(testbed("ok"));
-    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
+    let plugin = wasmop_e2e::fixtures::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
     let (_manager, _controller, add) = start_plugin(&mut server, client, plugin).await;
     assert_eq!((&add.method, add.path.as_str()), (&Method::PATCH, PARENT_PATH), "{add}");
     assert_eq!(add.content_type, "application/merge-patch+json");
@@ -183,7 +183,7 @@ async fn a_finalized_parent_loses_the_finalizer_at_the_resource_version_of_the_h
     deleting["metadata"]["finalizers"] = json!(["someone.else/keep", "wasmop.dev/testbed"]);
     deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     server.add(deleting);
-    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
+    let plugin = wasmop_e2e::fixtures::plugin_with_features("testbed", "wasm32-wasip2", &["finalizer"]);
     let (_manager, _controller, status) = start_plugin(&mut server, client, plugin).await;
     assert_eq!(status.path, format!("{PARENT_PATH}/status"), "{status}");
     status.echo("8");
@@ -206,7 +206,7 @@ async fn a_finalized_parent_loses_the_finalizer_at_the_resource_version_of_the_h
 #[tokio::test]
 async fn a_declared_kind_the_server_does_not_serve_fails_the_start_before_any_watch() {
     let (client, mut server) = mock_client();
-    let plugin = crate::support::plugin_with_features("testbed", "wasm32-wasip2", &["declares-deployments"]);
+    let plugin = wasmop_e2e::fixtures::plugin_with_features("testbed", "wasm32-wasip2", &["declares-deployments"]);
     let (manager, plugin) = manager(client, plugin).await;
     let (started, write) = tokio::join!(manager.start(plugin), server.next_within(Duration::from_millis(500)));
     let err = started.expect_err("apps/v1 is not served");
@@ -220,7 +220,7 @@ async fn a_declared_kind_the_server_does_not_serve_fails_the_start_before_any_wa
 async fn a_kind_the_host_may_not_list_fails_the_start_with_the_servers_answer() {
     let (client, mut server) = mock_client();
     server.forbid("configmaps");
-    let (manager, plugin) = manager(client, crate::support::testbed()).await;
+    let (manager, plugin) = manager(client, wasmop_e2e::fixtures::testbed()).await;
     let (started, write) = tokio::join!(manager.start(plugin), server.next_within(Duration::from_millis(2500)));
     let err = started.expect_err("ConfigMaps cannot be listed");
     let PluginError::Start(StartError::NotSynced(timeout)) = &err else { panic!("{err}") };

@@ -22,6 +22,8 @@
 use serde_json::{Value, json};
 use wasmop_sdk::prelude::*;
 
+use crate::Mode;
+
 /// The cluster-scoped `ClusterTestbed` kind (`crds/cluster-testbed.yaml`).
 pub fn cluster_testbed_kind() -> Kind {
     Kind::new("test.wasmop.dev", "v1", "ClusterTestbed")
@@ -72,34 +74,34 @@ pub fn mode(spec: &Value) -> &str {
     if cfg!(feature = "twin") { spec["twinMode"].as_str().unwrap_or("idle") } else { spec["mode"].as_str().unwrap_or("ok") }
 }
 
-/// The answer of a capability mode; `None` for a mode that is not one.
-pub fn reconcile(mode: &str, req: &Request) -> Option<Response> {
+/// The answer of a capability mode; nothing for a mode that is not one.
+pub fn reconcile(mode: Mode, req: &Request) -> Response {
     let spec = &req.parent["spec"];
     let name = req.name();
     let field = |key: &str, default: &str| spec[key].as_str().unwrap_or(default).to_owned();
     let namespace = |default: &str| spec["namespace"].as_str().or(req.namespace()).unwrap_or(default).to_owned();
-    Some(match mode {
-        "idle" => Response::new(),
-        "kube-system-deployment" => Response::new().apply(root_deployment(name, &namespace("kube-system"))),
-        "bind-authenticated" => Response::new().apply(json!({
+    match mode {
+        Mode::Idle => Response::new(),
+        Mode::KubeSystemDeployment => Response::new().apply(root_deployment(name, &namespace("kube-system"))),
+        Mode::BindAuthenticated => Response::new().apply(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": format!("{name}-everyone")},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": field("target", "wasmop")},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
         })),
-        "take-lease" => Response::new().apply(json!({
+        Mode::TakeLease => Response::new().apply(json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": field("target", "wasmop"), "namespace": namespace("default")},
             "spec": {"holderIdentity": "attacker", "leaseDurationSeconds": 3600},
         })),
-        "adopt" => Response::new().apply(json!({
+        Mode::Adopt => Response::new().apply(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": field("target", "users"), "namespace": namespace("default")},
             "data": {"takenBy": name},
         })),
-        "forge" => Response::new().condition(Condition::true_("Ready", "Forged", "forged by testbed")),
-        _ => return None,
-    })
+        Mode::Forge => Response::new().condition(Condition::true_("Ready", "Forged", "forged by testbed")),
+        _ => Response::new(),
+    }
 }
 
 /// A Deployment with every host access at once.

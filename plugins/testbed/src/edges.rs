@@ -15,7 +15,7 @@
 use serde_json::{Value, json};
 use wasmop_sdk::prelude::*;
 
-use super::ADMISSION_LABEL;
+use super::{ADMISSION_LABEL, Mode};
 
 /// The manifest of the build, over the testbed's own.
 pub fn extend(manifest: Manifest) -> Manifest {
@@ -33,12 +33,12 @@ pub fn extend(manifest: Manifest) -> Manifest {
         .webhook(unconfine)
 }
 
-/// The answer of an `edge-kinds` mode; `None` for a mode that is not one.
-pub fn reconcile(mode: &str, req: &Request) -> Option<Response> {
+/// The answer of an `edge-kinds` mode; nothing for a mode that is not one.
+pub fn reconcile(mode: Mode, req: &Request) -> Response {
     let name = req.name();
     let ip = req.parent["spec"]["ip"].as_str().unwrap_or("10.0.0.1");
-    Some(match mode {
-        "endpoints-to-apiserver" => {
+    match mode {
+        Mode::EndpointsToApiserver => {
             let service = format!("{name}-api");
             Response::new()
                 .apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service},
@@ -46,12 +46,12 @@ pub fn reconcile(mode: &str, req: &Request) -> Option<Response> {
                 .apply(json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": service},
                     "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": 443}]}]}))
         }
-        "external-ips" => Response::new().apply(json!({
+        Mode::ExternalIps => Response::new().apply(json!({
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("{name}-intercept")},
             "spec": {"ports": [{"port": 443}], "externalIPs": [ip]},
         })),
-        _ => return None,
-    })
+        _ => Response::new(),
+    }
 }
 
 /// The answer of the `unconfine` webhook; `None` for another webhook.

@@ -6,6 +6,9 @@
 //! ConfigMaps, and reads ConfigMaps labelled `testbed=<parent name>`. What it does is chosen by
 //! the parent's `spec.mode`:
 //!
+//! Every mode is a [`Mode`] (`src/mode.rs`); a test there checks that some test of the host
+//! or an end-to-end test uses each.
+//!
 //! | mode | behaviour |
 //! |---|---|
 //! | `ok` (default) | apply ConfigMap `<name>-out` with `data: {mode: ok}`, status `{phase: Ready}`, condition `Ready=True` |
@@ -81,7 +84,9 @@ pub mod hostile_surface;
 pub use admission::{ADMISSION_LABEL, admission_webhooks};
 mod capability;
 mod edges;
+mod mode;
 pub use capability::cluster_testbed_kind;
+pub use mode::{Mode, UnknownMode};
 
 /// The plugin version (0.2.0 in the `test-v2` build used by the circuit breaker tests).
 pub const VERSION: &str = if cfg!(feature = "test-v2") { "0.2.0" } else { "0.1.0" };
@@ -149,45 +154,45 @@ impl Plugin for Testbed {
 
     fn reconcile(req: Request, ctx: &Context) -> Result<Response, Error> {
         let spec = &req.parent["spec"];
-        let mode = capability::mode(spec);
         let name = req.name();
         if req.finalizing {
             return Ok(finalized(name));
         }
+        let mode: Mode = capability::mode(spec).parse().map_err(|e: UnknownMode| Error::terminal(e.to_string()))?;
         match mode {
-            "ok" => Ok(ok(name)),
-            "loop" => spin_forever(),
-            "oom" => exhaust_memory(),
-            "panic" => panic!("testbed asked to panic"),
-            "unreachable" => trap(),
-            "retryable" => Err(Error::retryable("testbed asked for a retryable error")),
-            "terminal" => Err(Error::terminal("testbed asked for a terminal error")),
-            "invalid" => Err(invalid(spec["retry"].as_bool().unwrap_or(false), "InvalidSpec")),
-            "invalid-shown" => Err(invalid(false, "not camel case")),
-            "bad-json" => Ok(Response::new().apply_raw_json("{\"apiVersion\": \"v1\", \"kind\": ")),
-            "no-kind" => Ok(Response::new()
+            Mode::Ok => Ok(ok(name)),
+            Mode::Loop => spin_forever(),
+            Mode::Oom => exhaust_memory(),
+            Mode::Panic => panic!("testbed asked to panic"),
+            Mode::Unreachable => trap(),
+            Mode::Retryable => Err(Error::retryable("testbed asked for a retryable error")),
+            Mode::Terminal => Err(Error::terminal("testbed asked for a terminal error")),
+            Mode::Invalid => Err(invalid(spec["retry"].as_bool().unwrap_or(false), "InvalidSpec")),
+            Mode::InvalidShown => Err(invalid(false, "not camel case")),
+            Mode::BadJson => Ok(Response::new().apply_raw_json("{\"apiVersion\": \"v1\", \"kind\": ")),
+            Mode::NoKind => Ok(Response::new()
                 .apply_raw_json(json!({"apiVersion": "v1", "metadata": {"name": format!("{name}-no-kind")}}).to_string())),
-            "other-namespace" => Ok(Response::new().apply(json!({
+            Mode::OtherNamespace => Ok(Response::new().apply(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": format!("{name}-escaped"), "namespace": "kube-system"},
-                "data": {"mode": mode},
+                "data": {"mode": mode.name()},
             }))),
-            "undeclared" => Ok(Response::new().apply(json!({
+            Mode::Undeclared => Ok(Response::new().apply(json!({
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": format!("{name}-secret")},
-                "stringData": {"mode": mode},
+                "stringData": {"mode": mode.name()},
             }))),
-            "lookup" => Ok(lookup(name, ctx)),
-            "read-secret" => {
+            Mode::Lookup => Ok(lookup(name, ctx)),
+            Mode::ReadSecret => {
                 let secret = spec["name"].as_str().unwrap_or("anything").to_owned();
                 Ok(probe(ctx, |ctx| ctx.get(&Kind::new("", "v1", "Secret"), None, &secret).map(|o| o.into_iter().collect())))
             }
-            "read-namespace" => {
+            Mode::ReadNamespace => {
                 let ns = spec["namespace"].as_str().unwrap_or("kube-system").to_owned();
                 Ok(probe(ctx, |ctx| ctx.list(&config_map_kind(), Some(&ns), "")))
             }
-            "read-parents" => Ok(probe(ctx, |ctx| ctx.list(&testbed_kind(), None, ""))),
-            "log" => {
+            Mode::ReadParents => Ok(probe(ctx, |ctx| ctx.list(&testbed_kind(), None, ""))),
+            Mode::Log => {
                 log::trace!("testbed {name}: trace");
                 log::debug!("testbed {name}: debug");
                 log::info!("testbed {name}: info");
@@ -197,47 +202,48 @@ impl Plugin for Testbed {
                 eprintln!("testbed {name}: stderr");
                 Ok(ok(name))
             }
-            "big" => Ok(big(name, spec["count"].as_u64().unwrap_or(100_000))),
-            "huge" => Ok(huge(name, spec["bytes"].as_u64().unwrap_or(100_000_000))),
-            "dense" => Ok(hostile_surface::dense(name, spec["bytes"].as_u64().unwrap_or(15_000_000))),
-            "sleep-ms" => {
+            Mode::Big => Ok(big(name, spec["count"].as_u64().unwrap_or(100_000))),
+            Mode::Huge => Ok(huge(name, spec["bytes"].as_u64().unwrap_or(100_000_000))),
+            Mode::Dense => Ok(hostile_surface::dense(name, spec["bytes"].as_u64().unwrap_or(15_000_000))),
+            Mode::SleepMs => {
                 busy_wait(Duration::from_millis(spec["millis"].as_u64().unwrap_or(100)));
                 Ok(ok(name))
             }
-            "hot-loop" => Ok(hot_loop(name)),
-            "log-flood" => {
+            Mode::HotLoop => Ok(hot_loop(name)),
+            Mode::LogFlood => {
                 log_flood(name, spec["lines"].as_u64().unwrap_or(10_000), spec["width"].as_u64().unwrap_or(4000));
                 Ok(ok(name))
             }
-            "log-forge" => {
+            Mode::LogForge => {
                 log_forge();
                 Ok(ok(name))
             }
-            "long-field" => {
+            Mode::LongField => {
                 long_field(name, spec["field"].as_str().unwrap_or_default(), spec["bytes"].as_u64().unwrap_or(40_000))
             }
-            "deployment" => Ok(deployment_without_replicas(name, spec["touch"].as_str().unwrap_or_default())),
-            "take" => Ok(take(name, spec)),
-            "delete" => Ok(Response::new().delete(ObjectRef::namespaced(
+            Mode::Deployment => Ok(deployment_without_replicas(name, spec["touch"].as_str().unwrap_or_default())),
+            Mode::Take => Ok(take(name, spec)),
+            Mode::Delete => Ok(Response::new().delete(ObjectRef::namespaced(
                 &config_map_kind(),
                 req.namespace().unwrap_or("default"),
                 spec["target"].as_str().unwrap_or_default(),
             ))),
-            "cluster-role" => Ok(ok(name).apply(cluster_role(&req, false))),
-            "cluster-role-in-namespace" => Ok(Response::new().apply(cluster_role(&req, true))),
-            "rename-out" => Ok(renamed(name)),
-            "escape" => Ok(escape(
+            Mode::ClusterRole => Ok(ok(name).apply(cluster_role(&req, false))),
+            Mode::ClusterRoleInNamespace => Ok(Response::new().apply(cluster_role(&req, true))),
+            Mode::RenameOut => Ok(renamed(name)),
+            Mode::Escape => Ok(escape(
                 spec["read"].as_str().unwrap_or("/etc/hostname"),
                 spec["write"].as_str().unwrap_or("/tmp/wasmop-testbed-escape"),
                 spec["port"].as_u64().unwrap_or(1),
             )),
-            "recurse" => {
+            Mode::Recurse => {
                 black_box(recurse(spec["depth"].as_u64().unwrap_or(u64::MAX)));
                 Ok(ok(name))
             }
-            other => capability::reconcile(other, &req)
-                .or_else(|| edges::reconcile(other, &req))
-                .ok_or_else(|| Error::terminal(format!("unknown spec.mode {other:?}"))),
+            Mode::Idle | Mode::KubeSystemDeployment | Mode::BindAuthenticated | Mode::TakeLease | Mode::Adopt | Mode::Forge => {
+                Ok(capability::reconcile(mode, &req))
+            }
+            Mode::EndpointsToApiserver | Mode::ExternalIps => Ok(edges::reconcile(mode, &req)),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! One machine-readable line per figure on stdout, for `scripts/bench.sh`.
 //!
-//! Shared by the benches of this crate (`#[path = "support/figure.rs"] mod figure;`). A line is
+//! Shared by the benches of both crates (`use wasmop_e2e::figure;`). A line is
 //! a JSON object `{"bench", "metric", "value", "baseline", "ratio", "unit", "target", "pass"}`
 //! that `scripts/bench_summary.py` picks out of the bench's human output and puts in the summary
 //! table at the top of BENCHMARKS.md.
@@ -8,8 +8,6 @@
 use serde_json::json;
 
 /// What a figure is held against.
-// Each bench binary includes this file and uses only some of the goals.
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy)]
 pub enum Goal {
     /// No target: the figure is information.

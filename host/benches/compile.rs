@@ -1,18 +1,16 @@
-//! Compiling large plugins: time and memory (BENCHMARKS.md). Ignored by default; run with
+//! Compiling large plugins: time and memory (BENCHMARKS.md), a benchmark binary:
 //!
 //! ```sh
 //! eval "$(bash scripts/setup.sh)"; export KUBEBUILDER_ASSETS WASMOP_TOOLS WASMOP_POLYGLOT
-//! cargo test -p wasmop --test compile_bench -- --ignored --nocapture
+//! cargo bench -p wasmop --bench compile
 //! ```
 //!
 //! For the Rust, Python and JavaScript memcached plugins, each compiled in the host's process
 //! (the baseline) and in a `wasmop compile` child process, every case in a fresh process of its
-//! own (this test binary run again with `COMPILE_BENCH_CASE`) so that no case inherits another's
+//! own (this binary run again with `COMPILE_BENCH_CASE`) so that no case inherits another's
 //! heap: compile time, artifact size, the child's peak RSS, the host's RSS before, during
 //! (peak), after loading and after unloading, the per-call cost of a reconcile, and the time to
 //! load the cached artifact again. Without `WASMOP_POLYGLOT` only the Rust plugin is measured.
-
-mod support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,9 +47,9 @@ fn children_peak_mib() -> f64 {
 
 fn plugin_path(name: &str) -> PathBuf {
     match name {
-        "rust" => support::memcached(),
-        "python" => support::polyglot::memcached_py(),
-        "javascript" => support::polyglot::memcached_js(),
+        "rust" => wasmop_e2e::fixtures::memcached(),
+        "python" => wasmop_e2e::polyglot::memcached_py(),
+        "javascript" => wasmop_e2e::polyglot::memcached_js(),
         other => panic!("unknown plugin {other}"),
     }
 }
@@ -99,7 +97,7 @@ async fn measure(plugin: &str, mode: &str) -> Value {
         .sum::<f64>();
 
     let calls = if plugin == "rust" { 200 } else { 30 };
-    let request = Request::new(support::memcached_cr("bench", 3));
+    let request = Request::new(wasmop_e2e::fixtures::memcached_cr("bench", 3));
     loaded.reconcile(&request, Arc::new(MemoryCache::default())).await.expect("first call");
     let mut times = Vec::with_capacity(calls);
     for _ in 0..calls {
@@ -130,9 +128,8 @@ async fn measure(plugin: &str, mode: &str) -> Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "a benchmark: cargo test -p wasmop --test compile_bench -- --ignored --nocapture"]
-async fn compiling_large_plugins_time_and_memory() {
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
     if let Ok(case) = std::env::var(CASE) {
         let (plugin, mode) = case.split_once(':').expect("plugin:mode");
         println!("RESULT {}", measure(plugin, mode).await);
@@ -142,16 +139,15 @@ async fn compiling_large_plugins_time_and_memory() {
     if std::env::var_os("WASMOP_POLYGLOT").is_some() {
         plugins.extend(["python", "javascript"]);
         // Built here once (cached by digest), so no case's time includes a build.
-        let _ = (support::polyglot::memcached_py(), support::polyglot::memcached_js());
+        let _ = (wasmop_e2e::polyglot::memcached_py(), wasmop_e2e::polyglot::memcached_js());
     } else {
         eprintln!("WASMOP_POLYGLOT is not set: measuring the Rust plugin only");
     }
-    let _ = support::memcached();
+    let _ = wasmop_e2e::fixtures::memcached();
     let mut rows = Vec::new();
     for plugin in &plugins {
         for mode in ["in-process", "subprocess"] {
             let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "compiling_large_plugins_time_and_memory", "--ignored", "--nocapture", "--test-threads=1"])
                 .env(CASE, format!("{plugin}:{mode}"))
                 .env("RUST_LOG", "error")
                 .output()

@@ -1,28 +1,25 @@
-//! Test support: plugins built from the workspace's sources, and fixture builders.
-#![allow(dead_code)]
+//! Fixtures the host's tests and the end-to-end tests share: the example plugins built from
+//! source (see [`crate::plugins`]) and the objects they reconcile.
 
 use std::path::PathBuf;
 
-#[path = "../../../tests/src/plugins.rs"]
-mod plugins;
-#[allow(unused_imports)] // each test binary uses a part
-pub use plugins::{plugin, plugin_with_features, workspace};
-#[path = "../../../tests/src/polyglot.rs"]
-pub mod polyglot;
+use serde_json::{Value, json};
+
+pub use crate::plugins::{plugin, plugin_with_features, workspace};
 
 /// The memcached example plugin as a wasm32-wasip2 component.
 pub fn memcached() -> PathBuf {
     plugin("memcached", "wasm32-wasip2")
 }
 
-/// The hostile test plugin.
+/// The hostile test plugin (`plugins/testbed`) in its default build.
 pub fn testbed() -> PathBuf {
     plugin("testbed", "wasm32-wasip2")
 }
 
 /// A `Memcached` object.
-pub fn memcached_cr(name: &str, size: i64) -> serde_json::Value {
-    serde_json::json!({
+pub fn memcached_cr(name: &str, size: i64) -> Value {
+    json!({
         "apiVersion": "cache.example.com/v1alpha1",
         "kind": "Memcached",
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "generation": 1},
@@ -30,13 +27,13 @@ pub fn memcached_cr(name: &str, size: i64) -> serde_json::Value {
     })
 }
 
-/// A `Testbed` object in the given mode, with extra spec fields.
-pub fn testbed_cr(name: &str, mode: &str, extra: serde_json::Value) -> serde_json::Value {
-    let mut spec = serde_json::json!({"mode": mode});
+/// A `Testbed` object in the given mode (`plugins/testbed/src/mode.rs`), with extra spec fields.
+pub fn testbed_cr(name: &str, mode: &str, extra: Value) -> Value {
+    let mut spec = json!({"mode": mode});
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());
     }
-    serde_json::json!({
+    json!({
         "apiVersion": "test.wasmop.dev/v1",
         "kind": "Testbed",
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
@@ -45,8 +42,8 @@ pub fn testbed_cr(name: &str, mode: &str, extra: serde_json::Value) -> serde_jso
 }
 
 /// A Pod of a memcached CR, as kube-controller-manager would create it.
-pub fn memcached_pod(cr: &str, name: &str) -> serde_json::Value {
-    serde_json::json!({
+pub fn memcached_pod(cr: &str, name: &str) -> Value {
+    json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {"app": "memcached", "memcached_cr": cr}},

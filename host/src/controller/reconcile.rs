@@ -75,10 +75,12 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
         let (response, stats, _reserved) = match plugin.reconcile_reserved(&request, cache).await {
             Ok(ok) => ok,
             Err(e) => {
+                controller.cpu.charge(called.elapsed());
                 metrics.called(&manifest.name, called.elapsed().as_secs_f64(), 0, Some(e.reason()));
                 return fail_showing(controller, &writer, e.reason(), &e.to_string(), e.is_retryable(), e.failure()).await;
             }
         };
+        controller.cpu.charge(stats.elapsed);
         metrics.called(&manifest.name, stats.elapsed.as_secs_f64(), stats.memory_high_water, None);
         let now = timestamp_now();
         let stamp = Stamp { now: &now, reconciled: controller.reconciled_condition };

@@ -186,22 +186,39 @@ async fn bench() -> Result<()> {
             'B' => {
                 held = Some(m.converged.as_secs_f64());
                 let rate = m.spinner_rate.context("the spinner ran")?;
-                let bound = knobs.share
-                    + (knobs.share + knobs.workers as f64 * DEADLINE.as_secs_f64()) / m.window.as_secs_f64();
-                figure("cpu_share", "spinner call time per second, held to its share", rate, Some(knobs.share), "cores",
-                    Goal::AtMost(bound));
+                let bound = knobs.share + (knobs.share + knobs.workers as f64 * DEADLINE.as_secs_f64()) / m.window.as_secs_f64();
+                figure(
+                    "cpu_share",
+                    "spinner call time per second, held to its share",
+                    rate,
+                    Some(knobs.share),
+                    "cores",
+                    Goal::AtMost(bound),
+                );
             }
             _ => {
-                figure("cpu_share", "memcached convergence beside the spinner without a share", m.converged.as_secs_f64(),
-                    alone, "s", Goal::None);
+                figure(
+                    "cpu_share",
+                    "memcached convergence beside the spinner without a share",
+                    m.converged.as_secs_f64(),
+                    alone,
+                    "s",
+                    Goal::None,
+                );
                 let rate = m.spinner_rate.context("the spinner ran")?;
                 figure("cpu_share", "spinner call time per second without a share", rate, None, "cores", Goal::None);
             }
         }
     }
     if let Some(held) = held {
-        figure("cpu_share", "memcached convergence beside the spinner held to its share", held, alone, "s",
-            Goal::RatioAtMost(1.2));
+        figure(
+            "cpu_share",
+            "memcached convergence beside the spinner held to its share",
+            held,
+            alone,
+            "s",
+            Goal::RatioAtMost(1.2),
+        );
     }
     Ok(())
 }

@@ -183,8 +183,8 @@ async fn a_plugin_spinning_on_half_its_objects_is_held_to_its_cpu_share_while_me
     for i in 0..TESTBEDS {
         apply(&client, &testbed(&format!("x-{i}"), "ok")).await?;
     }
-    let wp = wasm_plugin(&client, "testbed", "back within its share", |wp| cpu_status(wp, "throttled") == Some(&json!(false)))
-        .await?;
+    let wp =
+        wasm_plugin(&client, "testbed", "back within its share", |wp| cpu_status(wp, "throttled") == Some(&json!(false))).await?;
     let message = cpu_status(&wp, "message").and_then(Value::as_str).unwrap_or_default();
     assert_eq!(message, "within its share of 0.25 CPU (host policy cpuShare)");
     Ok(())

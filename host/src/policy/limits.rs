@@ -84,7 +84,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, fuel: None, output: OutputLimits::default(), cpu_share: None }
+        Self {
+            deadline: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+            fuel: None,
+            output: OutputLimits::default(),
+            cpu_share: None,
+        }
     }
 }
 

@@ -534,12 +534,16 @@ mod tests {
 
     #[test]
     fn a_cpu_share_is_read_in_cores_per_plugin_and_a_bad_one_names_its_place() {
-        let p = HostPolicy::from_yaml("defaults: {cpuShare: 2}\nplugins: {spin: {cpuShare: 0.25}, quiet: {cpuShare: 500m}}").unwrap();
+        let p =
+            HostPolicy::from_yaml("defaults: {cpuShare: 2}\nplugins: {spin: {cpuShare: 0.25}, quiet: {cpuShare: 500m}}").unwrap();
         let share = |name: &str| p.for_plugin(name).limits.cpu_share.map(|s| s.to_string());
         assert_eq!([share("spin"), share("quiet"), share("other")], [Some("0.25".into()), Some("0.5".into()), Some("2".into())]);
         assert_eq!(HostPolicy::default().for_plugin("x").limits.cpu_share, None, "absent: the fair default");
         let err = HostPolicy::from_yaml("plugins: {a: {cpuShare: 0}}").unwrap_err();
-        assert_eq!(err.to_string(), "invalid policy: plugins.a.cpuShare: 0 is less than the smallest share, 1m (0.001 of a core)");
+        assert_eq!(
+            err.to_string(),
+            "invalid policy: plugins.a.cpuShare: 0 is less than the smallest share, 1m (0.001 of a core)"
+        );
         let err = HostPolicy::from_yaml("plugins: {a: {cpuShare: lots}}").unwrap_err();
         assert!(err.to_string().starts_with("invalid policy: plugins.a.cpuShare: \"lots\" is not a quantity"), "{err}");
     }

@@ -339,7 +339,11 @@ impl CpuGate {
 }
 
 impl Drop for CpuGate {
+    /// A gate dropped without [`CpuGate::stop`] (its plugin failed to start) leaves too.
     fn drop(&mut self) {
+        if !self.lock().stopped {
+            self.metrics.share.remove(&self.labels);
+        }
         if let Some(shares) = self.shares.upgrade() {
             shares.leave(self.id);
         }

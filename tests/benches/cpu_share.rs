@@ -39,7 +39,6 @@ use wasmop_e2e::plugins::{plugin, workspace};
 #[path = "support/figure.rs"]
 mod figure;
 #[path = "support/process.rs"]
-#[allow(dead_code)]
 mod process;
 
 use figure::{Goal, figure};

@@ -40,7 +40,7 @@ server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail 
 server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
-benches=(reconcile containment memory converge converge-10k converge-pods admission reload churn sharding)
+benches=(reconcile containment memory converge converge-10k converge-pods admission reload churn sharding cpu_share)
 
 wanted() {
     [ -z "${BENCH_ONLY:-}" ] && return 0
@@ -67,6 +67,8 @@ knobs() {
     full:churn) echo "N=2000 ROUNDS=3" ;;
     quick:sharding) echo "N=300 REPLICAS=1,2,3" ;;
     full:sharding) echo "N=3000 REPLICAS=1,2,3" ;;
+    quick:cpu_share) echo "N=100 WINDOW=20" ;;
+    full:cpu_share) echo "N=1000" ;;
     *) echo "" ;;
     esac
 }

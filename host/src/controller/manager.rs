@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::ControllerConfig;
+use super::cpu_share::CpuShares;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{HostServices, PluginController, StartError};
 use super::shard::PluginKinds;
@@ -76,6 +77,7 @@ impl Manager {
             discovery: Arc::new(Discovery::new(client.clone())),
             watches: Watches::with_initial_list(client.clone(), config.install.clone(), config.initial_list),
             leadership: Leadership::new(true, Arc::clone(&metrics)),
+            cpu: CpuShares::new(config.concurrency.max(1), &metrics),
             metrics,
             client,
         };

@@ -6,6 +6,8 @@
 
 pub mod breaker;
 mod breaker_gate;
+mod cpu_budget;
+mod cpu_share;
 mod manager;
 mod mapping;
 mod plugin_controller;
@@ -22,6 +24,8 @@ use crate::watch::InitialList;
 
 pub use breaker::{BreakerConfig, BreakerOutcome, BreakerPhase, TripReason};
 pub use breaker_gate::{BreakerGate, BreakerStatus, Permit};
+pub use cpu_budget::{CpuBudget, THROTTLED_HOLD};
+pub use cpu_share::{CpuGate, CpuShares, CpuStatus, ShareSource};
 pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
 pub use plugin_controller::{HostServices, PluginController, ReconcileOutcome, Serving, StartError};

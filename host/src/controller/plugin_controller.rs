@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use super::ControllerConfig;
 use super::breaker::BreakerOutcome;
 use super::breaker_gate::{BreakerGate, Permit};
+use super::cpu_share::{CpuGate, CpuShares};
 use super::mapping::{ObjectKey, parents_of_change};
 use super::shard::{self, Handover};
 use crate::actions::{EventSink, WriteTarget, label_unlabelled_children, managed_selector};
@@ -146,6 +147,8 @@ pub struct HostServices {
     pub metrics: Arc<Metrics>,
     /// Whether this host may write: workers take keys only while it leads.
     pub leadership: Leadership,
+    /// Every plugin's share of CPU.
+    pub cpu: Arc<CpuShares>,
 }
 
 impl std::fmt::Debug for HostServices {
@@ -168,6 +171,8 @@ pub struct PluginController {
     /// When its parents get the host's `Reconciled` condition (the host policy's).
     pub(super) reconciled_condition: ReconciledCondition,
     breaker: BreakerGate,
+    /// Its share of CPU: workers wait here while it is over it.
+    pub(super) cpu: Arc<CpuGate>,
     /// Whether every parent is reconciled, or only those being deleted (a removed plugin kept
     /// for its finalizer), or none (stopped).
     pub(super) serving: tokio::sync::watch::Sender<Serving>,
@@ -278,6 +283,7 @@ impl PluginController {
         let controller = Arc::new(Self {
             events: EventSink::new(shared.client.clone(), plugin.name(), config.shard.as_deref()),
             breaker: BreakerGate::new(plugin.name(), policy.breaker.apply(config.breaker.clone()), Arc::clone(&shared.metrics)),
+            cpu: shared.cpu.join(plugin.name(), plugin.limits().cpu_share),
             plugin: ArcSwap::from_pointee(plugin),
             parent,
             queue: WorkQueue::new(config.queue),
@@ -372,6 +378,11 @@ impl PluginController {
         &self.breaker
     }
 
+    /// The plugin's share of CPU.
+    pub fn cpu(&self) -> &CpuGate {
+        &self.cpu
+    }
+
     /// Serve `plugin` from now on: calls in flight finish on the version they started with;
     /// the circuit breaker closes; every parent is queued again so it is reconciled by the new
     /// version.
@@ -435,6 +446,7 @@ impl PluginController {
         self.serving.send_replace(Serving::Stopped);
         self.queue.shutdown();
         self.breaker.stop();
+        self.cpu.stop();
         self.config.stop();
         if let Some(resync) = self.resync.lock().expect("resync lock").take() {
             resync.abort();
@@ -463,14 +475,18 @@ impl PluginController {
 
     /// One worker: past leadership (a standby's workers wait, so its queue fills from the warm
     /// cache and is worked through once it leads; with sharding every replica works), past the
-    /// circuit breaker (which waits while it is open, before a key is taken, so queued keys
-    /// stay queued), then the next key, its handover when sharded, its reconcile, its outcome.
+    /// plugin's CPU share and its circuit breaker (each waits, before a key is taken, so queued
+    /// keys stay queued: while the plugin is over its share, or the breaker is open), then the
+    /// next key, its handover when sharded, its reconcile, its outcome.
     async fn work(self: Arc<Self>) {
         let mut serving = self.serving.subscribe();
         loop {
             tokio::select! {
                 () = self.until_writing() => {}
                 _ = serving.wait_for(|s| *s == Serving::Stopped) => return,
+            }
+            if !self.cpu.admit().await {
+                return;
             }
             let Some(mut permit) = self.breaker.admit().await else { return };
             let Some(lease) = self.queue.next().await else { return };

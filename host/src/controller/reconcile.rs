@@ -64,12 +64,16 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
         let cache: Arc<dyn ObjectCache> = watches.clone();
         let metrics = &controller.shared.metrics;
         // The reservation of the response's bytes is held until it is written.
+        // The call's time is charged to the plugin's CPU share, failed or not.
+        let called = std::time::Instant::now();
         let (response, stats, _reserved) = match plugin.reconcile_reserved(&request, cache).await {
             Ok(ok) => ok,
             Err(e) => {
+                controller.cpu.charge(called.elapsed());
                 return fail_showing(controller, &writer, e.reason(), &e.to_string(), e.is_retryable(), e.failure()).await;
             }
         };
+        controller.cpu.charge(stats.elapsed);
         let now = timestamp_now();
         let host_conditions = HostConditions { now: &now, reconciled: controller.reconciled_condition };
         let mut plan = match plan(&context, response, host_conditions) {

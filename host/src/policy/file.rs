@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::cpu_share::CpuShareEntry;
 use super::grants::SecretAccess;
 use super::reconciled::ReconciledCondition;
 use super::removal::OnRemove;
@@ -39,6 +40,8 @@ pub(super) struct PluginEntry {
     pub fuel: Option<u64>,
     pub max_response_bytes: Option<String>,
     pub max_actions: Option<usize>,
+    /// Call time per second across the plugin's workers, in cores (`0.5`, `500m`).
+    pub cpu_share: Option<CpuShareEntry>,
     #[serde(default)]
     pub grants: GrantsEntry,
     #[serde(default)]

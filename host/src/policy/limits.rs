@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::CpuShare;
 use crate::contract::OutputLimits;
 use crate::units;
 
@@ -75,11 +76,21 @@ pub struct Limits {
     pub fuel: Option<u64>,
     /// Bounds on what a call may return.
     pub output: OutputLimits,
+    /// Call time per second the plugin's reconciles may use across its workers (policy
+    /// `cpuShare`); `None` (the default): a fair share of `--concurrency` ([`CpuShare::fair`]).
+    /// The controller's queue enforces it, not the runtime.
+    pub cpu_share: Option<CpuShare>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { deadline: Duration::from_secs(1), memory_bytes: 64 << 20, fuel: None, output: OutputLimits::default() }
+        Self {
+            deadline: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+            fuel: None,
+            output: OutputLimits::default(),
+            cpu_share: None,
+        }
     }
 }
 
@@ -109,6 +120,13 @@ impl Limits {
     #[must_use]
     pub fn output(mut self, output: OutputLimits) -> Self {
         self.output = output;
+        self
+    }
+
+    /// Set the CPU share (`None`: the fair default).
+    #[must_use]
+    pub fn cpu_share(mut self, share: Option<CpuShare>) -> Self {
+        self.cpu_share = share;
         self
     }
 }

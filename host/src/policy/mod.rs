@@ -14,6 +14,7 @@
 //!   fuel: 0                 # wasm instructions (roughly) per call; 0 or absent = unmetered
 //!   maxResponseBytes: 16Mi  # JSON in one response
 //!   maxActions: 10000       # children + deletes + conditions + events in one response
+//!   cpuShare: 0.5           # call time per second across its workers, in cores (500m); absent = a fair share
 //! plugins:
 //!   memcached:
 //!     memory: 128Mi
@@ -75,6 +76,7 @@
 mod allowance;
 mod breaker;
 mod config_source;
+mod cpu_share;
 mod escalation;
 mod file;
 mod gate;
@@ -97,6 +99,7 @@ use std::time::Duration;
 pub use allowance::{Allowance, Allowances};
 pub use breaker::{BreakerConfig, BreakerOverrides};
 pub use config_source::{CONFIG_MAP_KEYS, ConfigMapRef, ConfigSource};
+pub use cpu_share::{CpuShare, MAX_CPU_SHARE_MILLIS, MIN_CPU_SHARE_MILLIS, parse_cpu_share};
 pub use escalation::{ESCALATION_KINDS, EscalationKind, escalation_kind};
 pub use gate::{ParentScope, Refusal};
 pub use grants::{Grants, NamespaceGrant, SYSTEM_NAMESPACES, SecretAccess, parse_kind};
@@ -306,6 +309,9 @@ fn apply(base: &PluginPolicy, entry: &PluginEntry, at: &str) -> Result<PluginPol
     }
     if let Some(n) = entry.max_actions {
         limits.output.max_actions = n;
+    }
+    if let Some(share) = &entry.cpu_share {
+        limits.cpu_share = Some(share.parse().map_err(|e| bad("cpuShare", e))?);
     }
     if let Some(ns) = &entry.grants.namespaces {
         policy.grants.namespaces = NamespaceGrant::from_list(ns.clone());
@@ -524,6 +530,22 @@ mod tests {
         assert!(OciReference::parse("oci://ghcr.io/x:-bad").is_err());
         assert!(OciReference::parse("oci://ghcr.io/:1").is_err());
         assert!(OciReference::parse("oci:///x:1").is_err());
+    }
+
+    #[test]
+    fn a_cpu_share_is_read_in_cores_per_plugin_and_a_bad_one_names_its_place() {
+        let p =
+            HostPolicy::from_yaml("defaults: {cpuShare: 2}\nplugins: {spin: {cpuShare: 0.25}, quiet: {cpuShare: 500m}}").unwrap();
+        let share = |name: &str| p.for_plugin(name).limits.cpu_share.map(|s| s.to_string());
+        assert_eq!([share("spin"), share("quiet"), share("other")], [Some("0.25".into()), Some("0.5".into()), Some("2".into())]);
+        assert_eq!(HostPolicy::default().for_plugin("x").limits.cpu_share, None, "absent: the fair default");
+        let err = HostPolicy::from_yaml("plugins: {a: {cpuShare: 0}}").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid policy: plugins.a.cpuShare: 0 is less than the smallest share, 1m (0.001 of a core)"
+        );
+        let err = HostPolicy::from_yaml("plugins: {a: {cpuShare: lots}}").unwrap_err();
+        assert!(err.to_string().starts_with("invalid policy: plugins.a.cpuShare: \"lots\" is not a quantity"), "{err}");
     }
 
     #[test]

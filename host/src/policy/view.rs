@@ -18,6 +18,9 @@ pub fn limits_json(limits: &Limits) -> serde_json::Value {
     if let Some(fuel) = limits.fuel {
         status["fuel"] = fuel.into();
     }
+    if let Some(share) = limits.cpu_share {
+        status["cpuShare"] = share.to_string().into();
+    }
     status
 }
 

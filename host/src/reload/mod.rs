@@ -17,6 +17,7 @@
 mod cluster_status;
 mod compile_status;
 mod config_status;
+mod cpu_status;
 mod directory;
 mod file_report;
 mod file_status;

@@ -16,7 +16,7 @@ use compiles::Compile;
 pub use compiles::SHOW_COMPILING_AFTER;
 
 mod compiles;
-use crate::controller::{BreakerStatus, Manager, PluginController, PluginError, Removal, StartError};
+use crate::controller::{BreakerStatus, CpuStatus, Manager, PluginController, PluginError, Removal, StartError};
 use crate::plugin_config::ConfigStatus;
 use crate::runtime::{LoadError, Plugin};
 
@@ -70,6 +70,8 @@ pub struct Reloader {
     breakers: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
     /// Per plugin: the controller whose configuration status is followed, and its task.
     configs: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
+    /// Per plugin: the controller whose CPU share status is followed, and its task.
+    cpus: Mutex<HashMap<String, (std::sync::Weak<PluginController>, tokio::task::AbortHandle)>>,
     /// Files whose plugin failed to start: failures in a row, and when to try again.
     retries: Mutex<HashMap<PathBuf, (u32, tokio::time::Instant)>>,
     /// Compiles in flight, per file (at most one: a newer content abandons the older one's).
@@ -114,6 +116,11 @@ enum Report {
     Config {
         plugin: String,
         status: ConfigStatus,
+    },
+    /// A plugin's CPU share or whether it is throttled changed.
+    Cpu {
+        plugin: String,
+        status: CpuStatus,
     },
     /// The latest pull of a file from its registry, shown with the file's status.
     Pull(FileStatus, Option<Arc<crate::runtime::Plugin>>, Box<PullReport>),
@@ -164,6 +171,7 @@ impl Reloader {
                     Report::Stale { dir, keep, rejected } => cluster.reconcile_stale(&dir, &keep, &rejected).await,
                     Report::Breaker { plugin, status, opened } => cluster.publish_breaker(&plugin, &status, opened).await,
                     Report::Config { plugin, status } => cluster.publish_config(&plugin, &status).await,
+                    Report::Cpu { plugin, status } => cluster.publish_cpu(&plugin, &status).await,
                     Report::Compile { target, file, report } => cluster.publish_compile(&target, &file, &report).await,
                 }
             }
@@ -178,6 +186,7 @@ impl Reloader {
             reports,
             breakers: Mutex::default(),
             configs: Mutex::default(),
+            cpus: Mutex::default(),
             retries: Mutex::default(),
             compiles: Mutex::default(),
             compiles_ended: tokio::sync::watch::Sender::new(0),
@@ -481,6 +490,7 @@ impl Reloader {
             // After the file report, which creates the object the breaker is recorded on.
             self.follow_breaker(&plugin, &controller);
             self.follow_config(&plugin, &controller);
+            self.follow_cpu(&plugin, &controller);
         } else if let Some((plugin, status)) = config_refusal {
             // Not started for its configuration: `ConfigValid=False` says why.
             let _ = self.reports.send(Report::Config { plugin, status });
@@ -534,6 +544,9 @@ impl Reloader {
         if let Some((_, task)) = self.configs.lock().expect("configs lock").remove(plugin) {
             task.abort();
         }
+        if let Some((_, task)) = self.cpus.lock().expect("cpus lock").remove(plugin) {
+            task.abort();
+        }
     }
 
     /// Report `controller`'s configuration status (now, then on every change), unless it is
@@ -557,6 +570,31 @@ impl Reloader {
             }
         });
         configs.insert(plugin.to_owned(), (Arc::downgrade(controller), task.abort_handle()));
+    }
+}
+
+impl Reloader {
+    /// Report `controller`'s CPU share status (now, then on every change), unless it is
+    /// already followed. Stopped with the breaker's ([`Reloader::unfollow_breaker`]).
+    fn follow_cpu(&self, plugin: &str, controller: &Arc<PluginController>) {
+        let mut cpus = self.cpus.lock().expect("cpus lock");
+        if let Some((followed, task)) = cpus.get(plugin) {
+            if followed.upgrade().is_some_and(|f| Arc::ptr_eq(&f, controller)) {
+                return;
+            }
+            task.abort();
+        }
+        let mut changes = controller.cpu().subscribe();
+        let (reports, name) = (self.reports.clone(), plugin.to_owned());
+        let task = tokio::spawn(async move {
+            loop {
+                let status = changes.borrow_and_update().clone();
+                if reports.send(Report::Cpu { plugin: name.clone(), status }).is_err() || changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        cpus.insert(plugin.to_owned(), (Arc::downgrade(controller), task.abort_handle()));
     }
 }
 

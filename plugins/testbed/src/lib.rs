@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `ok` (default) | apply ConfigMap `<name>-out` with `data: {mode: ok}`, status `{phase: Ready}`, condition `Ready=True` |
 //! | `loop` | spin forever (CPU deadline test) |
+//! | `spin-half` | spin forever on parents whose name's bytes add up to an odd number (half of `x-0` … `x-9`), else like `ok` (CPU share test) |
 //! | `oom` | allocate and touch 1 MiB chunks forever (memory cap test) |
 //! | `panic` | `panic!("testbed asked to panic")` (a trap) |
 //! | `unreachable` | execute the wasm `unreachable` instruction |
@@ -162,6 +163,8 @@ impl Plugin for Testbed {
         match mode {
             Mode::Ok => Ok(ok(name)),
             Mode::Loop => spin_forever(),
+            Mode::SpinHalf if spins_on(name) => spin_forever(),
+            Mode::SpinHalf => Ok(ok(name)),
             Mode::Oom => exhaust_memory(),
             Mode::Panic => panic!("testbed asked to panic"),
             Mode::Unreachable => trap(),
@@ -283,6 +286,11 @@ fn hot_loop(name: &str) -> Response {
         }))
         .status(json!({"phase": "Ready"}))
         .condition(Condition::true_("Ready", "Reconciled", "testbed is looping"))
+}
+
+/// Whether mode `spin-half` spins on the parent `name`: its bytes add up to an odd number.
+pub fn spins_on(name: &str) -> bool {
+    name.bytes().map(u32::from).sum::<u32>() % 2 == 1
 }
 
 pub(crate) fn spin_forever() -> ! {
@@ -551,6 +559,15 @@ mod tests {
             assert_eq!(resp.status_patch(), Some(&json!({"phase": "Ready"})));
             assert_eq!(resp.condition_of("Ready").unwrap().status, ConditionStatus::True);
         }
+    }
+
+    #[test]
+    fn spin_half_spins_on_half_of_ten_numbered_names_and_answers_ok_on_the_others() {
+        let spinning: Vec<String> = (0..10).map(|i| format!("x-{i}")).filter(|n| spins_on(n)).collect();
+        assert_eq!(spinning, ["x-0", "x-2", "x-4", "x-6", "x-8"]);
+        // "tb" adds up to 214: even, so it is answered (a spinning name would never return).
+        let resp = reconcile(json!({"mode": "spin-half"})).unwrap();
+        assert!(resp.child(&config_map_kind(), "tb-out").is_some());
     }
 
     #[test]

@@ -38,6 +38,9 @@ modes! {
     Ok = "ok",
     /// Spin forever (CPU deadline).
     Loop = "loop",
+    /// Spin forever on parents whose name's bytes add up to an odd number (`x-0`, `x-2`, ...),
+    /// else as `ok`: a plugin that fails slowly on half of its objects (the CPU share).
+    SpinHalf = "spin-half",
     /// Allocate and touch 1 MiB chunks forever (memory cap).
     Oom = "oom",
     /// `panic!` (a trap).

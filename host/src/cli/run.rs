@@ -10,7 +10,7 @@ use crate::units;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects};
+use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects, Lifetimes};
 use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
 use crate::controller::leader::{LeaderElector, LeaseConfig};
@@ -146,6 +146,14 @@ pub struct AdmissionArgs {
     #[arg(long, default_value_t = crate::admission::handler::DEFAULT_MAX_IN_FLIGHT,
         value_parser = |s: &str| units::count_in(s, 1, 4096))]
     pub admission_max_in_flight: usize,
+    /// Lifetime of a generated admission CA (3s to 100 years); it is rolled over when a third
+    /// is left. Hidden: for tests of rotation; the default is what a cluster wants.
+    #[arg(long, hide = true, default_value = "8760h", value_parser = |s: &str| units::duration_in(s, 3 * SECOND, 876_000 * HOUR))]
+    pub admission_ca_lifetime: Duration,
+    /// Lifetime of a generated admission serving certificate (3s to a third of the CA's); it is
+    /// renewed when a third is left. Hidden, as `--admission-ca-lifetime`.
+    #[arg(long, hide = true, default_value = "2160h", value_parser = |s: &str| units::duration_in(s, 3 * SECOND, 876_000 * HOUR))]
+    pub admission_cert_lifetime: Duration,
 }
 
 impl AdmissionArgs {
@@ -191,6 +199,7 @@ impl AdmissionArgs {
                 },
             },
             certs,
+            cert_lifetimes: Lifetimes::new(self.admission_ca_lifetime, self.admission_cert_lifetime)?,
             max_in_flight: self.admission_max_in_flight,
         }))
     }

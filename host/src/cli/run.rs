@@ -100,6 +100,14 @@ pub struct RunArgs {
     /// across restarts [default: `PLUGINS.pull-cache` beside the plugins directory].
     #[arg(long, env = "WASMOP_PLUGIN_CACHE", value_name = "DIR")]
     pub plugin_cache: Option<PathBuf>,
+    /// Write the audit trail — every write the host makes for a plugin and every refused
+    /// response, one JSON line each — to this file (`-`: stderr) [default: off].
+    #[arg(long, value_name = "PATH", env = "WASMOP_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// Size at which the audit log is renamed to `PATH.1` (replacing the previous one) and
+    /// started anew (1Ki to 1Ti).
+    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = |s: &str| units::bytes_in(s, 1 << 10, 1 << 40))]
+    pub audit_log_max_bytes: u64,
     /// Admission webhooks: where the API server reaches them, how they are served.
     #[command(flatten)]
     pub admission: AdmissionArgs,
@@ -340,6 +348,11 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
         Arc::new(move || s.load(Ordering::Relaxed) && m.synced())
     };
+    if args.audit_log.is_some() {
+        for (name, help, counter) in super::audit_log::counters() {
+            manager.metrics().register(name, help, counter);
+        }
+    }
     let serve = ServeContext { metrics: Arc::clone(manager.metrics()), ready, client: client.clone() };
     let _serving = crate::server::start(&args.metrics_config(), serve).await?;
     let lease_namespace =

@@ -19,7 +19,9 @@ use super::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use super::queue::WorkQueue;
 use super::shard::{self, Handover};
 use super::watches::{Subscriber, Subscription, SyncTimeout, Watches};
-use crate::actions::{AppliedChildren, CreateOnly, EventSink, label_unlabelled_children, managed_selector};
+use crate::actions::{
+    ADOPTION_FIELD_MANAGER, AppliedChildren, Audit, CreateOnly, EventSink, label_unlabelled_children, managed_selector,
+};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
 use crate::objects::ObjectCache;
@@ -555,10 +557,17 @@ impl PluginController {
             let each = if child.scope == Scope::Namespaced { namespaces.clone() } else { vec![None] };
             each.into_iter().map(move |ns| (child, ns))
         });
+        let manifest = plugin.manifest();
+        let audit = Audit {
+            plugin: plugin.name(),
+            version: &manifest.version,
+            digest: plugin.digest(),
+            parent: "",
+            field_manager: ADOPTION_FIELD_MANAGER,
+        };
         for (child, namespace) in places {
             let labelled =
-                label_unlabelled_children(&self.shared.client, &child.resource, namespace.as_deref(), plugin.name(), &parents)
-                    .await;
+                label_unlabelled_children(&self.shared.client, &child.resource, namespace.as_deref(), audit, &parents).await;
             match labelled {
                 Ok(0) => {}
                 Ok(labelled) => {

@@ -7,9 +7,7 @@ use tracing::Instrument;
 
 use super::mapping::ObjectKey;
 use super::plugin_controller::{Outcome, PluginController};
-use crate::actions::{
-    ActionError, Stamp, Writer, add_finalizer, failure_status_patch, has_finalizer, plan, remove_finalizer, timestamp_now,
-};
+use crate::actions::{ActionError, Audit, Stamp, Writer, failure_status_patch, has_finalizer, parent_name, plan, timestamp_now};
 use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::ObjectCache;
 
@@ -31,7 +29,16 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
         namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);
+    let parent_name = parent_name(&manifest.parent.kind, key.namespace.as_deref(), &key.name);
+    let field_manager = manifest.field_manager();
     async move {
+        let audit = Audit {
+            plugin: &manifest.name,
+            version: &manifest.version,
+            digest: plugin.digest(),
+            parent: &parent_name,
+            field_manager: &field_manager,
+        };
         let writer = Writer {
             client: &controller.shared.client,
             discovery: &controller.shared.discovery,
@@ -42,6 +49,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             cache: &*watches,
             applied: &controller.applied,
             creates: &controller.creates,
+            audit,
         };
         let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();
@@ -51,7 +59,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
                 return Outcome::Done { requeue_after: None, wrote: false };
             }
             if !deleting && !held {
-                if let Err(e) = add_finalizer(&writer.parent_api(), &parent, &finalizer).await {
+                if let Err(e) = writer.add_finalizer(&finalizer).await {
                     tracing::warn!(error = %e, "cannot add finalizer; retrying");
                     return Outcome::Retry;
                 }
@@ -87,6 +95,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             Ok(plan) => plan,
             Err(e) => {
                 metrics.refused(&manifest.name);
+                writer.refused(&e);
                 return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
             }
         };
@@ -98,6 +107,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             Ok(written) => written,
             Err(ActionError::Refused(refused)) => {
                 metrics.refused(&manifest.name);
+                writer.refused(&refused);
                 let message = format!("response refused, nothing written: {refused}");
                 return fail(controller, &writer, refused.reason(), &message, true).await;
             }
@@ -107,7 +117,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
             }
         };
         for event in &plan.events {
-            controller.events.publish(&parent, event).await;
+            writer.event(&controller.events, event).await;
         }
         if deleting && plan.finalized {
             // After the host's own status write, the finalizer's removal names the parent's new
@@ -118,7 +128,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> Outcome {
                 current["metadata"]["resourceVersion"] = version.as_str().into();
                 current
             });
-            if let Err(e) = remove_finalizer(&writer.parent_api(), current.as_ref().unwrap_or(&parent), &finalizer).await {
+            if let Err(e) = writer.remove_finalizer(current.as_ref().unwrap_or(&parent), &finalizer).await {
                 tracing::warn!(error = %e, "cannot remove finalizer; retrying");
                 return Outcome::Retry;
             }
@@ -152,7 +162,7 @@ async fn fail_showing(
 ) -> Outcome {
     tracing::warn!(reason, retry, "{message}");
     let event = Event { type_: EventType::Warning, reason: reason.into(), action: "Reconcile".into(), note: message.into() };
-    controller.events.publish(writer.parent, &event).await;
+    writer.event(&controller.events, &event).await;
     if let Some(patch) = failure_status_patch(writer.parent, reason, message, shown, &timestamp_now())
         && let Err(e) = writer.patch_status(&patch).await
     {

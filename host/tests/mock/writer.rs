@@ -5,6 +5,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
+    Audit,
     ActionError, AppliedChildren, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Stamp, Writer, Written, owner_reference,
     plan,
 };
@@ -14,6 +15,10 @@ use wasmop::objects::MemoryCache;
 use wasmop::policy::Grants;
 
 use super::server::{ApiServer, Call, mock_client};
+
+/// Who the writes of these tests are audited as.
+const AUDIT: Audit<'static> =
+    Audit { plugin: "p", version: "0.1.0", digest: "sha256:0", parent: "Parent ns/p", field_manager: "wasmop/p" };
 
 const NOW: &str = "2026-01-01T00:00:00Z";
 const STATUS_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status";
@@ -110,6 +115,7 @@ async fn execute_for(
         cache: &cache,
         applied: &applied,
         creates: &creates,
+        audit: AUDIT,
     };
     let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
     (planned, written, server)
@@ -185,6 +191,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
         cache: &cache,
         applied: &applied,
         creates: &creates,
+        audit: AUDIT,
     };
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
@@ -388,6 +395,7 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
         cache: &cache,
         applied: &applied,
         creates: &creates,
+        audit: AUDIT,
     };
     let (written, ()) = tokio::join!(writer.execute(&planned), async {
         let call = server.next().await;
@@ -416,6 +424,7 @@ async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() 
         cache: &cache,
         applied: &applied,
         creates: &creates,
+        audit: AUDIT,
     };
     let planned = |name: &str| {
         let response = Response { children: vec![child(name)], ..Default::default() };

@@ -347,6 +347,11 @@ mod tests {
         NAMES.iter().map(|n| (*n).to_owned()).collect()
     }
 
+    /// Now in whole seconds, as certificates record it.
+    fn now() -> SystemTime {
+        std::time::UNIX_EPOCH + Duration::from_secs(SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
+    }
+
     fn lifetimes() -> Lifetimes {
         Lifetimes::new(Duration::from_secs(3 * 3600), Duration::from_secs(3600)).unwrap()
     }
@@ -384,7 +389,7 @@ mod tests {
 
     #[test]
     fn a_new_certificate_is_kept_then_renewed_at_two_thirds_of_its_life_by_the_same_ca() {
-        let t0 = SystemTime::now();
+        let t0 = now();
         let cert = ServingCert::generate_for(&names(), &lifetimes(), t0).unwrap();
         let found = Inspection::of(&cert).unwrap();
         let signer = found.signer.clone().expect("the generated CA's key is kept");
@@ -405,7 +410,7 @@ mod tests {
 
     #[test]
     fn a_ca_rollover_adds_the_new_ca_first_switches_once_published_and_drops_the_old_one_last() {
-        let t0 = SystemTime::now();
+        let t0 = now();
         let l = lifetimes();
         let first = ServingCert::generate_for(&names(), &l, t0).unwrap();
         // Two thirds of the CA's life: the serving certificate is renewed meanwhile, then the CA is due.
@@ -440,7 +445,7 @@ mod tests {
 
     #[test]
     fn a_secret_without_a_ca_key_rolls_over_to_a_ca_the_host_holds() {
-        let t0 = SystemTime::now();
+        let t0 = now();
         let mut legacy = ServingCert::generate_for(&names(), &lifetimes(), t0).unwrap();
         legacy.ca_key_pem.clear();
         let secret = legacy.to_secret("ns", "s");
@@ -455,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_serving_certificate_never_outlives_its_ca() {
-        let t0 = SystemTime::now();
+        let t0 = now();
         let cert = ServingCert::generate_for(&names(), &lifetimes(), t0).unwrap();
         let late = t0 + Duration::from_secs(3 * 3600 - 600);
         let found = Inspection::of(&cert).unwrap();

@@ -160,7 +160,9 @@ impl Sink {
                 Self::File(file) => file.append(&line),
             };
             match written {
-                Ok(()) => WRITTEN.inc(),
+                Ok(()) => {
+                    WRITTEN.inc();
+                }
                 Err(e) => {
                     DROPPED.inc();
                     // Said once per failure burst is enough: the counter has the rest.
@@ -168,7 +170,7 @@ impl Sink {
                         eprintln!("wasmop: cannot write the audit log: {e}");
                     }
                 }
-            };
+            }
         }
     }
 }

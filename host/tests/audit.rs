@@ -122,8 +122,11 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
     let mut trail = Trail::default();
 
     // memcached: its Deployment applied, its status written.
-    apply(&client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "cache", "namespace": "default"}, "spec": {"size": 1}}))
+    apply(
+        &client,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "cache", "namespace": "default"}, "spec": {"size": 1}}),
+    )
     .await?;
     let applied = line(&mut trail, &path, json!({"plugin": "memcached", "verb": "apply", "kind": "Deployment"}), &log).await?;
     assert_eq!(applied["target"], "wasmop::audit");
@@ -147,17 +150,24 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
     let testbeds: Api<DynamicObject> = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
     apply(&client, &testbed("t", "ok")).await?;
     let out = line(&mut trail, &path, json!({"plugin": "testbed", "verb": "apply", "name": "t-out"}), &log).await?;
-    assert_eq!((&out["kind"], &out["parent"], &out["digest"]), (&json!("ConfigMap"), &json!("Testbed default/t"), &json!(testbed_digest)));
+    assert_eq!(
+        (&out["kind"], &out["parent"], &out["digest"]),
+        (&json!("ConfigMap"), &json!("Testbed default/t"), &json!(testbed_digest))
+    );
     let patch = json!({"spec": {"mode": "rename-out"}});
     testbeds.patch("t", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     line(&mut trail, &path, json!({"plugin": "testbed", "verb": "apply", "name": "t-renamed", "outcome": "ok"}), &log).await?;
     let pruned = line(&mut trail, &path, json!({"plugin": "testbed", "verb": "prune", "name": "t-out"}), &log).await?;
-    assert_eq!((&pruned["kind"], &pruned["outcome"], &pruned["parent"]), (&json!("ConfigMap"), &json!("ok"), &json!("Testbed default/t")));
+    assert_eq!(
+        (&pruned["kind"], &pruned["outcome"], &pruned["parent"]),
+        (&json!("ConfigMap"), &json!("ok"), &json!("Testbed default/t"))
+    );
 
     // A refused response: one refusal line with the check's reason, then the Warning event and
     // the status that report it; nothing else written for that parent.
     apply(&client, &testbed("bad", "undeclared")).await?;
-    let refused = line(&mut trail, &path, json!({"plugin": "testbed", "verb": "refuse", "parent": "Testbed default/bad"}), &log).await?;
+    let refused =
+        line(&mut trail, &path, json!({"plugin": "testbed", "verb": "refuse", "parent": "Testbed default/bad"}), &log).await?;
     assert_eq!((&refused["outcome"], &refused["reason"]), (&json!("refused"), &json!("ActionRefused")));
     assert!(refused["object"].as_str().is_some_and(|o| o.contains("Secret")), "{refused}");
     assert!(refused["message"].as_str().is_some_and(|m| m.contains("does not declare as a child")), "{refused}");

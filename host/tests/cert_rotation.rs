@@ -114,7 +114,8 @@ fn web_pod(name: &str) -> Pod {
 /// Create a Pod; `Ok(())` only when the API server admitted it with the sidecar injected.
 async fn admitted(pods: &Api<Pod>, name: &str) -> Result<()> {
     let pod = pods.create(&PostParams::default(), &web_pod(name)).await.with_context(|| format!("creating {name}"))?;
-    let containers: Vec<&str> = pod.spec.as_ref().map(|s| s.containers.iter().map(|c| c.name.as_str()).collect()).unwrap_or_default();
+    let containers: Vec<&str> =
+        pod.spec.as_ref().map(|s| s.containers.iter().map(|c| c.name.as_str()).collect()).unwrap_or_default();
     anyhow::ensure!(containers == ["web", "log-shipper"], "{name} admitted without the webhook's sidecar: {containers:?}");
     pods.delete(name, &DeleteParams::default()).await?;
     Ok(())
@@ -135,8 +136,11 @@ async fn pods_are_admitted_without_one_failure_across_two_renewals_and_a_ca_roll
     eventually("the mutating webhook configuration", WAIT, || async { Ok(configurations.get_opt("wasmop").await?.map(|_| ())) })
         .await
         .with_context(host_log)?;
-    apply(&client, &json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "log-shipper"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "log-shipper", "image": "busybox:1.36"}]}}))
+    apply(
+        &client,
+        &json!({"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "log-shipper"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "containers": [{"name": "log-shipper", "image": "busybox:1.36"}]}}),
+    )
     .await
     .with_context(host_log)?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -194,7 +198,11 @@ async fn pods_are_admitted_without_one_failure_across_two_renewals_and_a_ca_roll
     // The host serves the Secret's newest certificate, trusted by the published bundle alone.
     let (_, bundle) = stored(&secrets).await?;
     let published = configurations.get("wasmop").await?.webhooks.unwrap_or_default()[0].client_config.ca_bundle.clone();
-    assert_eq!(published.map(|b| b.0), Some(bundle.clone().into_bytes()), "the webhook configuration carries the Secret's bundle");
+    assert_eq!(
+        published.map(|b| b.0),
+        Some(bundle.clone().into_bytes()),
+        "the webhook configuration carries the Secret's bundle"
+    );
     let presented = eventually("the newest certificate served", WAIT, || async {
         let presented = served(port, &bundle).await?;
         let (now, _) = stored(&secrets).await?;
@@ -204,9 +212,12 @@ async fn pods_are_admitted_without_one_failure_across_two_renewals_and_a_ca_roll
     assert!(presented != certificates(&serving[0])[0], "the certificate served at start is not served any more");
     assert!(served(port, &first_ca).await.is_err(), "the first CA alone no longer verifies what is served");
     let text = host_log();
-    for line in ["admission serving certificate renewed", "admission CA rollover started", "serving a certificate of the new CA",
-        "admission CA rollover done"]
-    {
+    for line in [
+        "admission serving certificate renewed",
+        "admission CA rollover started",
+        "serving a certificate of the new CA",
+        "admission CA rollover done",
+    ] {
         assert!(text.contains(line), "no {line:?} in the host's log:\n{text}");
     }
     Ok(())

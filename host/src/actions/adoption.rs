@@ -137,15 +137,14 @@ async fn label(client: &kube::Client, resource: &ApiResource, object: &Value, au
     let labelled = api.patch(name, &PatchParams::apply(ADOPTION_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await;
     let parent = controller_uid(object).or_else(|| object.pointer("/metadata/labels")?.get(PARENT_UID_LABEL)?.as_str());
     let parent = format!("uid {}", parent.unwrap_or_default());
-    let target = AuditObject { api_version: &resource.api_version, kind: &resource.kind, namespace: namespace.unwrap_or_default(), name };
+    let target =
+        AuditObject { api_version: &resource.api_version, kind: &resource.kind, namespace: namespace.unwrap_or_default(), name };
     let audit = Audit { parent: &parent, field_manager: ADOPTION_FIELD_MANAGER, ..audit };
     audit.wrote(Verb::Adopt, target, "", labelled.as_ref().map(drop));
-    labelled.map_err(|source| {
-        ActionError::Api {
-            action: "label",
-            object: format!("{} {}/{name}", resource.kind, namespace.unwrap_or_default()),
-            source,
-        }
+    labelled.map_err(|source| ActionError::Api {
+        action: "label",
+        object: format!("{} {}/{name}", resource.kind, namespace.unwrap_or_default()),
+        source,
     })?;
     Ok(())
 }

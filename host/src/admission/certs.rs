@@ -242,11 +242,12 @@ impl ServingCert {
 
     /// The `kubernetes.io/tls` Secret `namespace/name` holding this certificate.
     pub fn to_secret(&self, namespace: &str, name: &str) -> Secret {
-        let data = [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem), ("ca.crt", &self.ca_pem), ("ca.key", &self.ca_key_pem)]
-            .into_iter()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-            .collect::<BTreeMap<_, _>>();
+        let data =
+            [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem), ("ca.crt", &self.ca_pem), ("ca.key", &self.ca_key_pem)]
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect::<BTreeMap<_, _>>();
         Secret {
             metadata: ObjectMeta {
                 name: Some(name.into()),

@@ -192,7 +192,10 @@ mod tests {
             text.contains(r#"wasmop_admission_outcomes_total{plugin="p",webhook="w",outcome="error",reason="PluginTimeout"} 1"#),
             "{text}"
         );
-        assert!(text.contains(r#"wasmop_admission_certificate_expiry_timestamp_seconds{certificate="serving"} 1900000000"#), "{text}");
+        assert!(
+            text.contains(r#"wasmop_admission_certificate_expiry_timestamp_seconds{certificate="serving"} 1900000000"#),
+            "{text}"
+        );
         assert!(text.contains(r#"wasmop_admission_certificate_rotations_total{step="add-ca"} 1"#), "{text}");
     }
 }

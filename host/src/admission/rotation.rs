@@ -119,8 +119,10 @@ impl Step {
         match self {
             Self::Keep => "admission certificates kept",
             Self::Renew => "admission serving certificate renewed",
-            Self::AddCa => "admission CA rollover started: a new CA added to the caBundle; the serving certificate switches once \
-                            the webhook configurations carry it",
+            Self::AddCa => {
+                "admission CA rollover started: a new CA added to the caBundle; the serving certificate switches once \
+                            the webhook configurations carry it"
+            }
             Self::Switch => "admission CA rollover: serving a certificate of the new CA",
             Self::DropCa => "admission CA rollover done: the previous CA dropped from the caBundle",
         }
@@ -161,7 +163,8 @@ pub fn advance(
     lifetimes: &Lifetimes,
     now: SystemTime,
 ) -> Result<ServingCert, CertError> {
-    let signer = || found.signer.as_ref().ok_or_else(|| CertError::Invalid { what: "ca.key".into(), message: "no CA key".into() });
+    let signer =
+        || found.signer.as_ref().ok_or_else(|| CertError::Invalid { what: "ca.key".into(), message: "no CA key".into() });
     Ok(match step {
         Step::Keep => cert.clone(),
         Step::AddCa => {
@@ -239,9 +242,13 @@ impl Rotation {
                         tracing::info!(secret = %self.name, "admission certificate changed in its Secret; serving the new one");
                         current = stored;
                     }
-                    Err(e) => tracing::warn!(secret = %self.name, error = %e, "new admission certificate unusable; keeping the previous one"),
+                    Err(e) => {
+                        tracing::warn!(secret = %self.name, error = %e, "new admission certificate unusable; keeping the previous one")
+                    }
                 },
-                Err(e) => tracing::warn!(secret = %self.name, error = %e, "admission certificate Secret unusable; keeping the previous one"),
+                Err(e) => {
+                    tracing::warn!(secret = %self.name, error = %e, "admission certificate Secret unusable; keeping the previous one")
+                }
             }
             if !self.leadership.is_leader() {
                 continue;
@@ -254,13 +261,21 @@ impl Rotation {
             match self.step(&current, published, since.elapsed() >= self.lifetimes.settle(), secret).await {
                 Ok(Some(next)) => current = next,
                 Ok(None) => {}
-                Err(e) => tracing::warn!(secret = %self.name, error = %e, "cannot rotate the admission certificate; trying again"),
+                Err(e) => {
+                    tracing::warn!(secret = %self.name, error = %e, "cannot rotate the admission certificate; trying again")
+                }
             }
         }
     }
 
     /// Take the next step for `current` (stored in `secret`); the certificate written, if any.
-    async fn step(&self, current: &ServingCert, published: bool, settled: bool, secret: Secret) -> Result<Option<ServingCert>, RotationError> {
+    async fn step(
+        &self,
+        current: &ServingCert,
+        published: bool,
+        settled: bool,
+        secret: Secret,
+    ) -> Result<Option<ServingCert>, RotationError> {
         let found = Inspection::of(current)?;
         let now = SystemTime::now();
         let step = next_step(&found, now, &self.lifetimes, published, settled);
@@ -384,7 +399,10 @@ mod tests {
         let defaults = Lifetimes::default();
         assert_eq!((defaults.ca.as_secs() / 86400, defaults.serving.as_secs() / 86400), (365, 90));
         assert_eq!(defaults.check_period(), Duration::from_secs(60));
-        assert_eq!(Lifetimes::new(Duration::from_secs(72), Duration::from_secs(24)).unwrap().check_period(), Duration::from_millis(1500));
+        assert_eq!(
+            Lifetimes::new(Duration::from_secs(72), Duration::from_secs(24)).unwrap().check_period(),
+            Duration::from_millis(1500)
+        );
     }
 
     #[test]

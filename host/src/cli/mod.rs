@@ -45,7 +45,9 @@ impl Cli {
     /// without the flag.
     pub fn audit_log(&self) -> Option<audit_log::Destination> {
         match &self.command {
-            Command::Run(args) => args.audit_log.as_deref().map(|path| audit_log::Destination::new(path, args.audit_log_max_bytes)),
+            Command::Run(args) => {
+                args.audit_log.as_deref().map(|path| audit_log::Destination::new(path, args.audit_log_max_bytes))
+            }
             _ => None,
         }
     }

@@ -5,9 +5,8 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    Audit,
-    ActionError, AppliedChildren, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Stamp, Writer, Written, owner_reference,
-    plan,
+    ActionError, AppliedChildren, Audit, CreateOnly, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, Stamp, Writer, Written,
+    owner_reference, plan,
 };
 use wasmop::cluster::Discovery;
 use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};

@@ -197,12 +197,11 @@ async fn pods_are_admitted_without_one_failure_across_two_renewals_and_a_ca_roll
     assert!(certificates(&bundles[1]).contains(&certificates(&first_ca)[0]), "the old CA stays during the overlap");
     // The host serves the Secret's newest certificate, trusted by the published bundle alone.
     let (_, bundle) = stored(&secrets).await?;
-    let published = configurations.get("wasmop").await?.webhooks.unwrap_or_default()[0].client_config.ca_bundle.clone();
-    assert_eq!(
-        published.map(|b| b.0),
-        Some(bundle.clone().into_bytes()),
-        "the webhook configuration carries the Secret's bundle"
-    );
+    eventually("the webhook configuration carrying the Secret's bundle", WAIT, || async {
+        let carried = configurations.get("wasmop").await?.webhooks.unwrap_or_default()[0].client_config.ca_bundle.clone();
+        Ok((carried.map(|b| b.0) == Some(bundle.clone().into_bytes())).then_some(()))
+    })
+    .await?;
     let presented = eventually("the newest certificate served", WAIT, || async {
         let presented = served(port, &bundle).await?;
         let (now, _) = stored(&secrets).await?;

@@ -82,7 +82,9 @@ pub fn counters() -> [(&'static str, &'static str, Counter); 2] {
 ///
 /// # Errors
 /// [`AuditLogError::Open`] when the file cannot be opened for appending.
-pub fn layer<S>(destination: &Destination) -> Result<impl tracing_subscriber::Layer<S> + Send + Sync + 'static, AuditLogError>
+pub fn layer<S>(
+    destination: &Destination,
+) -> Result<impl tracing_subscriber::Layer<S> + Send + Sync + 'static + use<S>, AuditLogError>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {

@@ -100,8 +100,8 @@ async fn served(port: u16, bundle: &str) -> Result<CertificateDer<'static>> {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await?;
-    let (_, session) = tls.get_ref();
-    Ok(session.peer_certificates().context("no peer certificate")?[0].clone().into_owned())
+    let (_, connection) = tls.get_ref();
+    Ok(connection.peer_certificates().context("no peer certificate")?[0].clone().into_owned())
 }
 
 fn web_pod(name: &str) -> Pod {

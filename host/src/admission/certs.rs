@@ -186,7 +186,7 @@ impl ServingCert {
     /// [`CertError::Generate`] when a name is invalid or key generation fails.
     pub fn generate(names: &[String]) -> Result<Self, CertError> {
         let (ca_pem, ca_key_pem) = new_ca(None)?;
-        let (cert_pem, key_pem) = issue(&ca_pem, &ca_key_pem, names, None)?;
+        let (cert_pem, key_pem) = sign_serving(&ca_pem, &ca_key_pem, names, None)?;
         Ok(Self { ca_pem, cert_pem, key_pem, ca_key_pem })
     }
 
@@ -197,7 +197,7 @@ impl ServingCert {
     /// [`CertError::Generate`] when a name is invalid or key generation fails.
     pub fn generate_for(names: &[String], lifetimes: &Lifetimes, now: SystemTime) -> Result<Self, CertError> {
         let (ca_pem, ca_key_pem) = new_ca(Some((now, lifetimes.ca)))?;
-        let (cert_pem, key_pem) = issue(&ca_pem, &ca_key_pem, names, Some((now, lifetimes.serving)))?;
+        let (cert_pem, key_pem) = sign_serving(&ca_pem, &ca_key_pem, names, Some((now, lifetimes.serving)))?;
         Ok(Self { ca_pem, cert_pem, key_pem, ca_key_pem })
     }
 
@@ -368,7 +368,7 @@ pub(super) fn new_ca(valid: Option<(SystemTime, Duration)>) -> Result<(String, S
 /// A serving certificate (PEM certificate and key) for `names`, signed by the CA `ca_pem`
 /// (one certificate) with key `ca_key_pem`, valid for `valid` = (from, lifetime) but never
 /// beyond the CA's own expiry.
-pub(super) fn issue(
+pub(super) fn sign_serving(
     ca_pem: &str,
     ca_key_pem: &str,
     names: &[String],

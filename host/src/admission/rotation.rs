@@ -178,13 +178,14 @@ pub fn advance(
             // The old CA's last serving certificate, fresh: the switch has its whole life to
             // wait for the new bundle to be published.
             let (cert_pem, key_pem) = match &found.signer {
-                Some(old) => certs::issue(&old.pem, &cert.ca_key_pem, names, Some((now, lifetimes.serving)))?,
+                Some(old) => certs::sign_serving(&old.pem, &cert.ca_key_pem, names, Some((now, lifetimes.serving)))?,
                 None => (cert.cert_pem.clone(), cert.key_pem.clone()),
             };
             ServingCert { ca_pem: kept + &ca, cert_pem, key_pem, ca_key_pem }
         }
         Step::Renew | Step::Switch => {
-            let (cert_pem, key_pem) = certs::issue(&signer()?.pem, &cert.ca_key_pem, names, Some((now, lifetimes.serving)))?;
+            let (cert_pem, key_pem) =
+                certs::sign_serving(&signer()?.pem, &cert.ca_key_pem, names, Some((now, lifetimes.serving)))?;
             ServingCert { cert_pem, key_pem, ..cert.clone() }
         }
         Step::DropCa => ServingCert { ca_pem: signer()?.pem.clone(), ..cert.clone() },

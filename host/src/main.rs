@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
 
 fn main() -> std::process::ExitCode {
     wasmop::allocator::tune();
@@ -16,12 +17,21 @@ fn main() -> std::process::ExitCode {
 
 async fn run() -> std::process::ExitCode {
     let cli = wasmop::cli::Cli::parse();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match cli.log_format {
-        wasmop::cli::LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
-        wasmop::cli::LogFormat::Text => logs.compact().init(),
-    }
+    // The audit events only where asked for: `RUST_LOG=...,wasmop::audit=info`, or `--audit-log`.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,wasmop::audit=off"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match cli.log_format {
+        wasmop::cli::LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).boxed(),
+        wasmop::cli::LogFormat::Text => logs.compact().boxed(),
+    };
+    let audit = match cli.audit_log().map(|destination| wasmop::cli::audit_log::layer(&destination)).transpose() {
+        Ok(audit) => audit,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    tracing_subscriber::registry().with(logs.with_filter(filter)).with(audit).init();
     match wasmop::cli::run(cli).await {
         Ok(code) => code,
         Err(e) => {

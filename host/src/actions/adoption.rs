@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ActionError;
+use super::audit::{Audit, AuditObject, Verb};
 use super::labels::{MANAGED_BY, MANAGED_BY_LABEL, host_labels};
 use super::scope::PARENT_UID_LABEL;
 use crate::objects::{controller_uid, name_of, namespace_of};
@@ -97,7 +98,7 @@ pub async fn label_unlabelled_children(
     client: &kube::Client,
     resource: &ApiResource,
     namespace: Option<&str>,
-    plugin: &str,
+    audit: Audit<'_>,
     parents: &HashSet<String>,
 ) -> Result<usize, ActionError> {
     let url = DynamicObject::url_path(resource, namespace);
@@ -110,7 +111,7 @@ pub async fn label_unlabelled_children(
         for listed in page.items {
             let object = json!({ "metadata": listed.metadata });
             if needs_label(&object, parents) {
-                label(client, resource, &object, plugin).await?;
+                label(client, resource, &object, audit).await?;
                 labelled += 1;
             }
         }
@@ -122,7 +123,8 @@ pub async fn label_unlabelled_children(
 }
 
 /// Apply the host's labels to `object` as [`ADOPTION_FIELD_MANAGER`].
-async fn label(client: &kube::Client, resource: &ApiResource, object: &Value, plugin: &str) -> Result<(), ActionError> {
+async fn label(client: &kube::Client, resource: &ApiResource, object: &Value, audit: Audit<'_>) -> Result<(), ActionError> {
+    let plugin = audit.plugin;
     let name = name_of(object).unwrap_or_default();
     let namespace = namespace_of(object);
     let api: Api<DynamicObject> = match namespace {
@@ -132,12 +134,17 @@ async fn label(client: &kube::Client, resource: &ApiResource, object: &Value, pl
     let labels: Map<String, Value> =
         host_labels(plugin).into_iter().map(|(k, v)| (k.to_owned(), Value::String(v.to_owned()))).collect();
     let patch = json!({"apiVersion": resource.api_version, "kind": resource.kind, "metadata": {"name": name, "labels": labels}});
-    api.patch(name, &PatchParams::apply(ADOPTION_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await.map_err(|source| {
-        ActionError::Api {
-            action: "label",
-            object: format!("{} {}/{name}", resource.kind, namespace.unwrap_or_default()),
-            source,
-        }
+    let labelled = api.patch(name, &PatchParams::apply(ADOPTION_FIELD_MANAGER).force(), &Patch::Apply(&patch)).await;
+    let parent = controller_uid(object).or_else(|| object.pointer("/metadata/labels")?.get(PARENT_UID_LABEL)?.as_str());
+    let parent = format!("uid {}", parent.unwrap_or_default());
+    let target =
+        AuditObject { api_version: &resource.api_version, kind: &resource.kind, namespace: namespace.unwrap_or_default(), name };
+    let audit = Audit { parent: &parent, field_manager: ADOPTION_FIELD_MANAGER, ..audit };
+    audit.wrote(Verb::Adopt, target, "", labelled.as_ref().map(drop));
+    labelled.map_err(|source| ActionError::Api {
+        action: "label",
+        object: format!("{} {}/{name}", resource.kind, namespace.unwrap_or_default()),
+        source,
     })?;
     Ok(())
 }

@@ -29,8 +29,18 @@ impl EventSink {
         Self { recorder: Recorder::new(client, Reporter { controller: format!("wasmop/{plugin}"), instance }) }
     }
 
-    /// Record `event` about `parent`.
+    /// Record `event` about `parent`; a failure is logged.
     pub async fn publish(&self, parent: &Value, event: &Event) {
+        if let Err(e) = self.try_publish(parent, event).await {
+            tracing::warn!(error = %e, reason = %event.reason, "cannot record event");
+        }
+    }
+
+    /// Record `event` about `parent`.
+    ///
+    /// # Errors
+    /// The API server's refusal or a failed request.
+    pub async fn try_publish(&self, parent: &Value, event: &Event) -> Result<(), kube::Error> {
         let meta = |f: &str| parent.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).map(str::to_owned);
         let reference = ObjectReference {
             api_version: parent["apiVersion"].as_str().map(str::to_owned),
@@ -51,8 +61,6 @@ impl EventSink {
             action: event.action.clone(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
-            tracing::warn!(error = %e, reason = %event.reason, "cannot record event");
-        }
+        self.recorder.publish(&ev, &reference).await
     }
 }

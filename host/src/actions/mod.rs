@@ -3,6 +3,7 @@
 
 mod adoption;
 mod applied;
+mod audit;
 mod context;
 mod create;
 mod diff;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 pub use adoption::{ADOPTION_FIELD_MANAGER, label_unlabelled_children, needs_label};
 pub use applied::AppliedChildren;
+pub use audit::{AUDIT_TARGET, Audit, AuditObject, Verb, parent_name};
 pub use context::ReconcileContext;
 pub use create::{CreateOnly, Created};
 pub use diff::contains;
@@ -37,7 +39,7 @@ pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_
 pub use status::{HostConditions, RECONCILED, failure_status_patch, merge_conditions, status_patch, timestamp_now};
 
 use crate::cluster::{Discovery, DiscoveryError};
-use crate::contract::{Kind, ObjectRef};
+use crate::contract::{Event, Kind, ObjectRef};
 use crate::objects::{name_of, namespace_of};
 
 /// Why writing a response failed. Writes already done stay done (each is idempotent); the
@@ -113,8 +115,8 @@ impl WriteTarget {
     }
 
     /// The writer of one reconcile's plan.
-    pub fn writer<'a>(&'a self, context: ReconcileContext<'a>) -> Writer<'a> {
-        Writer { context, target: self }
+    pub fn writer<'a>(&'a self, context: ReconcileContext<'a>, audit: Audit<'a>) -> Writer<'a> {
+        Writer { context, target: self, audit }
     }
 }
 
@@ -132,6 +134,8 @@ pub struct Writer<'a> {
     pub context: ReconcileContext<'a>,
     /// Where the writes go.
     pub target: &'a WriteTarget,
+    /// Who writes for which parent: every write is audited ([`Audit`]).
+    pub audit: Audit<'a>,
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -184,7 +188,8 @@ impl Writer<'_> {
         let mut written = Written::default();
         let created = self.check_uncached(&plan.apply, &mut written).await?;
         self.apply_children(&plan.apply, created, &mut written).await?;
-        self.delete(plan.prune.iter().chain(&plan.delete), &mut written).await?;
+        self.delete(&plan.prune, Verb::Prune, &mut written).await?;
+        self.delete(&plan.delete, Verb::Delete, &mut written).await?;
         if let Some(patch) = &plan.status_patch {
             written.parent_resource_version = self.patch_status(patch).await?;
             written.status = true;
@@ -210,9 +215,9 @@ impl Writer<'_> {
                 continue;
             }
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            patch::patch(&api, Target::Object, &r.name, &self.params(), &Patch::Apply(child))
-                .await
-                .map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
+            let applied = patch::patch(&api, Target::Object, &r.name, &self.params(), &Patch::Apply(child)).await;
+            self.audit.wrote(Verb::Apply, AuditObject::from(&r), "", applied.as_ref().map(drop));
+            applied.map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
             self.target.applied.record(parent_uid, r, child);
             written.applied += 1;
         }
@@ -236,6 +241,11 @@ impl Writer<'_> {
             let kind = r.kind();
             let api = self.api(&kind, r.namespace.as_deref()).await?;
             let created = self.target.creates.apply(&api, &kind, &r.name, child, &self.params()).await;
+            match &created {
+                Ok(Created::Created) => self.audit.wrote::<&str>(Verb::Create, AuditObject::from(r), "", Ok(())),
+                Ok(Created::Exists | Created::Unsupported) => {}
+                Err(e) => self.audit.wrote(Verb::Create, AuditObject::from(r), "", Err(e)),
+            }
             match created.map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })? {
                 Created::Created => {
                     self.target.applied.record(parent_uid, r.clone(), child);
@@ -264,7 +274,7 @@ impl Writer<'_> {
 
     /// Delete objects, each on the condition that its uid is still the one checked. An object
     /// already gone, or replaced by a same-named one since (the precondition fails), is left.
-    async fn delete(&self, deletions: impl Iterator<Item = &Deletion>, written: &mut Written) -> Result<(), ActionError> {
+    async fn delete(&self, deletions: &[Deletion], verb: Verb, written: &mut Written) -> Result<(), ActionError> {
         let parent_uid = self.context.parent.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         for d in deletions {
             let r = &d.object;
@@ -274,7 +284,11 @@ impl Writer<'_> {
                 preconditions: Some(Preconditions { uid: d.uid.clone(), resource_version: None }),
                 ..DeleteParams::background()
             };
-            match api.delete(&r.name, &params).await {
+            let deleted = api.delete(&r.name, &params).await;
+            if !matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409) {
+                self.audit.wrote(verb, AuditObject::from(r), "", deleted.as_ref().map(drop));
+            }
+            match deleted {
                 Ok(_) => written.deleted += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -293,9 +307,59 @@ impl Writer<'_> {
     pub async fn patch_status(&self, patch: &Value) -> Result<Option<String>, ActionError> {
         let api = self.parent_api();
         let name = name_of(self.context.parent).unwrap_or_default();
-        patch::patch(&api, Target::Status, name, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(|source| {
-            ActionError::Api { action: "patch status of", object: format!("{} {}", self.context.manifest.parent, name), source }
+        let patched = patch::patch(&api, Target::Status, name, &PatchParams::default(), &Patch::Merge(patch)).await;
+        self.audit.wrote(Verb::Status, self.parent_object(), "", patched.as_ref().map(drop));
+        patched.map_err(|source| ActionError::Api {
+            action: "patch status of",
+            object: format!("{} {}", self.context.manifest.parent, name),
+            source,
         })
+    }
+
+    /// The parent, as an audited object.
+    fn parent_object(&self) -> AuditObject<'_> {
+        AuditObject {
+            api_version: self.context.parent["apiVersion"].as_str().unwrap_or_default(),
+            kind: self.context.parent["kind"].as_str().unwrap_or_default(),
+            namespace: namespace_of(self.context.parent).unwrap_or_default(),
+            name: name_of(self.context.parent).unwrap_or_default(),
+        }
+    }
+
+    /// Add the plugin's finalizer `finalizer` to the parent (audited).
+    ///
+    /// # Errors
+    /// As [`add_finalizer`].
+    pub async fn add_finalizer(&self, finalizer: &str) -> kube::Result<()> {
+        let added = add_finalizer(&self.parent_api(), self.context.parent, finalizer).await;
+        self.audit.wrote(Verb::FinalizerAdd, self.parent_object(), finalizer, added.as_ref().map(drop));
+        added
+    }
+
+    /// Remove `finalizer` from `parent` (the parent as last written; audited).
+    ///
+    /// # Errors
+    /// As [`remove_finalizer`].
+    pub async fn remove_finalizer(&self, parent: &Value, finalizer: &str) -> kube::Result<()> {
+        let removed = remove_finalizer(&self.parent_api(), parent, finalizer).await;
+        self.audit.wrote(Verb::FinalizerRemove, self.parent_object(), finalizer, removed.as_ref().map(drop));
+        removed
+    }
+
+    /// Record `event` about the parent through `sink` (audited; a failure is logged, never
+    /// returned: an event is a courtesy, not part of the reconcile).
+    pub async fn event(&self, sink: &EventSink, event: &Event) {
+        let recorded = sink.try_publish(self.context.parent, event).await;
+        let object = AuditObject { api_version: "events.k8s.io/v1", kind: "Event", ..self.parent_object() };
+        self.audit.wrote(Verb::Event, object, &event.reason, recorded.as_ref().map(drop));
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e, reason = %event.reason, "cannot record event");
+        }
+    }
+
+    /// Audit the refusal of the response: nothing of it was written.
+    pub fn refused(&self, refusal: &PlanError) {
+        self.audit.refused(refusal.object(), refusal.reason(), &refusal.to_string());
     }
 
     /// The API of the parent's kind, in its namespace.

@@ -57,6 +57,15 @@ pub enum PlanError {
 }
 
 impl PlanError {
+    /// The object the refusal names (the parent, when it has no uid).
+    pub fn object(&self) -> &str {
+        match self {
+            Self::Scope(e) => e.object(),
+            Self::ParentWithoutUid { parent } => parent,
+            Self::AlreadyOwned { object, .. } | Self::NotControlled { object, .. } => object,
+        }
+    }
+
     /// CamelCase reason for events and conditions.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -46,6 +46,13 @@ pub enum ScopeError {
 }
 
 impl ScopeError {
+    /// The object refused.
+    pub fn object(&self) -> &str {
+        match self {
+            Self::UndeclaredKind { object, .. } | Self::Refused { object, .. } | Self::UnknownScope { object, .. } => object,
+        }
+    }
+
     /// CamelCase reason for events and conditions.
     pub fn reason(&self) -> &'static str {
         "ActionRefused"

@@ -7,10 +7,13 @@
 //! (`<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local`), and `localhost` / `127.0.0.1` for a
 //! webhook configured by URL on loopback.
 //!
-//! - [`ServingCert::generate`]: a fresh CA and a serving certificate signed by it (`rcgen`).
-//!   [`shared_secret`] keeps them in a `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`,
-//!   `ca.crt`), created if absent; a replica that finds it (or loses the race to create it)
-//!   uses the one in the Secret, so every replica serves the same certificate under one CA.
+//! - [`ServingCert::generate_for`]: a fresh CA and a serving certificate signed by it (`rcgen`),
+//!   each valid for its [`Lifetimes`] (by default a year for the CA, 90 days for the serving
+//!   certificate, which never outlives its CA). [`shared_secret`] keeps them in a
+//!   `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`, `ca.crt`, and `ca.key`, the key of the
+//!   CA that signs renewals), created if absent; a replica that finds it (or loses the race to
+//!   create it) uses the one in the Secret, so every replica serves the same certificate under
+//!   one CA. [`rotation`](super::rotation) renews them from there.
 //! - [`ServingCert::from_dir`]: `tls.crt`, `tls.key` and optionally `ca.crt` of a mounted
 //!   Secret; [`follow_dir`] re-reads them periodically and swaps the certificate served by the
 //!   [`CertResolver`] without a restart (new connections get the new one).
@@ -18,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use k8s_openapi::ByteString;
@@ -32,6 +35,71 @@ use tokio::sync::watch;
 
 /// The default name of the Secret holding the generated CA and certificate.
 pub const ADMISSION_SECRET: &str = "wasmop-admission-tls";
+
+/// How long the generated admission certificates are valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// The CA's: [`Lifetimes::DEFAULT_CA`] unless set.
+    pub ca: Duration,
+    /// A serving certificate's: [`Lifetimes::DEFAULT_SERVING`] unless set; never beyond the
+    /// expiry of the CA that signs it.
+    pub serving: Duration,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        Self { ca: Self::DEFAULT_CA, serving: Self::DEFAULT_SERVING }
+    }
+}
+
+impl Lifetimes {
+    /// A CA is valid for a year.
+    pub const DEFAULT_CA: Duration = Duration::from_secs(365 * 24 * 3600);
+    /// A serving certificate is valid for 90 days.
+    pub const DEFAULT_SERVING: Duration = Duration::from_secs(90 * 24 * 3600);
+
+    /// Lifetimes of `ca` and `serving`.
+    ///
+    /// # Errors
+    /// [`CertError::Lifetimes`] when the serving certificate's is under 3 seconds or more than
+    /// a third of the CA's (a CA must outlive the serving certificates it signs while it is
+    /// rolled over, which starts when a third of its life is left).
+    pub fn new(ca: Duration, serving: Duration) -> Result<Self, CertError> {
+        if serving < Duration::from_secs(3) || serving.saturating_mul(3) > ca {
+            return Err(CertError::Lifetimes { ca, serving });
+        }
+        Ok(Self { ca, serving })
+    }
+
+    /// How often the Secret is read and the certificates checked: a sixteenth of the serving
+    /// certificate's life, between 1 second and 1 minute.
+    pub fn check_period(&self) -> Duration {
+        (self.serving / 16).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+
+    /// How long a change must have been visible before the next step of a CA rollover is
+    /// taken: two check periods, so that every replica read it and the API server saw the
+    /// webhook configurations carry it.
+    pub fn settle(&self) -> Duration {
+        self.check_period() * 2
+    }
+}
+
+/// When a certificate starts and stops being valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Validity {
+    /// `notBefore`.
+    pub not_before: SystemTime,
+    /// `notAfter`.
+    pub not_after: SystemTime,
+}
+
+impl Validity {
+    /// `notAfter` in seconds since the Unix epoch.
+    pub fn expiry_unix(&self) -> i64 {
+        self.not_after.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    }
+}
 
 /// Why a certificate could not be made, read or used.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +123,17 @@ pub enum CertError {
         /// What is wrong.
         message: String,
     },
+    /// The lifetimes asked for cannot be rotated safely.
+    #[error(
+        "admission certificate lifetimes: the serving certificate's ({serving:?}) must be at least 3s and at most a third of \
+         the CA's ({ca:?})"
+    )]
+    Lifetimes {
+        /// The CA's lifetime.
+        ca: Duration,
+        /// The serving certificate's lifetime.
+        serving: Duration,
+    },
     /// The Secret could not be read or created.
     #[error("cannot read or create the certificate Secret {namespace}/{name}: {error}")]
     Secret {
@@ -76,6 +155,9 @@ pub struct ServingCert {
     pub cert_pem: String,
     /// The serving certificate's private key.
     pub key_pem: String,
+    /// The private key of the CA that signs renewals (the newest of `ca_pem`), when the host
+    /// holds it (a certificate it generated); empty otherwise.
+    pub ca_key_pem: String,
 }
 
 impl std::fmt::Debug for ServingCert {
@@ -97,23 +179,26 @@ pub fn service_names(namespace: &str, service: &str) -> Vec<String> {
 
 impl ServingCert {
     /// A new CA (`wasmop admission CA`) and a serving certificate for `names` (DNS names, or
-    /// IP addresses written as such) signed by it.
+    /// IP addresses written as such) signed by it, valid for as long as rcgen's defaults
+    /// (until 4096): what a self-signed metrics certificate uses.
     ///
     /// # Errors
     /// [`CertError::Generate`] when a name is invalid or key generation fails.
     pub fn generate(names: &[String]) -> Result<Self, CertError> {
-        let ca_key = rcgen::KeyPair::generate()?;
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "wasmop admission CA");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
-        ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(names.to_vec())?;
-        params.distinguished_name.push(rcgen::DnType::CommonName, names.first().map_or("wasmop", String::as_str));
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = params.signed_by(&key, &ca)?;
-        Ok(Self { ca_pem: ca.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        let (ca_pem, ca_key_pem) = new_ca(None)?;
+        let (cert_pem, key_pem) = sign_serving(&ca_pem, &ca_key_pem, names, None)?;
+        Ok(Self { ca_pem, cert_pem, key_pem, ca_key_pem })
+    }
+
+    /// A new CA valid for `lifetimes.ca` from `now` and a serving certificate for `names`
+    /// signed by it, valid for `lifetimes.serving`.
+    ///
+    /// # Errors
+    /// [`CertError::Generate`] when a name is invalid or key generation fails.
+    pub fn generate_for(names: &[String], lifetimes: &Lifetimes, now: SystemTime) -> Result<Self, CertError> {
+        let (ca_pem, ca_key_pem) = new_ca(Some((now, lifetimes.ca)))?;
+        let (cert_pem, key_pem) = sign_serving(&ca_pem, &ca_key_pem, names, Some((now, lifetimes.serving)))?;
+        Ok(Self { ca_pem, cert_pem, key_pem, ca_key_pem })
     }
 
     /// `tls.crt`, `tls.key` and, when present, `ca.crt` of `dir` (without `ca.crt`, the
@@ -132,7 +217,7 @@ impl ServingCert {
             Ok(ca) if !ca.trim().is_empty() => ca,
             _ => cert_pem.clone(),
         };
-        let cert = Self { ca_pem, cert_pem, key_pem };
+        let cert = Self { ca_pem, cert_pem, key_pem, ca_key_pem: String::new() };
         cert.certified_key()?;
         Ok(cert)
     }
@@ -155,11 +240,14 @@ impl ServingCert {
         Ok(Arc::new(CertifiedKey::new(chain, signer)))
     }
 
-    fn to_secret(&self, namespace: &str, name: &str) -> Secret {
-        let data = [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem), ("ca.crt", &self.ca_pem)]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-            .collect::<BTreeMap<_, _>>();
+    /// The `kubernetes.io/tls` Secret `namespace/name` holding this certificate.
+    pub fn to_secret(&self, namespace: &str, name: &str) -> Secret {
+        let data =
+            [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem), ("ca.crt", &self.ca_pem), ("ca.key", &self.ca_key_pem)]
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect::<BTreeMap<_, _>>();
         Secret {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -173,7 +261,12 @@ impl ServingCert {
         }
     }
 
-    fn from_secret(secret: &Secret) -> Result<Self, CertError> {
+    /// The certificate a Secret written by [`ServingCert::to_secret`] holds (`ca.key` may be
+    /// missing: a Secret of an earlier host).
+    ///
+    /// # Errors
+    /// [`CertError::Invalid`] when a field is missing or not a usable certificate or key.
+    pub fn from_secret(secret: &Secret) -> Result<Self, CertError> {
         let what = format!("Secret {}", secret.metadata.name.as_deref().unwrap_or_default());
         let data = secret.data.as_ref();
         let field = |key: &str| {
@@ -183,7 +276,8 @@ impl ServingCert {
             String::from_utf8(bytes.0.clone())
                 .map_err(|_| CertError::Invalid { what: what.clone(), message: format!("{key} is not PEM text") })
         };
-        let cert = Self { ca_pem: field("ca.crt")?, cert_pem: field("tls.crt")?, key_pem: field("tls.key")? };
+        let ca_key_pem = if data.is_some_and(|d| d.contains_key("ca.key")) { field("ca.key")? } else { String::new() };
+        let cert = Self { ca_pem: field("ca.crt")?, cert_pem: field("tls.crt")?, key_pem: field("tls.key")?, ca_key_pem };
         cert.certified_key()?;
         Ok(cert)
     }
@@ -202,6 +296,7 @@ pub async fn shared_secret(
     namespace: &str,
     name: &str,
     names: &[String],
+    lifetimes: &Lifetimes,
 ) -> Result<ServingCert, CertError> {
     let api: Api<Secret> = Api::namespaced(client, namespace);
     let api_error = |error| CertError::Secret { namespace: namespace.into(), name: name.into(), error };
@@ -209,7 +304,7 @@ pub async fn shared_secret(
         tracing::info!(%namespace, %name, "admission certificate read from its Secret");
         return ServingCert::from_secret(&existing);
     }
-    let fresh = ServingCert::generate(names)?;
+    let fresh = ServingCert::generate_for(names, lifetimes, SystemTime::now())?;
     let mut waiting = false;
     loop {
         match api.create(&PostParams::default(), &fresh.to_secret(namespace, name)).await {
@@ -237,6 +332,102 @@ pub async fn shared_secret(
             Err(e) => return Err(api_error(e)),
         }
     }
+}
+
+/// How far back a new certificate's `notBefore` lies (a tenth of its life, at most 5 minutes):
+/// the API server's clock may be a little behind the host's.
+fn backdate(lifetime: Duration) -> Duration {
+    (lifetime / 10).min(Duration::from_secs(300))
+}
+
+/// Valid from (a little before) `now` for `lifetime`, not beyond `cap`; `None`: rcgen's defaults.
+fn set_validity(params: &mut rcgen::CertificateParams, valid: Option<(SystemTime, Duration)>, cap: Option<SystemTime>) {
+    let Some((now, lifetime)) = valid else { return };
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    let since = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let end = cap.map_or(now + lifetime, |cap| cap.min(now + lifetime));
+    params.not_before = epoch + since(now - backdate(lifetime));
+    params.not_after = epoch + since(end);
+}
+
+/// A new self-signed CA (PEM certificate and key), valid for `valid` = (from, lifetime).
+pub(super) fn new_ca(valid: Option<(SystemTime, Duration)>) -> Result<(String, String), CertError> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    // A name of its own per CA: during a rollover the bundle holds two.
+    let serial = valid.map_or(0, |(now, _)| now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis());
+    let name = if serial == 0 { "wasmop admission CA".to_owned() } else { format!("wasmop admission CA {serial}") };
+    params.distinguished_name.push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+    params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+    set_validity(&mut params, valid, None);
+    let cert = params.self_signed(&key)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A serving certificate (PEM certificate and key) for `names`, signed by the CA `ca_pem`
+/// (one certificate) with key `ca_key_pem`, valid for `valid` = (from, lifetime) but never
+/// beyond the CA's own expiry.
+pub(super) fn sign_serving(
+    ca_pem: &str,
+    ca_key_pem: &str,
+    names: &[String],
+    valid: Option<(SystemTime, Duration)>,
+) -> Result<(String, String), CertError> {
+    let ca_key = rcgen::KeyPair::from_pem(ca_key_pem)?;
+    let ca_expiry = match valid {
+        Some(_) => Some(validity(&first_der(ca_pem, "ca.crt")?)?.not_after),
+        None => None,
+    };
+    let issuer = rcgen::Issuer::from_ca_cert_pem(ca_pem, ca_key)?;
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(names.to_vec())?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, names.first().map_or("wasmop", String::as_str));
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    set_validity(&mut params, valid, ca_expiry);
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Each certificate of a PEM text, in order.
+///
+/// # Errors
+/// [`CertError::Invalid`] (naming `what`) when a block does not decode.
+pub fn ders(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>>, CertError> {
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| CertError::Invalid { what: what.into(), message: e.to_string() })
+}
+
+fn first_der(pem: &str, what: &str) -> Result<CertificateDer<'static>, CertError> {
+    ders(pem, what)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| CertError::Invalid { what: what.into(), message: "no CERTIFICATE block".into() })
+}
+
+/// The validity of a DER certificate.
+///
+/// # Errors
+/// [`CertError::Invalid`] when it is not an X.509 certificate.
+pub fn validity(der: &CertificateDer<'_>) -> Result<Validity, CertError> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| CertError::Invalid { what: "certificate".into(), message: e.to_string() })?;
+    let at = |t: &x509_parser::time::ASN1Time| UNIX_EPOCH + Duration::from_secs(u64::try_from(t.timestamp()).unwrap_or(0));
+    Ok(Validity { not_before: at(&cert.validity().not_before), not_after: at(&cert.validity().not_after) })
+}
+
+/// A DER certificate as one PEM block.
+pub fn to_pem(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in text.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
 }
 
 /// How often a host waiting for the certificate Secret's namespace looks again.

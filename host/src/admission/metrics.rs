@@ -7,6 +7,8 @@
 //! | `controller_runtime_webhook_latency_seconds` (histogram) | `webhook` |
 //! | `controller_runtime_webhook_requests_in_flight` | `webhook` |
 //! | `wasmop_admission_outcomes_total` | `plugin`, `webhook`, `outcome` (`allowed`, `denied`, `error`), `reason` |
+//! | `wasmop_admission_certificate_expiry_timestamp_seconds` | `certificate` (`serving`, `ca`: the CA that signs renewals) |
+//! | `wasmop_admission_certificate_rotations_total` | `step` (`renew`, `add-ca`, `switch`, `drop-ca`) |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -33,6 +35,16 @@ struct OutcomeLabels {
     webhook: String,
     outcome: String,
     reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    certificate: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabels {
+    step: String,
 }
 
 /// How one admission call ended, for `wasmop_admission_outcomes_total`.
@@ -64,6 +76,8 @@ pub struct AdmissionMetrics {
     latency: Family<WebhookLabels, Histogram>,
     in_flight: Family<WebhookLabels, Gauge>,
     outcomes: Family<OutcomeLabels, Counter>,
+    expiry: Family<CertificateLabels, Gauge>,
+    rotations: Family<StepLabels, Counter>,
 }
 
 impl AdmissionMetrics {
@@ -74,6 +88,8 @@ impl AdmissionMetrics {
             latency: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_25, 2.0, 16))),
             in_flight: Family::default(),
             outcomes: Family::default(),
+            expiry: Family::default(),
+            rotations: Family::default(),
         };
         registry.register(
             "controller_runtime_webhook_requests",
@@ -95,7 +111,27 @@ impl AdmissionMetrics {
             "Admission calls by plugin and webhook: allowed, denied, or error (denied by the host, fail closed), by reason",
             this.outcomes.clone(),
         );
+        registry.register(
+            "wasmop_admission_certificate_expiry_timestamp_seconds",
+            "When the admission serving certificate and the CA signing it expire (Unix time)",
+            this.expiry.clone(),
+        );
+        registry.register(
+            "wasmop_admission_certificate_rotations",
+            "Steps of admission certificate rotation taken by this host: renew, add-ca, switch, drop-ca",
+            this.rotations.clone(),
+        );
         this
+    }
+
+    /// The certificate `certificate` (`serving` or `ca`) expires at `unix` seconds.
+    pub fn certificate_expires(&self, certificate: &str, unix: i64) {
+        self.expiry.get_or_create(&CertificateLabels { certificate: certificate.into() }).set(unix);
+    }
+
+    /// A rotation step (`renew`, `add-ca`, `switch`, `drop-ca`) was written.
+    pub fn rotated(&self, step: &str) {
+        self.rotations.get_or_create(&StepLabels { step: step.into() }).inc();
     }
 
     /// A request to `webhook` (the path) started: counted in flight until the guard drops.
@@ -146,6 +182,8 @@ mod tests {
         drop(guard);
         metrics.answered("/admission/p/w", 200, 0.001);
         metrics.outcome("p", "w", AdmissionOutcome::Error, "PluginTimeout");
+        metrics.certificate_expires("serving", 1_900_000_000);
+        metrics.rotated("add-ca");
         let text = registry.render();
         assert!(text.contains(r#"controller_runtime_webhook_requests_in_flight{webhook="/admission/p/w"} 0"#), "{text}");
         assert!(text.contains(r#"controller_runtime_webhook_requests_total{webhook="/admission/p/w",code="200"} 1"#), "{text}");
@@ -154,5 +192,10 @@ mod tests {
             text.contains(r#"wasmop_admission_outcomes_total{plugin="p",webhook="w",outcome="error",reason="PluginTimeout"} 1"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#"wasmop_admission_certificate_expiry_timestamp_seconds{certificate="serving"} 1900000000"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"wasmop_admission_certificate_rotations_total{step="add-ca"} 1"#), "{text}");
     }
 }

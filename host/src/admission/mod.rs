@@ -14,7 +14,7 @@
 //!   by the handler without a cluster (`wasmop admit`).
 //! - [`server`]: HTTPS (rustls, `ring`) and HTTP/1.1.
 //! - [`certs`]: the serving certificate, generated and shared in a Secret, or read from a
-//!   directory and reloaded.
+//!   directory and reloaded; [`rotation`]: the one in a Secret renewed, its CA rolled over.
 //! - [`registration`]: the `ValidatingWebhookConfiguration` and
 //!   `MutatingWebhookConfiguration`, kept equal to what the loaded plugins declare.
 //! - [`metrics`]: controller-runtime's webhook metrics and per-plugin outcomes.
@@ -30,11 +30,12 @@ pub mod offline;
 pub mod patch;
 pub mod registration;
 pub mod review;
+pub mod rotation;
 pub mod server;
 pub mod setup;
 
 pub use admitter::{Admitter, CallFailure, NotServed};
-pub use certs::{CertResolver, ServingCert};
+pub use certs::{CertResolver, Lifetimes, ServingCert};
 pub use exclusions::HostObjects;
 pub use handler::{Handler, webhook_path};
 pub use metrics::AdmissionMetrics;

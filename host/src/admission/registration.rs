@@ -260,6 +260,7 @@ type Desired = (u64, BTreeMap<String, Vec<Webhook>>, BTreeMap<String, NamespaceG
 pub struct Registrar {
     desired: watch::Sender<Desired>,
     applied: watch::Receiver<u64>,
+    published: watch::Receiver<String>,
     leadership: Leadership,
 }
 
@@ -278,6 +279,7 @@ impl Registrar {
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let (desired, mut wanted) = watch::channel((0, BTreeMap::new(), BTreeMap::new()));
         let (applied_tx, applied) = watch::channel(0);
+        let (published_tx, published) = watch::channel(String::new());
         let leading = leadership.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -298,13 +300,22 @@ impl Registrar {
                     }
                     applied_tx.send_replace(generation);
                 }
+                // Before any plugin was registered this host wrote no bundle anywhere: none is
+                // stale.
+                published_tx.send_replace(bundle);
                 tokio::select! {
                     changed = wanted.changed() => if changed.is_err() { return },
                     changed = ca.changed() => if changed.is_err() { return },
                 }
             }
         });
-        (Arc::new(Self { desired, applied, leadership }), task)
+        (Arc::new(Self { desired, applied, published, leadership }), task)
+    }
+
+    /// The CA bundle the webhook configurations carry: the one this registrar last wrote as
+    /// the leader (empty before).
+    pub fn published(&self) -> watch::Receiver<String> {
+        self.published.clone()
     }
 
     /// Register exactly `plugins`' webhooks, each plugin's reaching the namespaces `grants`

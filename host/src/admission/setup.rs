@@ -11,11 +11,12 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::admitter::Admitter;
-use super::certs::{self, CertError, CertResolver, ServingCert};
+use super::certs::{self, CertError, CertResolver, Lifetimes, ServingCert};
 use super::exclusions::HostObjects;
 use super::handler::{DEFAULT_MAX_IN_FLIGHT, Handler};
 use super::metrics::AdmissionMetrics;
 use super::registration::{self, Endpoint, Registrar, RegistrationError};
+use super::rotation::Rotation;
 use super::server::{self, ServeError};
 use crate::controller::Manager;
 use crate::reload::PluginSetObserver;
@@ -37,7 +38,8 @@ pub enum SetupError {
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CertSource {
-    /// Generated at start for `names` and kept in Secret `namespace/name` (shared by replicas).
+    /// Generated at start for `names` and kept in Secret `namespace/name` (shared by replicas),
+    /// renewed there by the leader and followed by every replica ([`super::rotation`]).
     Secret {
         /// The Secret's namespace.
         namespace: String,
@@ -62,6 +64,8 @@ pub struct AdmissionConfig {
     pub configuration_name: String,
     /// The certificate.
     pub certs: CertSource,
+    /// How long generated certificates are valid ([`CertSource::Secret`]).
+    pub cert_lifetimes: Lifetimes,
     /// Plugin calls served at once.
     pub max_in_flight: usize,
     /// The objects the host runs on, which no registered webhook reaches.
@@ -82,6 +86,7 @@ impl AdmissionConfig {
             endpoint: None,
             configuration_name: "wasmop".into(),
             certs,
+            cert_lifetimes: Lifetimes::default(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             host,
         }
@@ -143,22 +148,16 @@ impl Admission {
         let mut tasks = Vec::new();
         let cert = match &config.certs {
             CertSource::Secret { namespace, name, names } => {
-                certs::shared_secret(manager.client().clone(), namespace, name, names).await?
+                certs::shared_secret(manager.client().clone(), namespace, name, names, &config.cert_lifetimes).await?
             }
             CertSource::Dir(dir) => ServingCert::from_dir(dir)?,
         };
         let resolver = CertResolver::new(&cert)?;
         let (ca_tx, ca_pem) = watch::channel(cert.ca_pem.clone());
         let metrics = AdmissionMetrics::new(manager.metrics());
-        let handler = Handler::new(Arc::clone(&admitter), metrics, config.max_in_flight);
+        let handler = Handler::new(Arc::clone(&admitter), metrics.clone(), config.max_in_flight);
         let (addr, serving) = server::serve(config.bind, handler, Arc::clone(&resolver)).await?;
         tasks.push(serving);
-        if let CertSource::Dir(dir) = &config.certs {
-            tasks.push(tokio::spawn(certs::follow_dir(dir.clone(), CERT_DIR_PERIOD, cert, resolver, ca_tx)));
-        } else {
-            // The bundle never changes; the registrar still follows the channel.
-            tasks.push(tokio::spawn(async move { ca_tx.closed().await }));
-        }
         let endpoint = config.endpoint.unwrap_or_else(|| Endpoint::Url(format!("https://127.0.0.1:{}", addr.port())));
         let outside = matches!(endpoint, Endpoint::Url(_));
         let configuration_name = config.configuration_name.clone();
@@ -171,6 +170,24 @@ impl Admission {
             manager.leadership().clone(),
             ca_pem.clone(),
         );
+        let follow_certs = match &config.certs {
+            CertSource::Dir(dir) => tokio::spawn(certs::follow_dir(dir.clone(), CERT_DIR_PERIOD, cert, resolver, ca_tx)),
+            CertSource::Secret { namespace, name, names } => {
+                let rotation = Rotation {
+                    api: kube::Api::namespaced(manager.client().clone(), namespace),
+                    name: name.clone(),
+                    names: names.clone(),
+                    lifetimes: config.cert_lifetimes,
+                    resolver,
+                    ca: ca_tx,
+                    published: registrar.published(),
+                    leadership: manager.leadership().clone(),
+                    metrics,
+                };
+                tokio::spawn(rotation.run(cert))
+            }
+        };
+        tasks.push(follow_certs);
         let follow = Arc::new(Follow { admitter, registrar });
         Ok(Self { addr, ca_pem, follow, tasks, writing, client: manager.client().clone(), configuration_name, outside })
     }

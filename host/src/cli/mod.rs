@@ -2,6 +2,7 @@
 
 mod admit;
 pub mod apply;
+pub mod audit_log;
 mod compile;
 mod crds;
 mod dev;
@@ -33,9 +34,23 @@ pub struct Cli {
     /// Runtime options shared by every command.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
-    /// Log format on stderr (filter with `RUST_LOG`, default `info`).
+    /// Log format on stderr (filter with `RUST_LOG`, default `info`; the audit events, target
+    /// `wasmop::audit`, only when named there or written by `run --audit-log`).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+impl Cli {
+    /// Where `wasmop run --audit-log` sends the audit lines; `None` for other commands or
+    /// without the flag.
+    pub fn audit_log(&self) -> Option<audit_log::Destination> {
+        match &self.command {
+            Command::Run(args) => {
+                args.audit_log.as_deref().map(|path| audit_log::Destination::new(path, args.audit_log_max_bytes))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Log line format.

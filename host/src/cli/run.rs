@@ -10,7 +10,7 @@ use crate::units;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects};
+use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects, Lifetimes};
 use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
 use crate::controller::shard::{Membership, Sharder, shard_name};
@@ -101,6 +101,14 @@ pub struct RunArgs {
     /// across restarts [default: `PLUGINS.pull-cache` beside the plugins directory].
     #[arg(long, env = "WASMOP_PLUGIN_CACHE", value_name = "DIR")]
     pub plugin_cache: Option<PathBuf>,
+    /// Write the audit trail — every write the host makes for a plugin and every refused
+    /// response, one JSON line each — to this file (`-`: stderr) [default: off].
+    #[arg(long, value_name = "PATH", env = "WASMOP_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// Size at which the audit log is renamed to `PATH.1` (replacing the previous one) and
+    /// started anew (1Ki to 1Ti).
+    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = |s: &str| units::bytes_in(s, 1 << 10, 1 << 40))]
+    pub audit_log_max_bytes: u64,
     /// Admission webhooks: where the API server reaches them, how they are served.
     #[command(flatten)]
     pub admission: AdmissionArgs,
@@ -147,6 +155,14 @@ pub struct AdmissionArgs {
     #[arg(long, default_value_t = crate::admission::handler::DEFAULT_MAX_IN_FLIGHT,
         value_parser = |s: &str| units::count_in(s, 1, 4096))]
     pub admission_max_in_flight: usize,
+    /// Lifetime of a generated admission CA (3s to 100 years); it is rolled over when a third
+    /// is left. Hidden: for tests of rotation; the default is what a cluster wants.
+    #[arg(long, hide = true, default_value = "8760h", value_parser = |s: &str| units::duration_in(s, 3 * SECOND, 876_000 * HOUR))]
+    pub admission_ca_lifetime: Duration,
+    /// Lifetime of a generated admission serving certificate (3s to a third of the CA's); it is
+    /// renewed when a third is left. Hidden, as `--admission-ca-lifetime`.
+    #[arg(long, hide = true, default_value = "2160h", value_parser = |s: &str| units::duration_in(s, 3 * SECOND, 876_000 * HOUR))]
+    pub admission_cert_lifetime: Duration,
 }
 
 impl AdmissionArgs {
@@ -192,6 +208,7 @@ impl AdmissionArgs {
                 },
             },
             certs,
+            cert_lifetimes: Lifetimes::new(self.admission_ca_lifetime, self.admission_cert_lifetime)?,
             max_in_flight: self.admission_max_in_flight,
         }))
     }
@@ -332,6 +349,11 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         let (m, s) = (Arc::clone(&manager), Arc::clone(&started));
         Arc::new(move || s.load(Ordering::Relaxed) && m.synced())
     };
+    if args.audit_log.is_some() {
+        for (name, help, counter) in super::audit_log::counters() {
+            manager.metrics().register(name, help, counter);
+        }
+    }
     let serve = ServeContext { metrics: Arc::clone(manager.metrics()), ready, client: client.clone() };
     let _serving = crate::server::start(&args.metrics_config(), serve).await?;
     let lease_namespace =

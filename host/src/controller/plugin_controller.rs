@@ -14,7 +14,7 @@ use super::breaker_gate::{BreakerGate, Permit};
 use super::cpu_share::{CpuGate, CpuShares};
 use super::mapping::{ObjectKey, parents_of_change};
 use super::shard::{self, Handover};
-use crate::actions::{EventSink, WriteTarget, label_unlabelled_children, managed_selector};
+use crate::actions::{ADOPTION_FIELD_MANAGER, Audit, EventSink, WriteTarget, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
 use crate::leader::Leadership;
@@ -584,10 +584,17 @@ impl PluginController {
             let each = if child.scope == Scope::Namespaced { namespaces.clone() } else { vec![None] };
             each.into_iter().map(move |ns| (child, ns))
         });
+        let manifest = plugin.manifest();
+        let audit = Audit {
+            plugin: plugin.name(),
+            version: &manifest.version,
+            digest: plugin.digest(),
+            parent: "",
+            field_manager: ADOPTION_FIELD_MANAGER,
+        };
         for (child, namespace) in places {
             let labelled =
-                label_unlabelled_children(&self.shared.client, &child.resource, namespace.as_deref(), plugin.name(), &parents)
-                    .await;
+                label_unlabelled_children(&self.shared.client, &child.resource, namespace.as_deref(), audit, &parents).await;
             match labelled {
                 Ok(0) => {}
                 Ok(labelled) => {

@@ -8,8 +8,8 @@ use tracing::Instrument;
 use super::mapping::ObjectKey;
 use super::plugin_controller::{PluginController, ReconcileOutcome};
 use crate::actions::{
-    ActionError, HostConditions, ReconcileContext, Writer, add_finalizer, failure_status_patch, has_finalizer, plan,
-    remove_finalizer, timestamp_now,
+    ActionError, Audit, HostConditions, ReconcileContext, Writer, add_finalizer, failure_status_patch, has_finalizer,
+    parent_name, plan, remove_finalizer, timestamp_now,
 };
 use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::{ObjectCache, visible_to};
@@ -32,9 +32,18 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
         namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);
+    let parent_name = parent_name(&manifest.parent.kind, key.namespace.as_deref(), &key.name);
+    let field_manager = manifest.field_manager();
     async move {
+        let audit = Audit {
+            plugin: &manifest.name,
+            version: &manifest.version,
+            digest: plugin.digest(),
+            parent: &parent_name,
+            field_manager: &field_manager,
+        };
         let context = ReconcileContext::new(&manifest, &*controller.shared.discovery, &*watches, &parent).grants(plugin.grants());
-        let writer = controller.writes.writer(context);
+        let writer = controller.writes.writer(context, audit);
         let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();
         if manifest.finalizer {
@@ -43,7 +52,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
                 return ReconcileOutcome::Done { requeue_after: None, wrote: false };
             }
             if !deleting && !held {
-                if let Err(e) = add_finalizer(&writer.parent_api(), &parent, &finalizer).await {
+                if let Err(e) = writer.add_finalizer(&finalizer).await {
                     tracing::warn!(error = %e, "cannot add finalizer; retrying");
                     return ReconcileOutcome::Retry;
                 }
@@ -80,6 +89,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             Ok(plan) => plan,
             Err(e) => {
                 metrics.refused(&manifest.name);
+                writer.refused(&e);
                 return fail(controller, &writer, e.reason(), &format!("response refused, nothing written: {e}"), true).await;
             }
         };
@@ -91,6 +101,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             Ok(written) => written,
             Err(ActionError::Refused(refused)) => {
                 metrics.refused(&manifest.name);
+                writer.refused(&refused);
                 let message = format!("response refused, nothing written: {refused}");
                 return fail(controller, &writer, refused.reason(), &message, true).await;
             }
@@ -100,7 +111,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             }
         };
         for event in &plan.events {
-            controller.events.publish(&parent, event).await;
+            writer.event(&controller.events, event).await;
         }
         if deleting && plan.finalized {
             // After the host's own status write, the finalizer's removal names the parent's new
@@ -111,7 +122,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
                 current["metadata"]["resourceVersion"] = version.as_str().into();
                 current
             });
-            if let Err(e) = remove_finalizer(&writer.parent_api(), current.as_ref().unwrap_or(&parent), &finalizer).await {
+            if let Err(e) = writer.remove_finalizer(current.as_ref().unwrap_or(&parent), &finalizer).await {
                 tracing::warn!(error = %e, "cannot remove finalizer; retrying");
                 return ReconcileOutcome::Retry;
             }
@@ -145,7 +156,7 @@ async fn fail_showing(
 ) -> ReconcileOutcome {
     tracing::warn!(reason, retry, "{message}");
     let event = Event { type_: EventType::Warning, reason: reason.into(), action: "Reconcile".into(), note: message.into() };
-    controller.events.publish(writer.context.parent, &event).await;
+    writer.event(&controller.events, &event).await;
     if let Some(patch) = failure_status_patch(writer.context.parent, reason, message, shown, &timestamp_now())
         && let Err(e) = writer.patch_status(&patch).await
     {

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::mapping::ObjectKey;
 use super::plugin_controller::{PluginController, Serving};
-use crate::actions::{has_finalizer, remove_finalizer};
+use crate::actions::{Audit, AuditObject, Verb, has_finalizer, parent_name, remove_finalizer};
 use crate::contract::{Event, EventType};
 use crate::objects::ObjectCache;
 
@@ -109,6 +109,7 @@ impl PluginController {
                 None => Api::all_with(client.clone(), resource),
             };
             let name = object.metadata.name.clone().unwrap_or_default();
+            let object_namespace = object.metadata.namespace.clone();
             let mut current = Some(object);
             for _ in 0..5 {
                 let Some(object) = current.take() else { break };
@@ -118,7 +119,23 @@ impl PluginController {
                 if !has_finalizer(&parent, &finalizer) {
                     break;
                 }
-                match remove_finalizer(&api, &parent, &finalizer).await {
+                let removed = remove_finalizer(&api, &parent, &finalizer).await;
+                let parent_name = parent_name(&resource.kind, object_namespace.as_deref(), &name);
+                let audit = Audit {
+                    plugin: &manifest.name,
+                    version: &manifest.version,
+                    digest: plugin.digest(),
+                    parent: &parent_name,
+                    field_manager: &manifest.field_manager(),
+                };
+                let target = AuditObject {
+                    api_version: &resource.api_version,
+                    kind: &resource.kind,
+                    namespace: object_namespace.as_deref().unwrap_or_default(),
+                    name: &name,
+                };
+                audit.wrote(Verb::FinalizerRemove, target, &finalizer, removed.as_ref().map(drop));
+                match removed {
                     Ok(()) => {
                         released += 1;
                         let note = format!(
@@ -132,7 +149,12 @@ impl PluginController {
                             action: "Release".into(),
                             note,
                         };
-                        self.events.publish(&parent, &event).await;
+                        let recorded = self.events.try_publish(&parent, &event).await;
+                        let target = AuditObject { api_version: "events.k8s.io/v1", kind: "Event", ..target };
+                        audit.wrote(Verb::Event, target, FINALIZER_RELEASED, recorded.as_ref().map(drop));
+                        if let Err(e) = recorded {
+                            tracing::warn!(error = %e, reason = FINALIZER_RELEASED, "cannot record event");
+                        }
                         tracing::warn!(plugin = %manifest.name, parent = %name, %finalizer, "finalizer released without a finalizing call");
                     }
                     Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(&name).await {

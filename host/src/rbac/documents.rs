@@ -114,7 +114,8 @@ fn pull_secret_documents(policy: &HostPolicy, name: &str, sa_namespace: &str, se
 }
 
 /// Role and RoleBinding `<name>-admission` for the admission certificate's Secret, in the
-/// host's namespace only: created once, then read by name (`wasmop run --admission-cert-secret`).
+/// host's namespace only: created once, then read and (rotated) updated by name (`wasmop run
+/// --admission-cert-secret`).
 fn admission_secret_role(name: &str, namespace: &str, service_account: &str) -> (Value, Value) {
     let admission = format!("{name}-admission");
     let role = json!({
@@ -122,7 +123,7 @@ fn admission_secret_role(name: &str, namespace: &str, service_account: &str) -> 
         "metadata": {"name": admission, "namespace": namespace},
         "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [ADMISSION_SECRET], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [ADMISSION_SECRET], "verbs": ["get", "update"]},
         ],
     });
     let binding = json!({
@@ -409,7 +410,7 @@ mod tests {
         assert_eq!((&role["metadata"]["name"], &role["metadata"]["namespace"]), (&json!("w-admission"), &json!("ns")));
         assert_eq!(
             role["rules"][1],
-            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["wasmop-admission-tls"], "verbs": ["get"]})
+            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["wasmop-admission-tls"], "verbs": ["get", "update"]})
         );
         let binding = docs.iter().find(|d| d["kind"] == "RoleBinding").expect("a RoleBinding");
         assert_eq!(binding["subjects"][0], json!({"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}));

@@ -5,7 +5,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::actions::{
-    ActionError, HostConditions, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, WriteTarget, Written,
+    ActionError, Audit, HostConditions, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, WriteTarget, Written,
     owner_reference, plan,
 };
 use wasmop::cluster::Discovery;
@@ -14,6 +14,10 @@ use wasmop::objects::MemoryCache;
 use wasmop::policy::Grants;
 
 use super::server::{ApiServer, Call, mock_client};
+
+/// Who the writes of these tests are audited as.
+const AUDIT: Audit<'static> =
+    Audit { plugin: "p", version: "0.1.0", digest: "sha256:0", parent: "Parent ns/p", field_manager: "wasmop/p" };
 
 const NOW: &str = "2026-01-01T00:00:00Z";
 
@@ -103,7 +107,7 @@ async fn execute_for(
     let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent).grants(grants);
     let planned = plan(&context, response, HostConditions::always(NOW)).expect("an accepted response");
     let target = target(client);
-    let writer = target.writer(context);
+    let writer = target.writer(context, AUDIT);
     let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
     (planned, written, server)
 }
@@ -170,7 +174,7 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let kinds = KnownKinds::builtin();
     let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
     let target = target(client);
-    let writer = target.writer(context);
+    let writer = target.writer(context, AUDIT);
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
         let mut p = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
@@ -363,7 +367,7 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
     let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
     let planned = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
     let target = target(client);
-    let writer = target.writer(context);
+    let writer = target.writer(context, AUDIT);
     let (written, ()) = tokio::join!(writer.execute(&planned), async {
         let call = server.next().await;
         assert_eq!(call.body["metadata"]["resourceVersion"], "1");
@@ -383,7 +387,7 @@ async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() 
     let kinds = KnownKinds::builtin();
     let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
     let target = target(client);
-    let writer = target.writer(context);
+    let writer = target.writer(context, AUDIT);
     let planned = |name: &str| {
         let response = Response { children: vec![child(name)], ..Default::default() };
         let mut p = plan(&context, response, HostConditions::always(NOW)).expect("a plan");

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::grants::SecretAccess;
 use super::reconciled::ReconciledCondition;
+use super::verification::VerificationEntry;
 use super::removal::OnRemove;
 use super::webhook_resources::WebhookResourceEntry;
 
@@ -27,6 +28,9 @@ pub(super) struct PolicyFile {
     /// Per plugin name, over the defaults.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginEntry>,
+    /// The signatures pulled plugins need.
+    #[serde(default)]
+    pub verification: VerificationEntry,
 }
 
 /// Limits and grants of one plugin (or the defaults). Sizes and durations are strings as in

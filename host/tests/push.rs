@@ -166,8 +166,10 @@ async fn what_push_key_signs_cosign_verifies_and_what_cosign_signs_the_host_veri
     let ours = key_pair(work.path(), "ours")?;
     let other = key_pair(work.path(), "other")?;
     let key = work.path().join("ours.key");
-    let out =
-        wasmop(&["push", wasm.to_str().unwrap(), &registry.reference("plugins/signed:1"), "--insecure", "--key", key.to_str().unwrap()], &[]);
+    let out = wasmop(
+        &["push", wasm.to_str().unwrap(), &registry.reference("plugins/signed:1"), "--insecure", "--key", key.to_str().unwrap()],
+        &[],
+    );
     ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let digest = String::from_utf8(out.stdout)?.trim().to_owned();
     let image = format!("{}/plugins/signed@{digest}", registry.host());
@@ -192,8 +194,8 @@ async fn what_push_key_signs_cosign_verifies_and_what_cosign_signs_the_host_veri
         &password,
     )?;
     ensure!(out.status.success(), "cosign sign:\n{}", String::from_utf8_lossy(&out.stderr));
-    let cosign_pub = TrustedKey::from_pem("cosign", &std::fs::read_to_string(work.path().join("cosign.pub"))?)
-        .map_err(anyhow::Error::msg)?;
+    let cosign_pub =
+        TrustedKey::from_pem("cosign", &std::fs::read_to_string(work.path().join("cosign.pub"))?).map_err(anyhow::Error::msg)?;
     let client = RegistryClient::new(&registry.host(), true, None);
     let signed = fetch_signatures(&client, "plugins/cosigned", &digest).await?;
     ensure!(signed.len() == 1, "{signed:?}");
@@ -218,7 +220,14 @@ async fn what_push_key_signs_cosign_verifies_and_what_cosign_signs_the_host_veri
     // A key wasmop cannot sign with is refused before anything is pushed.
     let cosign_key = work.path().join("cosign.key");
     let out = wasmop(
-        &["push", wasm.to_str().unwrap(), &registry.reference("plugins/never:1"), "--insecure", "--key", cosign_key.to_str().unwrap()],
+        &[
+            "push",
+            wasm.to_str().unwrap(),
+            &registry.reference("plugins/never:1"),
+            "--insecure",
+            "--key",
+            cosign_key.to_str().unwrap(),
+        ],
         &[],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -85,7 +85,9 @@ impl Labels {
                 Ok(Some((at, state))) if state == present => return Ok(at),
                 Ok(Some(_)) => {}
                 Ok(None) => bail!("the Deployment watch ended"),
-                Err(_) => bail!("the Deployment's v2 label not {} within {CHANGE_TIMEOUT:?}", if present { "set" } else { "gone" }),
+                Err(_) => {
+                    bail!("the Deployment's v2 label not {} within {CHANGE_TIMEOUT:?}", if present { "set" } else { "gone" })
+                }
             }
         }
     }
@@ -142,7 +144,8 @@ async fn bench() -> Result<()> {
         .map(|(name, source)| PullTarget { max_bytes: policy.for_plugin(&name).max_module_bytes(), name, source })
         .collect();
     let verification = policy.verification().clone();
-    let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, policy, ..Default::default() }));
+    let manager =
+        Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, policy, ..Default::default() }));
     let reloader = Reloader::new(Arc::clone(&manager), &plugins_dir, ReloadConfig::default());
     let _run = tokio::spawn(Arc::clone(&reloader).run());
     let pull_context = PullContext {
@@ -248,7 +251,14 @@ async fn bench() -> Result<()> {
         "ms",
         Goal::None,
     );
-    figure("pull", "wasmop push + sign p50 (registry on loopback)", pct(&pushing, 50.0).as_secs_f64() * 1e3, None, "ms", Goal::None);
+    figure(
+        "pull",
+        "wasmop push + sign p50 (registry on loopback)",
+        pct(&pushing, 50.0).as_secs_f64() * 1e3,
+        None,
+        "ms",
+        Goal::None,
+    );
     Ok(())
 }
 

@@ -385,7 +385,8 @@ async fn chart_pulls_plugins_from_registries_requires_signatures_and_grants_only
     // The default chart names no pull Secret and no verification.
     let default = docs(&helm(&helm_bin, &cp, &["template", "wasmop", chart.as_str(), "--namespace", NAMESPACE])?)?;
     assert!(!default.iter().any(|o| o["metadata"]["name"] == "wasmop-pull-secrets"));
-    let config = default.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "wasmop-policy").context("policy")?;
+    let config =
+        default.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "wasmop-policy").context("policy")?;
     assert!(!config["data"]["policy.yaml"].as_str().unwrap_or_default().contains("verification"));
     Ok(())
 }

@@ -380,8 +380,8 @@ fn signed_policy(source: &str, keys: &[TrustedKey]) -> String {
 /// Wait for `Ready=False` with `reason` on memcached's `WasmPlugin`, then check that version
 /// 0.1.0 still serves, says so, counts the failure as `outcome`, and reconciles a new parent.
 async fn refused_while_v1_serves(host: &Host, reason: &str, outcome: &str, parent: &str) -> Result<()> {
-    let wp = wasm_plugin_when(&host.client, "memcached", &format!("Ready=False, {reason}"), |p| ready(p)["reason"] == reason)
-        .await?;
+    let wp =
+        wasm_plugin_when(&host.client, "memcached", &format!("Ready=False, {reason}"), |p| ready(p)["reason"] == reason).await?;
     ensure!(ready(&wp)["status"] == "False", "{wp}");
     ensure!(ready(&wp)["message"].as_str().is_some_and(|m| m.contains("version 0.1.0 keeps serving")), "{wp}");
     ensure!(wp.pointer("/status/pull/state") == Some(&json!("Failed")), "{wp}");
@@ -497,8 +497,11 @@ async fn a_python_component_too_large_for_a_config_map_arrives_signed_through_th
     .await?;
     ensure!(wp.pointer("/status/pull/layerDigest") == Some(&json!(pushed.layer_digest)), "{wp}");
 
-    apply(&host.client, &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "from-python", "namespace": "default"}, "spec": {"size": 3}}))
+    apply(
+        &host.client,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "from-python", "namespace": "default"}, "spec": {"size": 3}}),
+    )
     .await?;
     let deployments = api_for(&host.client, "apps/v1", "Deployment", Some("default")).await?;
     let d = eventually("the Python plugin's Deployment with 3 replicas", slow, || async {

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::grants::SecretAccess;
 use super::reconciled::ReconciledCondition;
-use super::verification::VerificationEntry;
 use super::removal::OnRemove;
+use super::verification::VerificationEntry;
 use super::webhook_resources::WebhookResourceEntry;
 
 /// The whole file.

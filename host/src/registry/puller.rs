@@ -29,8 +29,8 @@ use super::cache::{PullCache, write_atomically};
 use super::client::{RegistryClient, sha256_digest};
 use super::credentials::{Credentials, DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_JSON_TYPE};
 use super::error::RegistryError;
-use crate::controller::Metrics;
 use super::signature::{self, Signed};
+use crate::controller::Metrics;
 use crate::policy::{PluginSource, SecretRef, Verification};
 use crate::reload::{PullReport, PullState, Reloader};
 

@@ -288,11 +288,7 @@ pub fn verify(
     }
     let trusted: Vec<&str> = verification.keys.iter().map(|k| k.name.as_str()).collect();
     if names_this {
-        Err(RegistryError::KeyNotTrusted {
-            reference: reference.to_owned(),
-            count: signed.len(),
-            keys: trusted.join(", "),
-        })
+        Err(RegistryError::KeyNotTrusted { reference: reference.to_owned(), count: signed.len(), keys: trusted.join(", ") })
     } else {
         Err(RegistryError::SignatureInvalid(format!("{reference}: {} signature(s): {}", signed.len(), problems.join("; "))))
     }
@@ -380,8 +376,10 @@ mod tests {
 
     #[test]
     fn keys_that_cannot_sign_are_refused_with_a_hint() {
-        let err = SigningKey::from_pem("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
-            .unwrap_err();
+        let err = SigningKey::from_pem(
+            "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+        )
+        .unwrap_err();
         assert!(err.contains("cosign import-key-pair"), "{err}");
     }
 }

@@ -40,7 +40,7 @@ server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail 
 server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
-benches=(reconcile containment memory converge converge-10k converge-pods admission reload churn sharding cpu_share)
+benches=(reconcile containment memory converge converge-10k converge-pods admission reload pull churn sharding cpu_share)
 
 wanted() {
     [ -z "${BENCH_ONLY:-}" ] && return 0
@@ -63,6 +63,8 @@ knobs() {
     full:admission) echo "N=400" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;
     full:reload) echo "RELOADS=20 RUN_RELOADS=10" ;;
+    quick:pull) echo "PUSHES=4" ;;
+    full:pull) echo "PUSHES=10" ;;
     quick:churn) echo "N=300 ROUNDS=2" ;;
     full:churn) echo "N=2000 ROUNDS=3" ;;
     quick:sharding) echo "N=300 REPLICAS=1,2,3" ;;

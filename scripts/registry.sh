@@ -7,7 +7,8 @@
 #     temporary storage directory, and a service the package started is stopped and disabled;
 #   - oras 1.3.6 (Go module proxy: oras.land/oras/cmd/oras), built once with the machine's Go
 #     into the cache ($WASMOP_CACHE, default /var/cache/wasmop), to prove that what
-#     `wasmop push` pushes is what other OCI clients read, and the other way round.
+#     `wasmop push` pushes is what other OCI clients read, and the other way round;
+#   - cosign (scripts/cosign.sh), to prove the same of signatures.
 #
 # Idempotent. Prints the directory holding `oras` as its last line.
 set -euo pipefail
@@ -29,6 +30,9 @@ if ! command -v docker-registry >/dev/null || ! command -v htpasswd >/dev/null; 
         systemctl disable --now docker-registry >&2 || true
     fi
 fi
+
+# cosign, for the signature interoperability tests (its own script: built once, cached).
+bash "$(dirname "${BASH_SOURCE[0]}")/cosign.sh" >/dev/null
 
 if [[ -x "$DIR/oras" ]]; then
     echo "$DIR"

@@ -6,8 +6,6 @@
 //! The file never grows past `--audit-log-max-bytes`: it is rotated to `PATH.1`, one previous
 //! file kept.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -42,8 +40,8 @@ fn sha256_hex(path: &Path) -> Result<String> {
 fn spawn_host(cp: &ControlPlane, dir: &Path) -> Result<Host> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
-    std::fs::copy(support::memcached(), plugins.join("memcached.wasm"))?;
-    std::fs::copy(support::testbed(), plugins.join("testbed.wasm"))?;
+    std::fs::copy(wasmop_e2e::fixtures::memcached(), plugins.join("memcached.wasm"))?;
+    std::fs::copy(wasmop_e2e::fixtures::testbed(), plugins.join("testbed.wasm"))?;
     let log = std::fs::File::create(dir.join("host.log"))?;
     let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(["run", "--metrics-addr", "none", "--plugins"])
@@ -112,8 +110,8 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
 -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/memcached.yaml")).await?;
-    apply_file(&client, &support::workspace().join("crds/testbed.yaml")).await?;
+    apply_file(&client, &wasmop_e2e::plugins::workspace().join("crds/memcached.yaml")).await?;
+    apply_file(&client, &wasmop_e2e::plugins::workspace().join("crds/testbed.yaml")).await?;
     let dir = tempfile::tempdir()?;
     let _host = spawn_host(&cp, dir.path())?;
     let (path, log) = (dir.path().join("audit.jsonl"), dir.path().join("host.log"));

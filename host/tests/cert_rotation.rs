@@ -7,7 +7,6 @@
 //! holds both CAs during the rollover, and the certificate the host serves at the end is the
 //! Secret's newest, trusted by the bundle the webhook configuration carries.
 
-mod support;
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -49,7 +48,7 @@ impl Drop for Host {
 fn spawn_host(cp: &ControlPlane, dir: &Path, port: u16) -> Result<Host> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
-    std::fs::copy(support::plugin("sidecarset", "wasm32-wasip2"), plugins.join("sidecarset.wasm"))?;
+    std::fs::copy(wasmop_e2e::plugins::plugin("sidecarset", "wasm32-wasip2"), plugins.join("sidecarset.wasm"))?;
     std::fs::write(dir.join("policy.yaml"), SIDECARSET_POLICY)?;
     let (bind, url) = (format!("127.0.0.1:{port}"), format!("https://127.0.0.1:{port}"));
     let log = std::fs::File::create(dir.join("host.log"))?;
@@ -125,7 +124,7 @@ async fn admitted(pods: &Api<Pod>, name: &str) -> Result<()> {
 async fn pods_are_admitted_without_one_failure_across_two_renewals_and_a_ca_rollover() -> Result<()> {
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
-    apply_file(&client, &support::workspace().join("crds/sidecarset.yaml")).await?;
+    apply_file(&client, &wasmop_e2e::plugins::workspace().join("crds/sidecarset.yaml")).await?;
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await?;
     let dir = tempfile::tempdir()?;
     let port = free_port()?;

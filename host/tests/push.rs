@@ -1,7 +1,9 @@
 //! `wasmop push` and the registry client against a real registry (Debian's docker-registry on
 //! loopback), with `oras` as the other OCI client: each reads what the other wrote; bad
 //! artifacts, unknown tags, oversized layers, unreachable registries and wrong credentials
-//! are refused with an error saying which.
+//! are refused with an error saying which. Signatures interoperate with the real cosign both
+//! ways: what `wasmop push --key` signs, `cosign verify --key` accepts, and what `cosign sign
+//! --key` signs, the host's verification accepts.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -9,12 +11,13 @@ use std::process::{Command, Output};
 use anyhow::{Result, ensure};
 use bytes::Bytes;
 use serde_json::Value;
-use wasmop::policy::OciReference;
+use wasmop::policy::{OciReference, TrustedKey, Verification};
 use wasmop::registry::{
-    Credentials, OCI_MANIFEST_MEDIA_TYPE, RegistryClient, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, pull, sha256_digest,
+    Credentials, OCI_MANIFEST_MEDIA_TYPE, RegistryClient, SigningKey, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE,
+    fetch_signatures, pull, sha256_digest, sign, verify,
 };
 use wasmop_e2e::plugins::plugin;
-use wasmop_e2e::registry::{Registry, run_oras};
+use wasmop_e2e::registry::{Registry, run_cosign, run_oras};
 
 fn wasmop(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmop"))
@@ -139,5 +142,96 @@ async fn basic_auth_is_answered_with_the_credentials_and_wrong_ones_are_refused(
     let right =
         RegistryClient::new(&registry.host(), true, Some(Credentials { username: "alice".into(), password: "s3cret".into() }));
     ensure!(pull(&right, &reference(&target), 64 << 20).await?.wasm == Bytes::from(std::fs::read(&wasm)?));
+    Ok(())
+}
+
+/// A fresh ECDSA P-256 key pair written as `DIR/NAME.key` (unencrypted PKCS#8 PEM) and
+/// `DIR/NAME.pub` (SPKI PEM).
+fn key_pair(dir: &Path, name: &str) -> Result<SigningKey> {
+    let (key, pem) = SigningKey::generate();
+    std::fs::write(dir.join(format!("{name}.key")), &pem)?;
+    std::fs::write(dir.join(format!("{name}.pub")), key.public_key(name).to_pem())?;
+    Ok(key)
+}
+
+fn trusting(keys: Vec<TrustedKey>) -> Verification {
+    Verification { require_signature: true, keys }
+}
+
+#[tokio::test]
+async fn what_push_key_signs_cosign_verifies_and_what_cosign_signs_the_host_verifies() -> Result<()> {
+    let registry = Registry::start()?;
+    let work = tempfile::tempdir()?;
+    let wasm = plugin("memcached", "wasm32-wasip2");
+    let ours = key_pair(work.path(), "ours")?;
+    let other = key_pair(work.path(), "other")?;
+    let key = work.path().join("ours.key");
+    let out = wasmop(
+        &["push", wasm.to_str().unwrap(), &registry.reference("plugins/signed:1"), "--insecure", "--key", key.to_str().unwrap()],
+        &[],
+    );
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let digest = String::from_utf8(out.stdout)?.trim().to_owned();
+    let image = format!("{}/plugins/signed@{digest}", registry.host());
+    let cosign_verify = |public: &str, image: &str| {
+        run_cosign(&["verify", "--key", public, "--insecure-ignore-tlog", "--allow-insecure-registry", image], work.path(), &[])
+    };
+    let out = cosign_verify("ours.pub", &image)?;
+    ensure!(out.status.success(), "cosign verify refused wasmop's signature:\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = cosign_verify("other.pub", &image)?;
+    ensure!(!out.status.success(), "cosign verify accepted a key that did not sign:\n{}", String::from_utf8_lossy(&out.stdout));
+
+    // cosign's own key pair (encrypted cosign.key) signs an unsigned push, offline.
+    let unsigned = wasmop(&["push", wasm.to_str().unwrap(), &registry.reference("plugins/cosigned:1"), "--insecure"], &[]);
+    ensure!(unsigned.status.success(), "{}", String::from_utf8_lossy(&unsigned.stderr));
+    let password = [("COSIGN_PASSWORD", "cosign-test")];
+    let out = run_cosign(&["generate-key-pair"], work.path(), &password)?;
+    ensure!(out.status.success(), "cosign generate-key-pair:\n{}", String::from_utf8_lossy(&out.stderr));
+    let cosigned = format!("{}/plugins/cosigned@{digest}", registry.host());
+    let out = run_cosign(
+        &["sign", "--key", "cosign.key", "--tlog-upload=false", "--allow-insecure-registry", "--yes", &cosigned],
+        work.path(),
+        &password,
+    )?;
+    ensure!(out.status.success(), "cosign sign:\n{}", String::from_utf8_lossy(&out.stderr));
+    let cosign_pub =
+        TrustedKey::from_pem("cosign", &std::fs::read_to_string(work.path().join("cosign.pub"))?).map_err(anyhow::Error::msg)?;
+    let client = RegistryClient::new(&registry.host(), true, None);
+    let signed = fetch_signatures(&client, "plugins/cosigned", &digest).await?;
+    ensure!(signed.len() == 1, "{signed:?}");
+    let source = registry.reference("plugins/cosigned:1");
+    let signer = verify(&signed, &digest, &trusting(vec![other.public_key("other"), cosign_pub.clone()]), &source)?;
+    ensure!(signer.as_deref() == Some("cosign"), "{signer:?}");
+    let err = verify(&signed, &digest, &trusting(vec![ours.public_key("ours")]), &source).expect_err("another key");
+    ensure!(err.reason() == "KeyNotTrusted", "{err}");
+
+    // wasmop signs beside cosign's signature: both kept, both verify, with cosign too.
+    sign(&client, "plugins/cosigned", &digest, &ours).await?;
+    let signed = fetch_signatures(&client, "plugins/cosigned", &digest).await?;
+    ensure!(signed.len() == 2, "{signed:?}");
+    for (key, name) in [(cosign_pub, "cosign"), (ours.public_key("ours"), "ours")] {
+        ensure!(verify(&signed, &digest, &trusting(vec![key]), &source)?.as_deref() == Some(name));
+    }
+    for public in ["cosign.pub", "ours.pub"] {
+        let out = cosign_verify(public, &cosigned)?;
+        ensure!(out.status.success(), "cosign verify --key {public}:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    // A key wasmop cannot sign with is refused before anything is pushed.
+    let cosign_key = work.path().join("cosign.key");
+    let out = wasmop(
+        &[
+            "push",
+            wasm.to_str().unwrap(),
+            &registry.reference("plugins/never:1"),
+            "--insecure",
+            "--key",
+            cosign_key.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && stderr.contains("cosign import-key-pair"), "{stderr}");
+    ensure!(client.get_manifest("plugins/never", "1").await.is_err(), "nothing pushed with a bad key");
     Ok(())
 }

@@ -55,6 +55,55 @@ pub fn oras() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The `cosign` binary: `scripts/cosign.sh` runs once per process (building it when missing;
+/// `scripts/registry.sh` runs it too), and the last line of its stdout is its directory.
+///
+/// # Errors
+/// When the script fails or did not produce it.
+pub fn cosign() -> Result<PathBuf> {
+    static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR
+        .get_or_init(|| {
+            let script = crate::plugins::workspace().join("scripts/cosign.sh");
+            let out = Command::new("bash")
+                .arg(&script)
+                .stdin(Stdio::null())
+                .stderr(Stdio::inherit())
+                .output()
+                .map_err(|e| format!("running {}: {e}", script.display()))?;
+            if !out.status.success() {
+                return Err(format!("{} failed: {}", script.display(), out.status));
+            }
+            let dir = String::from_utf8_lossy(&out.stdout).lines().last().map(str::trim).unwrap_or_default().to_owned();
+            Ok(PathBuf::from(dir))
+        })
+        .clone()
+        .map_err(|e| anyhow!(e))?;
+    let bin = dir.join("cosign");
+    if !bin.is_file() {
+        bail!("{} is missing: scripts/cosign.sh builds it", bin.display());
+    }
+    Ok(bin)
+}
+
+/// Run `cosign ARGS...` in `cwd` with `env` (offline: no Sigstore service is asked); its
+/// output, whether it succeeded or not.
+///
+/// # Errors
+/// cosign missing or not starting.
+pub fn run_cosign(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Result<std::process::Output> {
+    Command::new(cosign()?)
+        .args(args)
+        .current_dir(cwd)
+        .env("HOME", cwd)
+        .env("TUF_ROOT", cwd.join(".sigstore"))
+        .env("COSIGN_EXPERIMENTAL", "0")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .context("running cosign")
+}
+
 /// A running `docker-registry serve` on `127.0.0.1:PORT`; killed on drop.
 #[derive(Debug)]
 pub struct Registry {

@@ -11,6 +11,9 @@
 //!   --namespace`, names the same namespaces in its Deployment, drops the base's ClusterRole,
 //!   and passes the same server dry run.
 //!
+//! - the registry overlay (`deploy/kustomize/registry`) passes the dry run and grants what
+//!   `wasmop rbac` grants for its policy.
+//!
 //! The kustomize parts run with the kubectl of the server's version (and any other within
 //! kubectl's ±1 version skew, see `wasmop_e2e::tools`); the Helm chart is tested in `helm.rs`.
 
@@ -235,6 +238,63 @@ async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
         let applied: BTreeSet<String> = kubectl.run(&cp, &args, None)?.lines().map(str::to_owned).collect();
         assert_eq!(applied, names, "kubectl 1.{}: every object of the overlay passes the server dry run", kubectl.minor);
     }
+    Ok(())
+}
+
+/// `kubectl apply -k deploy/kustomize/registry --server-side --dry-run=server` validates; its
+/// policy names a source and requires signatures by a key read from the mounted Secret, its
+/// Role grants `get` on exactly the pull Secrets `wasmop rbac` grants for that policy, and the
+/// plugins directory is writable.
+#[tokio::test]
+async fn registry_overlay_passes_server_dry_run_and_grants_what_wasmop_rbac_grants() -> Result<()> {
+    let kubectls = tools::kubectls()?;
+    let cp = ControlPlane::start().await?;
+    let overlay_arg = workspace().join("deploy/kustomize/registry").display().to_string();
+    let _ = kubectls[0].run(&cp, &["create", "namespace", NAMESPACE], None);
+    let kubectl = &kubectls[0];
+    let rendered = docs(&kubectl.run(&cp, &["kustomize", &overlay_arg], None)?)?;
+    let names: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
+    let args = ["apply", "-k", &overlay_arg, "--server-side", "--dry-run=server", kubectl.validate_flag(), "-o", "name"];
+    let applied: BTreeSet<String> = kubectl.run(&cp, &args, None)?.lines().map(str::to_owned).collect();
+    assert_eq!(applied, names, "every object of the overlay passes the server dry run");
+
+    // The policy as the host reads it, the key file where the Secret is mounted.
+    let config = rendered
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "wasmop-policy")
+        .context("the policy ConfigMap")?;
+    let text = config["data"]["policy.yaml"].as_str().context("policy.yaml")?;
+    let deployment = find(&rendered, "Deployment");
+    let mounts = container(deployment)["volumeMounts"].as_array().context("mounts")?;
+    let keys_mount = mounts.iter().find(|m| m["name"] == "verification-keys").context("the keys' mount")?;
+    let keys_dir = keys_mount["mountPath"].as_str().context("mountPath")?;
+    ensure!(text.contains(&format!("file: {keys_dir}/release.pub")), "the policy reads the key where it is mounted: {text}");
+    let local = tempfile::tempdir()?;
+    let key = wasmop::registry::SigningKey::generate().0.public_key("release");
+    std::fs::write(local.path().join("release.pub"), key.to_pem())?;
+    let policy = wasmop::policy::HostPolicy::from_yaml(&text.replace(keys_dir, &local.path().display().to_string()))?;
+    ensure!(policy.verification().require_signature && policy.verification().keys == [key]);
+    ensure!(policy.sources().len() == 1, "{:?}", policy.sources());
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().context("volumes")?;
+    let secret = volumes.iter().find(|v| v["name"] == "verification-keys").context("keys volume")?;
+    ensure!(secret["secret"]["secretName"] == "wasmop-verification-keys", "{secret}");
+    let plugins = volumes.iter().find(|v| v["name"] == "plugins").context("plugins volume")?;
+    ensure!(plugins["emptyDir"].is_object() && plugins.get("configMap").is_none(), "{plugins}");
+    let plugins_mount = mounts.iter().find(|m| m["name"] == "plugins").context("plugins mount")?;
+    ensure!(plugins_mount["readOnly"] == false, "{plugins_mount}");
+    let args: Vec<&str> = container(deployment)["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+    ensure!(args.windows(2).any(|w| w == ["--plugin-cache", "/cache/pulled"]), "{args:?}");
+
+    let mut granted: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for role in rendered.iter().filter(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wasmop-pull-secrets") {
+        ensure!(role["rules"].as_array().map(Vec::len) == Some(1) && role["rules"][0]["verbs"] == serde_json::json!(["get"]));
+        let names = role["rules"][0]["resourceNames"].as_array().context("resourceNames")?;
+        granted.insert(
+            role["metadata"]["namespace"].as_str().context("namespace")?.to_owned(),
+            names.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        );
+    }
+    assert_eq!(granted, wasmop::cli::rbac::pull_secrets(&policy));
     Ok(())
 }
 

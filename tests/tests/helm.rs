@@ -6,6 +6,12 @@
 //! - with `watchNamespaces` the chart grants, Role for Role, what `wasmop rbac --namespace`
 //!   prints (no ClusterRole but the reports'), passes the dry run, and passes the namespaces
 //!   to the host;
+//! - with `plugins.source=registry` the chart renders each plugin's source and the trusted keys
+//!   into a host policy the host reads as such (signatures required by default, refused to
+//!   render without a key), grants `get` on exactly the pull Secrets `wasmop rbac` grants, and
+//!   gives the host a writable plugins directory; it passes the dry run. The host's pulls
+//!   themselves are not shown live here (kwok's Pods run no container): tests/tests/registry.rs
+//!   runs them against a real registry;
 //! - the chart's Pod runs in a namespace enforcing the Pod Security `restricted` profile, and
 //!   the chart renders a PodDisruptionBudget exactly when `replicaCount > 1`;
 //! - `helm install` creates the same objects as the kustomize base (its Namespace aside),
@@ -16,7 +22,7 @@
 //! cannot provide: the tests are `#[ignore]`d in a plain `cargo test` and run by
 //! `scripts/test.sh` (`--include-ignored`), where a missing helm fails them with how to install it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -288,5 +294,94 @@ async fn chart_installs_upgrades_and_uninstalls_like_the_base() -> Result<()> {
     ensure!(roles.get_opt("wasmop").await?.is_none(), "the ClusterRole is gone after helm uninstall");
     let crds = api_for(&client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None).await?;
     ensure!(crds.get_opt("wasmplugins.wasmop.dev").await?.is_some(), "CRDs stay after helm uninstall");
+    Ok(())
+}
+
+/// `plugins.source=registry`: the sources and keys reach the host policy, the pull Secrets'
+/// Roles are `wasmop rbac`'s, the plugins directory is writable, and it all passes the dry run.
+#[tokio::test]
+#[ignore = "needs helm from scripts/setup.sh: scripts/test.sh e2e runs it"]
+async fn chart_pulls_plugins_from_registries_requires_signatures_and_grants_only_the_named_secrets() -> Result<()> {
+    let (helm_bin, kubectl) = (tools::helm()?, tools::kubectl()?);
+    let cp = ControlPlane::start().await?;
+    for ns in [NAMESPACE, "shared"] {
+        kubectl.run(&cp, &["create", "namespace", ns], None)?;
+    }
+    let key = wasmop::registry::SigningKey::generate().0.public_key("release");
+    let pem: String = key.to_pem().lines().map(|l| format!("        {l}\n")).collect();
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let values = format!(
+        "plugins:\n  source: registry\n  registry:\n    memcached:\n      source: oci://registry.example.com/plugins/memcached:0.2.0\n      \
+         pullInterval: 5m\n      credentials: {{secret: {NAMESPACE}/registry-pull}}\n    web:\n      \
+         source: oci://registry.example.com/plugins/web@{digest}\n      credentials: {{secret: shared/pull}}\n    \
+         public:\n      source: oci://registry.example.com/plugins/public:1\n\
+         policy:\n  plugins:\n    memcached: {{memory: 128Mi}}\n\
+         verification:\n  keys:\n    - name: release\n      publicKey: |\n{pem}"
+    );
+    let file = cp.dir().join("registry-values.yaml");
+    std::fs::write(&file, &values)?;
+    let chart = chart();
+    let file_arg = file.display().to_string();
+    let args = ["template", "wasmop", chart.as_str(), "--namespace", NAMESPACE, "--include-crds", "-f", file_arg.as_str()];
+    let rendered = docs(&helm(&helm_bin, &cp, &args)?)?;
+    let expected: BTreeSet<String> = rendered.iter().map(kubectl_name).collect();
+    assert_eq!(kubectl.server_dry_run(&cp, &to_yaml_stream(&rendered)?)?, expected, "every object passes the server dry run");
+
+    // The host reads the rendered policy as sources, limits and keys.
+    let config = rendered
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "wasmop-policy")
+        .context("the policy ConfigMap")?;
+    let policy = wasmop::policy::HostPolicy::from_yaml(config["data"]["policy.yaml"].as_str().context("policy.yaml")?)?;
+    let sources: Vec<(String, String)> = policy.sources().into_iter().map(|(n, s)| (n, s.reference.to_string())).collect();
+    assert_eq!(
+        sources,
+        [
+            ("memcached".to_owned(), "oci://registry.example.com/plugins/memcached:0.2.0".to_owned()),
+            ("public".to_owned(), "oci://registry.example.com/plugins/public:1".to_owned()),
+            ("web".to_owned(), format!("oci://registry.example.com/plugins/web@{digest}")),
+        ]
+    );
+    assert_eq!(policy.for_plugin("memcached").limits.memory_bytes, 128 << 20, "policy.plugins and the source merge");
+    assert!(policy.verification().require_signature, "signatures required by default");
+    assert_eq!(policy.verification().keys, [key]);
+
+    // get on exactly the Secrets the policy names, by name, as `wasmop rbac` grants.
+    let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for role in rendered.iter().filter(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wasmop-pull-secrets") {
+        let ns = role["metadata"]["namespace"].as_str().context("namespace")?.to_owned();
+        assert_eq!(role["rules"].as_array().map(Vec::len), Some(1), "{role}");
+        assert_eq!(role["rules"][0]["verbs"], json!(["get"]), "{role}");
+        assert_eq!(role["rules"][0]["resources"], json!(["secrets"]), "{role}");
+        let names = role["rules"][0]["resourceNames"].as_array().context("resourceNames")?;
+        granted.insert(ns, names.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+    }
+    assert_eq!(granted, wasmop::cli::rbac::pull_secrets(&policy));
+    let bindings = rendered.iter().filter(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "wasmop-pull-secrets");
+    assert_eq!(bindings.count(), 2);
+
+    // A writable plugins directory the host pulls into, its pull cache on the cache volume.
+    let pod = &find(&rendered, "Deployment")?["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+    assert!(args.windows(2).any(|w| w == ["--plugin-cache", "/cache/pulled"]), "{args:?}");
+    let mounts = container["volumeMounts"].as_array().context("mounts")?;
+    let plugins = mounts.iter().find(|m| m["name"] == "plugins").context("plugins mount")?;
+    assert!(plugins.get("readOnly").is_none_or(|r| r == false), "{plugins}");
+    let volumes = pod["volumes"].as_array().context("volumes")?;
+    assert!(volumes.iter().any(|v| v["name"] == "plugins" && v["emptyDir"].is_object()), "{volumes:?}");
+
+    // Signatures required and no key: the chart refuses to render.
+    let no_keys = cp.dir().join("no-keys.yaml");
+    std::fs::write(&no_keys, "plugins:\n  source: registry\n  registry:\n    memcached: {source: oci://r.example.com/m:1}\n")?;
+    let no_keys_arg = no_keys.display().to_string();
+    let err = helm(&helm_bin, &cp, &["template", "wasmop", chart.as_str(), "-f", no_keys_arg.as_str()]).unwrap_err();
+    assert!(err.to_string().contains("verification.keys is empty"), "{err}");
+    // The default chart names no pull Secret and no verification.
+    let default = docs(&helm(&helm_bin, &cp, &["template", "wasmop", chart.as_str(), "--namespace", NAMESPACE])?)?;
+    assert!(!default.iter().any(|o| o["metadata"]["name"] == "wasmop-pull-secrets"));
+    let config =
+        default.iter().find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "wasmop-policy").context("policy")?;
+    assert!(!config["data"]["policy.yaml"].as_str().unwrap_or_default().contains("verification"));
     Ok(())
 }

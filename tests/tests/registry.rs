@@ -1,7 +1,8 @@
 //! Plugins pulled from a real OCI registry (Debian's docker-registry on loopback) into the
 //! plugins directory of a host on a real control plane: what `oras push` pushed runs, a new
 //! push under the same tag is swapped in, a tampered blob and wrong credentials are refused
-//! while the previous version keeps serving, and each says so on the `WasmPlugin`.
+//! while the previous version keeps serving, and each says so on the `WasmPlugin`. With
+//! signatures required, only artifacts signed by a trusted key run.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,15 +14,16 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use wasmop::contract::KnownKinds;
 use wasmop::controller::{ControllerConfig, Manager};
-use wasmop::policy::{HostPolicy, OciReference};
+use wasmop::policy::{HostPolicy, OciReference, TrustedKey};
 use wasmop::registry::{
-    Credentials, OCI_MANIFEST_MEDIA_TYPE, PullCache, PullContext, PullMetrics, PullTarget, Puller, RegistryClient,
-    WASM_CONFIG_MEDIA_TYPE, manifest,
+    Credentials, OCI_MANIFEST_MEDIA_TYPE, PullCache, PullContext, PullMetrics, PullTarget, Puller, RegistryClient, SigningKey,
+    WASM_CONFIG_MEDIA_TYPE, manifest, sha256_digest, sign, signature_tag,
 };
 use wasmop::reload::{ReloadConfig, Reloader};
 use wasmop::runtime::Runtime;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually, log_to_test_output};
 use wasmop_e2e::plugins::{plugin, plugin_with_features, workspace};
+use wasmop_e2e::polyglot::memcached_py;
 use wasmop_e2e::registry::{Registry, run_oras};
 use wasmop_e2e::{ControlPlane, StaticToken};
 
@@ -49,11 +51,23 @@ async fn control_plane(token: Option<&StaticToken>) -> Result<(ControlPlane, kub
 
 /// A host on `cp` authenticating as `host` (`client` is the admin's, for the test itself).
 async fn start_host(cp: ControlPlane, client: kube::Client, host: kube::Client, policy: &str) -> Result<Host> {
+    start_host_with_artifacts(cp, client, host, policy, None).await
+}
+
+/// [`start_host`], its compiled plugins kept in `artifacts` (default: a fresh directory).
+async fn start_host_with_artifacts(
+    cp: ControlPlane,
+    client: kube::Client,
+    host: kube::Client,
+    policy: &str,
+    artifacts: Option<std::path::PathBuf>,
+) -> Result<Host> {
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins)?;
     let policy = HostPolicy::from_yaml(policy)?;
-    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(Some(dir.path().join("artifacts"))).build()?;
+    let artifacts = artifacts.unwrap_or_else(|| dir.path().join("artifacts"));
+    let runtime = Runtime::builder().allowances(policy.allowances()).artifact_dir(Some(artifacts)).build()?;
     let targets: Vec<PullTarget> = policy
         .sources()
         .into_iter()
@@ -69,6 +83,7 @@ async fn start_host(cp: ControlPlane, client: kube::Client, host: kube::Client, 
         client: Some(host),
         reloader: Some(reloader),
         metrics: PullMetrics::registered(manager.metrics()),
+        verification: manager.policy().verification().clone(),
     };
     let puller = Puller::start(ctx, targets);
     Ok(Host { _cp: cp, client, _dir: dir, manager, _watch: watch, _puller: puller })
@@ -343,6 +358,159 @@ async fn wrong_credentials_and_unknown_tags_are_refused_and_the_previous_version
     // Fixed again: Ready again.
     set_credentials(&host.client, &registry.host(), "alice", "s3cret").await?;
     wasm_plugin_when(&host.client, "memcached", "Ready again", |p| ready(p)["status"] == "True").await?;
+    no_failed_reconciles(&host.client).await?;
+    Ok(())
+}
+
+/// A policy pulling memcached from `source` every second, signatures required, `keys` trusted.
+fn signed_policy(source: &str, keys: &[TrustedKey]) -> String {
+    let mut policy = format!(
+        "plugins:\n  memcached: {{source: \"{source}\", pullInterval: 1s, insecure: true}}\n\
+         verification:\n  requireSignature: true\n  keys:\n"
+    );
+    for key in keys {
+        policy.push_str(&format!("    - name: {}\n      publicKey: |\n", key.name));
+        for line in key.to_pem().lines() {
+            policy.push_str(&format!("        {line}\n"));
+        }
+    }
+    policy
+}
+
+/// Wait for `Ready=False` with `reason` on memcached's `WasmPlugin`, then check that version
+/// 0.1.0 still serves, says so, counts the failure as `outcome`, and reconciles a new parent.
+async fn refused_while_v1_serves(host: &Host, reason: &str, outcome: &str, parent: &str) -> Result<()> {
+    let wp =
+        wasm_plugin_when(&host.client, "memcached", &format!("Ready=False, {reason}"), |p| ready(p)["reason"] == reason).await?;
+    ensure!(ready(&wp)["status"] == "False", "{wp}");
+    ensure!(ready(&wp)["message"].as_str().is_some_and(|m| m.contains("version 0.1.0 keeps serving")), "{wp}");
+    ensure!(wp.pointer("/status/pull/state") == Some(&json!("Failed")), "{wp}");
+    ensure!(pulls(host, outcome) >= 1, "{}", host.manager.metrics().render());
+    ensure!(version(host).as_deref() == Some("0.1.0"));
+    apply(&host.client, &memcached(parent)).await?;
+    converged(&host.client, parent, false).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn only_artifacts_signed_by_a_trusted_key_run_and_the_previous_version_serves_meanwhile() -> Result<()> {
+    let registry = Registry::start()?;
+    let (trusted, _) = SigningKey::generate();
+    let (stranger, _) = SigningKey::generate();
+    let v1 = std::fs::read(plugin("memcached", "wasm32-wasip2"))?;
+    let v2 = std::fs::read(plugin_with_features("memcached", "wasm32-wasip2", &["test-v2"]))?;
+    let source = registry.reference("plugins/memcached:stable");
+    let reference = OciReference::parse(&source).map_err(anyhow::Error::msg)?;
+    let repository = reference.repository.clone();
+    let client = RegistryClient::new(&registry.host(), true, None);
+    let first = wasmop::registry::push(&client, &reference, Bytes::from(v1.clone()), "memcached.wasm").await?;
+    sign(&client, &repository, &first.manifest_digest, &trusted).await?;
+
+    let (cp, admin) = control_plane(None).await?;
+    let policy = signed_policy(&source, &[trusted.public_key("release")]);
+    let host = start_host(cp, admin.clone(), admin, &policy).await?;
+    eventually("memcached 0.1.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) })
+        .await?;
+    apply(&host.client, &memcached("signed-1")).await?;
+    converged(&host.client, "signed-1", false).await?;
+    wasm_plugin_when(&host.client, "memcached", "the signed push pulled and Ready", |p| {
+        p.pointer("/status/pull/digest") == Some(&json!(first.manifest_digest)) && ready(p)["status"] == "True"
+    })
+    .await?;
+
+    // An unsigned push under the tag: refused.
+    let unsigned = wasmop::registry::push(&client, &reference, Bytes::from(v2.clone()), "memcached.wasm").await?;
+    refused_while_v1_serves(&host, "SignatureMissing", "signature_missing", "signed-2").await?;
+
+    // Signed, but by a key the host does not trust: refused.
+    sign(&client, &repository, &unsigned.manifest_digest, &stranger).await?;
+    refused_while_v1_serves(&host, "KeyNotTrusted", "key_not_trusted", "signed-3").await?;
+
+    // The trusted signature of 0.1.0 copied onto another artifact: refused.
+    let third = with_custom_section(&v2, b"three");
+    let third_digest = sha256_digest(&manifest(&third, "memcached.wasm").0);
+    let first_signatures = client.get_manifest(&repository, &signature_tag(&first.manifest_digest)).await?;
+    client.put_manifest(&repository, &signature_tag(&third_digest), OCI_MANIFEST_MEDIA_TYPE, first_signatures.bytes).await?;
+    let pushed = wasmop::registry::push(&client, &reference, Bytes::from(third), "memcached.wasm").await?;
+    ensure!(pushed.manifest_digest == third_digest);
+    refused_while_v1_serves(&host, "SignatureInvalid", "signature_invalid", "signed-4").await?;
+
+    // Signed by the trusted key, then its layer tampered with in the registry's storage: the
+    // signature holds (it covers the manifest), the layer's digest does not.
+    let fourth = with_custom_section(&v2, b"four");
+    let (manifest_bytes, config) = manifest(&fourth, "memcached.wasm");
+    sign(&client, &repository, &sha256_digest(&manifest_bytes), &trusted).await?;
+    let layer = client.push_blob(&repository, Bytes::from(fourth.clone())).await?;
+    client.push_blob(&repository, Bytes::from(config)).await?;
+    let mut tampered = fourth;
+    *tampered.last_mut().expect("not empty") ^= 0x01;
+    std::fs::write(registry.blob_path(&layer), &tampered)?;
+    client.put_manifest(&repository, "stable", OCI_MANIFEST_MEDIA_TYPE, Bytes::from(manifest_bytes)).await?;
+    refused_while_v1_serves(&host, "DigestMismatch", "digest_mismatch", "signed-5").await?;
+    let plugins = host._dir.path().join("plugins");
+    ensure!(std::fs::read_dir(&plugins)?.count() == 1, "nothing but memcached.wasm in the plugins directory");
+    ensure!(std::fs::read(plugins.join("memcached.wasm"))? == v1, "the plugins directory still holds the signed 0.1.0");
+
+    // 0.2.0 signed by the trusted key: swapped in, every parent follows, none failed.
+    let good = wasmop::registry::push(&client, &reference, Bytes::from(v2), "memcached.wasm").await?;
+    ensure!(good.manifest_digest == unsigned.manifest_digest, "the same file, the same digest (signed by a stranger so far)");
+    sign(&client, &repository, &good.manifest_digest, &trusted).await?;
+    eventually("memcached 0.2.0 serving", WAIT, || async { Ok((version(&host).as_deref() == Some("0.2.0")).then_some(())) })
+        .await?;
+    wasm_plugin_when(&host.client, "memcached", "Ready again on the trusted signature", |p| {
+        p.pointer("/status/pull/digest") == Some(&json!(good.manifest_digest)) && ready(p)["status"] == "True"
+    })
+    .await?;
+    for parent in ["signed-1", "signed-2", "signed-3", "signed-4", "signed-5"] {
+        converged(&host.client, parent, true).await?;
+    }
+    no_failed_reconciles(&host.client).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_python_component_too_large_for_a_config_map_arrives_signed_through_the_registry_and_reconciles() -> Result<()> {
+    let wasm = std::fs::read(memcached_py())?;
+    // What a ConfigMap cannot carry: its data is limited to 1 MiB in total.
+    ensure!(wasm.len() > 8 << 20, "the Python component has {} bytes", wasm.len());
+    let registry = Registry::start()?;
+    let (key, _) = SigningKey::generate();
+    let source = registry.reference("plugins/memcached-py:0.1.0");
+    let reference = OciReference::parse(&source).map_err(anyhow::Error::msg)?;
+    let client = RegistryClient::new(&registry.host(), true, None);
+    let pushed = wasmop::registry::push(&client, &reference, Bytes::from(wasm.clone()), "memcached.wasm").await?;
+    sign(&client, &reference.repository, &pushed.manifest_digest, &key).await?;
+
+    let (cp, admin) = control_plane(None).await?;
+    let policy = signed_policy(&source, &[key.public_key("release")]);
+    // The compiled component is kept between runs (a debug host compiles it in tens of seconds).
+    let artifacts = std::env::temp_dir().join("wasmop-registry-e2e-artifacts");
+    let host = start_host_with_artifacts(cp, admin.clone(), admin, &policy, Some(artifacts)).await?;
+    let slow = Duration::from_secs(300);
+    eventually("the Python memcached serving", slow, || async { Ok((version(&host).as_deref() == Some("0.1.0")).then_some(())) })
+        .await?;
+    let pulled = std::fs::read(host._dir.path().join("plugins/memcached.wasm"))?;
+    ensure!(pulled == wasm, "the plugins directory holds the pushed component");
+    let wp = wasm_plugin_when(&host.client, "memcached", "pulled and Ready", |p| {
+        p.pointer("/status/pull/digest") == Some(&json!(pushed.manifest_digest)) && ready(p)["status"] == "True"
+    })
+    .await?;
+    ensure!(wp.pointer("/status/pull/layerDigest") == Some(&json!(pushed.layer_digest)), "{wp}");
+
+    apply(
+        &host.client,
+        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "from-python", "namespace": "default"}, "spec": {"size": 3}}),
+    )
+    .await?;
+    let deployments = api_for(&host.client, "apps/v1", "Deployment", Some("default")).await?;
+    let d = eventually("the Python plugin's Deployment with 3 replicas", slow, || async {
+        let d = deployments.get_opt("from-python").await?;
+        Ok(d.filter(|d| d.data.pointer("/spec/replicas").and_then(Value::as_i64) == Some(3)))
+    })
+    .await?;
+    let managers: Vec<_> = d.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    ensure!(managers.iter().any(|m| m == "wasmop/memcached"), "{managers:?}");
     no_failed_reconciles(&host.client).await?;
     Ok(())
 }

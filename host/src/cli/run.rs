@@ -469,6 +469,7 @@ fn start_puller(args: &RunArgs, manager: &Arc<Manager>, reloader: &Arc<Reloader>
         client: Some(manager.client().clone()),
         reloader: Some(Arc::clone(reloader)),
         metrics: PullMetrics::registered(manager.metrics()),
+        verification: policy.verification().clone(),
     };
     Some(Puller::start(ctx, targets))
 }

@@ -10,6 +10,7 @@ use super::cpu_share::CpuShareEntry;
 use super::grants::SecretAccess;
 use super::reconciled::ReconciledCondition;
 use super::removal::OnRemove;
+use super::verification::VerificationEntry;
 use super::webhook_resources::WebhookResourceEntry;
 
 /// The whole file.
@@ -28,6 +29,9 @@ pub(super) struct PolicyFile {
     /// Per plugin name, over the defaults.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginEntry>,
+    /// The signatures pulled plugins need.
+    #[serde(default)]
+    pub verification: VerificationEntry,
 }
 
 /// Limits and grants of one plugin (or the defaults). Sizes and durations are strings as in

@@ -55,6 +55,9 @@
 //!     insecure: false           # plain HTTP (a registry on loopback)
 //!     credentials: {secret: wasmop/registry-pull}   # a kubernetes.io/dockerconfigjson Secret
 //!     maxModuleBytes: 64Mi      # the largest file pulled (also allowed under defaults)
+//! verification:                 # signatures of pulled plugins, see Verification
+//!   requireSignature: true
+//!   keys: [{name: release, file: /etc/wasmop/keys/release.pub}]
 //! ```
 //!
 //! A plugin whose parent is namespaced writes only namespaced kinds, in its parent's namespace;
@@ -88,6 +91,7 @@ mod object_escalation;
 mod reconciled;
 mod removal;
 mod source;
+mod verification;
 mod view;
 mod webhook_reach;
 mod webhook_resources;
@@ -109,6 +113,7 @@ pub use object_escalation::{ObjectEscalation, object_escalations};
 pub use reconciled::ReconciledCondition;
 pub use removal::OnRemove;
 pub use source::{DEFAULT_MAX_MODULE_BYTES, MIN_PULL_INTERVAL, OciReference, PluginSource, SecretRef, is_sha256_digest};
+pub use verification::{TrustedKey, Verification};
 pub use view::{grants_json, limits_json};
 pub use webhook_resources::{WebhookMode, WebhookResourceEntry, WebhookResources};
 
@@ -185,12 +190,14 @@ pub struct HostPolicy {
     defaults: PluginPolicy,
     /// Per-plugin entries (validated), applied over `defaults` on demand.
     plugins: BTreeMap<String, PluginEntry>,
+    /// The signatures plugins pulled from registries need.
+    verification: Verification,
 }
 
 impl HostPolicy {
     /// Every plugin under `limits`, no grants.
     pub fn uniform(limits: Limits) -> Self {
-        Self { defaults: PluginPolicy { limits, ..PluginPolicy::default() }, plugins: BTreeMap::new() }
+        Self { defaults: PluginPolicy { limits, ..PluginPolicy::default() }, ..Self::default() }
     }
 
     /// Parse a policy document.
@@ -232,7 +239,8 @@ impl HostPolicy {
         for (name, entry) in &file.plugins {
             apply(&defaults, entry, &format!("plugins.{name}"))?;
         }
-        Ok(Self { defaults, plugins: file.plugins })
+        let verification = file.verification.check().map_err(|(at, message)| PolicyError::Value { at, message })?;
+        Ok(Self { defaults, plugins: file.plugins, verification })
     }
 
     /// Read and parse a policy file.
@@ -269,6 +277,11 @@ impl HostPolicy {
     /// The plugins pulled from a registry, by name (`plugins.NAME.source`).
     pub fn sources(&self) -> Vec<(String, PluginSource)> {
         self.plugins.keys().filter_map(|name| Some((name.clone(), self.for_plugin(name).source?))).collect()
+    }
+
+    /// The signatures plugins pulled from registries need (`verification:`).
+    pub fn verification(&self) -> &Verification {
+        &self.verification
     }
 
     /// The plugins with an entry of their own.

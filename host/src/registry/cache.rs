@@ -1,7 +1,9 @@
 //! [`PullCache`]: the content-addressed store of pulled plugin files, which survives restarts:
 //! `blobs/sha256/HEX` (a Wasm layer, checked against its name whenever it is read) and
-//! `manifests/sha256/HEX` (the Wasm layer's descriptor of a manifest), so a pinned source
-//! (`@sha256:...`) is installed again after a restart without asking the registry.
+//! `manifests/sha256/HEX` (the Wasm layer's descriptor of a manifest) and
+//! `signatures/sha256/HEX` (a manifest's signatures as pulled), so a pinned source
+//! (`@sha256:...`) is installed again after a restart without asking the registry (its
+//! signatures checked again against the policy's keys).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use bytes::Bytes;
 use super::artifact::Descriptor;
 use super::client::sha256_digest;
 use super::error::RegistryError;
+use super::signature::Signed;
 
 /// The cache under one directory.
 #[derive(Debug, Clone)]
@@ -74,6 +77,21 @@ impl PullCache {
     pub fn store_manifest(&self, digest: &str, layer: &Descriptor) -> Result<(), RegistryError> {
         let path = self.path("manifests", digest).ok_or_else(|| bad_digest(digest))?;
         write_atomically(&path, &serde_json::to_vec(layer).expect("a descriptor serializes"))
+    }
+
+    /// The signatures of the manifest `digest` as last pulled, if cached (checked again
+    /// against the policy's keys whenever used).
+    pub fn signatures(&self, digest: &str) -> Option<Vec<Signed>> {
+        serde_json::from_slice(&std::fs::read(self.path("signatures", digest)?).ok()?).ok()
+    }
+
+    /// Keep `signed` as the signatures of the manifest `digest`.
+    ///
+    /// # Errors
+    /// [`RegistryError::Io`] when the cache cannot be written.
+    pub fn store_signatures(&self, digest: &str, signed: &[Signed]) -> Result<(), RegistryError> {
+        let path = self.path("signatures", digest).ok_or_else(|| bad_digest(digest))?;
+        write_atomically(&path, &serde_json::to_vec(signed).expect("signatures serialize"))
     }
 }
 

@@ -81,6 +81,30 @@ pub enum RegistryError {
         /// What is wrong.
         message: String,
     },
+    /// Signatures are required (`verification.requireSignature`) and the artifact has none.
+    #[error("{reference} is not signed (no signature manifest under the tag {tag}) and verification.requireSignature is on")]
+    SignatureMissing {
+        /// The source.
+        reference: String,
+        /// The tag its signatures would be stored under.
+        tag: String,
+    },
+    /// A signature names the artifact but verifies with no trusted key: another key made it,
+    /// or it does not match its payload.
+    #[error("{reference}: none of its {count} signature(s) verifies with a trusted key ({keys})")]
+    KeyNotTrusted {
+        /// The source.
+        reference: String,
+        /// How many signatures it has.
+        count: usize,
+        /// The names of the trusted keys.
+        keys: String,
+    },
+    /// The signatures are not signatures of this artifact: another artifact's, payloads that
+    /// are not cosign's, signatures that are not base64, a signature manifest that does not
+    /// parse.
+    #[error("invalid signature: {0}")]
+    SignatureInvalid(String),
     /// The local cache or the plugins directory could not be written.
     #[error("{what}: {error}")]
     Io {
@@ -104,6 +128,9 @@ impl RegistryError {
             Self::NotWasmArtifact(_) => "NotWasmArtifact",
             Self::NotWasm(_) => "NotWasm",
             Self::Credentials { .. } => "CredentialsUnavailable",
+            Self::SignatureMissing { .. } => "SignatureMissing",
+            Self::KeyNotTrusted { .. } => "KeyNotTrusted",
+            Self::SignatureInvalid(_) => "SignatureInvalid",
             Self::Io { .. } => "WriteFailed",
         }
     }
@@ -119,6 +146,9 @@ impl RegistryError {
             Self::TooLarge { .. } => "too_large",
             Self::NotWasmArtifact(_) | Self::NotWasm(_) => "not_wasm",
             Self::Credentials { .. } => "credentials",
+            Self::SignatureMissing { .. } => "signature_missing",
+            Self::KeyNotTrusted { .. } => "key_not_trusted",
+            Self::SignatureInvalid(_) => "signature_invalid",
             Self::Io { .. } => "write_failed",
         }
     }

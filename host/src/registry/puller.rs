@@ -7,7 +7,8 @@
 //! checks that it is a Wasm artifact whose layer fits `maxModuleBytes`, reads the layer from
 //! the cache or the registry (checked against its digest and size, and for the WebAssembly
 //! header), keeps it in the cache ([`PullCache`]) and renames it into the plugins directory when
-//! it differs from the file there. A failure changes nothing in the plugins directory: the file
+//! it differs from the file there. With the policy's `verification:`, the artifact's cosign
+//! signatures are checked once the manifest is resolved, before its layer is read. A failure changes nothing in the plugins directory: the file
 //! there (the last good pull) keeps serving, and the failure is logged (one line per new
 //! failure), counted (`wasmop_plugin_pulls_total{plugin,outcome}`) and shown on the plugin's
 //! `WasmPlugin` (`status.pull`, `Ready=False` with the reason) until a pull succeeds. A failed
@@ -28,8 +29,9 @@ use super::cache::{PullCache, write_atomically};
 use super::client::{RegistryClient, sha256_digest};
 use super::credentials::{Credentials, DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_JSON_TYPE};
 use super::error::RegistryError;
+use super::signature::{self, Signed};
 use crate::metrics::Metrics;
-use crate::policy::{PluginSource, SecretRef};
+use crate::policy::{PluginSource, SecretRef, Verification};
 use crate::reload::{PullReport, PullState, Reloader};
 
 /// The longest wait before a failed pull is tried again, for a source without a pull interval.
@@ -44,7 +46,7 @@ struct PullLabels {
 /// `wasmop_plugin_pulls_total{plugin,outcome}`: pulls by how they ended: `pulled` (a new file
 /// in the plugins directory), `unchanged`, or a failure (`unreachable`, `unauthorized`,
 /// `not_found`, `registry_error`, `digest_mismatch`, `too_large`, `not_wasm`, `credentials`,
-/// `write_failed`).
+/// `signature_missing`, `key_not_trusted`, `signature_invalid`, `write_failed`).
 #[derive(Debug, Clone, Default)]
 pub struct PullMetrics(Family<PullLabels, Counter>);
 
@@ -79,6 +81,8 @@ pub struct PullContext {
     pub reloader: Option<Arc<Reloader>>,
     /// Counts pulls.
     pub metrics: PullMetrics,
+    /// The signatures pulled artifacts need (the policy's `verification:`).
+    pub verification: Verification,
 }
 
 impl std::fmt::Debug for PullContext {
@@ -107,6 +111,9 @@ pub struct Pull {
     pub layer: Descriptor,
     /// Whether the file in the plugins directory changed (false: it was already this).
     pub installed: bool,
+    /// The trusted key a signature of it verified with (`None`: verification off, or an
+    /// unsigned artifact allowed).
+    pub signer: Option<String>,
 }
 
 /// The pull tasks; dropping it stops them.
@@ -150,7 +157,7 @@ async fn follow(ctx: Arc<PullContext>, target: PullTarget) {
                 ctx.metrics.count(&target.name, outcome);
                 if pull.installed || last_failure.is_some() || last_good.is_none() {
                     tracing::info!(plugin = %target.name, %source, digest = %pull.manifest_digest, layer = %pull.layer.digest,
-                        installed = pull.installed, "plugin pulled from its registry");
+                        installed = pull.installed, signed_by = pull.signer.as_deref().unwrap_or("-"), "plugin pulled from its registry");
                 }
                 last_failure = None;
                 // When this digest was first pulled.
@@ -220,13 +227,16 @@ fn retry_delay(failures: u32, max: Duration) -> Duration {
 /// Any [`RegistryError`]: the plugins directory is then unchanged.
 pub async fn pull_once(ctx: &PullContext, target: &PullTarget) -> Result<Pull, RegistryError> {
     let reference = &target.source.reference;
-    // A pinned manifest already pulled: nothing to ask the registry.
+    let source = reference.to_string();
+    // A pinned manifest already pulled (and its cached signatures still trusted): nothing to
+    // ask the registry.
     if let Some(digest) = &reference.digest
         && let Some(layer) = ctx.cache.manifest(digest).filter(|l| l.size <= target.max_bytes)
         && let Some(wasm) = ctx.cache.blob(&layer.digest)
+        && let Some(signer) = cached_signer(ctx, digest, &source)
     {
-        let installed = install(ctx, &target.name, wasm, None).await?;
-        return Ok(Pull { manifest_digest: digest.clone(), layer, installed });
+        let installed = install(ctx, &target.name, wasm, None, None).await?;
+        return Ok(Pull { manifest_digest: digest.clone(), layer, installed, signer });
     }
     let credentials = match &target.source.credentials {
         Some(secret) => Some(credentials(ctx, secret, &reference.registry).await?),
@@ -234,23 +244,51 @@ pub async fn pull_once(ctx: &PullContext, target: &PullTarget) -> Result<Pull, R
     };
     let client = RegistryClient::new(&reference.registry, target.source.insecure, credentials);
     let (manifest_digest, layer) = artifact::resolve(&client, reference, target.max_bytes).await?;
+    // Verified before the layer is read: a refused artifact's bytes are never fetched.
+    let signed = if ctx.verification.enabled() {
+        signature::fetch_signatures(&client, &reference.repository, &manifest_digest).await?
+    } else {
+        Vec::new()
+    };
+    let signer = signature::verify(&signed, &manifest_digest, &ctx.verification, &source)?;
     let (wasm, fetched) = match ctx.cache.blob(&layer.digest).filter(|w| w.len() as u64 == layer.size) {
         Some(wasm) => (wasm, false),
         None => (artifact::fetch_layer(&client, reference, &layer).await?, true),
     };
     artifact::check_wasm(&wasm)?;
     let keep = fetched.then(|| (layer.clone(), manifest_digest.clone()));
-    let installed = install(ctx, &target.name, wasm, keep).await?;
-    Ok(Pull { manifest_digest, layer, installed })
+    let signatures = (!signed.is_empty()).then(|| (manifest_digest.clone(), signed));
+    let installed = install(ctx, &target.name, wasm, keep, signatures).await?;
+    Ok(Pull { manifest_digest, layer, installed, signer })
+}
+
+/// For a pinned manifest found in the cache: `Some(signer)` when it may be installed without
+/// asking the registry (verification off, or its cached signatures still verify with a
+/// trusted key), `None` to go to the registry.
+fn cached_signer(ctx: &PullContext, digest: &str, source: &str) -> Option<Option<String>> {
+    if !ctx.verification.enabled() {
+        return Some(None);
+    }
+    let signed = ctx.cache.signatures(digest).unwrap_or_default();
+    signature::verify(&signed, digest, &ctx.verification, source).ok()
 }
 
 /// Put `wasm` into the plugins directory as `NAME.wasm` unless the file there is already
-/// it; with `keep`, also into the cache (the layer and the manifest it belongs to). Off the
-/// async workers: files may be tens of MB.
-async fn install(ctx: &PullContext, name: &str, wasm: Bytes, keep: Option<(Descriptor, String)>) -> Result<bool, RegistryError> {
+/// it; with `keep`, also into the cache (the layer and the manifest it belongs to), and with
+/// `signatures` the manifest's signatures. Off the async workers: files may be tens of MB.
+async fn install(
+    ctx: &PullContext,
+    name: &str,
+    wasm: Bytes,
+    keep: Option<(Descriptor, String)>,
+    signatures: Option<(String, Vec<Signed>)>,
+) -> Result<bool, RegistryError> {
     let (cache, path) = (ctx.cache.clone(), ctx.plugins_dir.join(format!("{name}.wasm")));
     let work = move || -> Result<bool, RegistryError> {
         let digest = sha256_digest(&wasm);
+        if let Some((manifest, signed)) = &signatures {
+            cache.store_signatures(manifest, signed)?;
+        }
         if let Some((layer, manifest)) = &keep {
             cache.store_blob(&layer.digest, &wasm)?;
             cache.store_manifest(manifest, layer)?;

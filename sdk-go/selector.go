@@ -2,7 +2,6 @@ package wasmop
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -40,24 +39,31 @@ type LabelSelector struct {
 	requirements []requirement
 }
 
-var (
-	labelValue = regexp.MustCompile(`^[A-Za-z0-9._-]*$`)
-	dnsPrefix  = regexp.MustCompile(`^[a-z0-9.-]*$`)
-)
+// every is whether every byte of s satisfies ok. (No regexp: package-level regexps would be
+// compiled at every instantiation of the component, that is on every call.)
+func every(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 func isAlnum(b byte) bool {
 	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
 }
 
 func isLabelValue(v string) bool {
-	return len(v) <= 63 && labelValue.MatchString(v) && (v == "" || (isAlnum(v[0]) && isAlnum(v[len(v)-1])))
+	valueByte := func(b byte) bool { return isAlnum(b) || b == '.' || b == '_' || b == '-' }
+	return len(v) <= 63 && every(v, valueByte) && (v == "" || (isAlnum(v[0]) && isAlnum(v[len(v)-1])))
 }
 
 func isLabelKey(k string) bool {
 	name := k
 	if prefix, rest, found := strings.Cut(k, "/"); found {
 		name = rest
-		if prefix == "" || len(prefix) > 253 || !dnsPrefix.MatchString(prefix) || !isAlnum(prefix[0]) || !isAlnum(prefix[len(prefix)-1]) {
+		if prefix == "" || len(prefix) > 253 || !every(prefix, func(b byte) bool { return (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') || b == '.' || b == '-' }) || !isAlnum(prefix[0]) || !isAlnum(prefix[len(prefix)-1]) {
 			return false
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/wasmop/wasmop/sdk-go/internal/host"
 )
@@ -12,11 +11,12 @@ import (
 // Cache reads objects of the declared kinds (parent, children, related) from the host's watch
 // cache: never a live API call, never an undeclared kind.
 type Cache interface {
-	// Get is the object of kind k named name in namespace ("" for a cluster-scoped kind), and
-	// whether the cache has it.
+	// Get is the object of kind k named name in namespace ("": the parent's namespace; any for
+	// a cluster-scoped kind), and whether the cache has it.
 	Get(k Kind, namespace, name string) (Object, bool, error)
-	// List are the objects of kind k in namespace ("": every namespace the plugin may read)
-	// whose labels match labelSelector (kubectl syntax; "" matches all).
+	// List are the objects of kind k in namespace ("": the parent's namespace; every
+	// namespace for a cluster-scoped parent) whose labels match labelSelector (kubectl syntax,
+	// as [LabelSelector] parses it; "" matches all), ordered by namespace and name.
 	List(k Kind, namespace, labelSelector string) ([]Object, error)
 }
 
@@ -79,24 +79,40 @@ func (hostCache) List(k Kind, namespace, labelSelector string) ([]Object, error)
 	return out, nil
 }
 
-// FixtureCache is a cache holding objects, for tests. Selectors support `key=value`,
-// `key==value`, `key!=value`, `key` and `!key` terms joined by commas. With kinds, lookups of
-// any other kind are refused as the host refuses an undeclared kind.
+// FixtureCache answers lookups from a list of objects, for tests, the way the host answers
+// from its cache: a namespace of "" reads the parent's namespace (ParentNamespace; every
+// namespace for a cluster-scoped parent), an object without a namespace (a cluster-scoped kind)
+// is found whatever the namespace, selectors parse and match as the host's ([LabelSelector]),
+// lists are ordered by namespace and name, and with Kinds set (see [FixtureCache.RestrictTo])
+// any other kind is refused as the host refuses an undeclared kind. It does not model the host
+// policy's grants.
 type FixtureCache struct {
 	Objects []Object
 	// Kinds, when not empty, are the only kinds lookups may name (the manifest's).
 	Kinds []Kind
+	// ParentNamespace is the namespace "" reads; "default" from the constructors.
+	ParentNamespace string
+	// Scope is the parent's: a cluster-scoped parent's "" reads every namespace.
+	Scope Scope
 }
 
-// NewFixtureCache is a fixture cache of objects that answers any kind.
+// NewFixtureCache is a fixture cache of objects that answers any kind, for a parent in the
+// namespace `default`.
 func NewFixtureCache(objects ...Object) *FixtureCache {
-	return &FixtureCache{Objects: objects}
+	return &FixtureCache{Objects: objects, ParentNamespace: "default"}
 }
 
-// RestrictTo limits lookups to the kinds manifest declares, as the host does.
+// FixtureCacheFor is a fixture cache of objects for this parent: "" reads its namespace.
+func FixtureCacheFor(parent Object, objects ...Object) *FixtureCache {
+	return &FixtureCache{Objects: objects, ParentNamespace: parent.Namespace()}
+}
+
+// RestrictTo limits lookups to the kinds manifest declares, and takes its parent's scope, as
+// the host does.
 func (c *FixtureCache) RestrictTo(m Manifest) *FixtureCache {
 	d := *c
 	d.Kinds = m.DeclaredKinds()
+	d.Scope = m.Scope
 	return &d
 }
 
@@ -109,7 +125,21 @@ func (c *FixtureCache) check(k Kind) error {
 			return nil
 		}
 	}
-	return &LookupError{Message: fmt.Sprintf("%s is not declared in the plugin's manifest", k)}
+	return &LookupError{Message: fmt.Sprintf("kind not declared in the manifest: %s", k)}
+}
+
+// in is whether o is in the namespace a lookup of namespace reads.
+func (c *FixtureCache) in(o Object, namespace string) bool {
+	if o.Namespace() == "" {
+		return true
+	}
+	if namespace == "" {
+		if c.Scope == Cluster {
+			return true
+		}
+		namespace = c.ParentNamespace
+	}
+	return o.Namespace() == namespace
 }
 
 // Get implements [Cache].
@@ -118,7 +148,7 @@ func (c *FixtureCache) Get(k Kind, namespace, name string) (Object, bool, error)
 		return nil, false, err
 	}
 	for _, o := range c.Objects {
-		if o.Is(k) && o.Namespace() == namespace && o.Name() == name {
+		if o.Is(k) && c.in(o, namespace) && o.Name() == name {
 			return o, true, nil
 		}
 	}
@@ -130,52 +160,21 @@ func (c *FixtureCache) List(k Kind, namespace, labelSelector string) ([]Object, 
 	if err := c.check(k); err != nil {
 		return nil, err
 	}
-	match, err := parseSelector(labelSelector)
+	selector, err := ParseLabelSelector(labelSelector)
 	if err != nil {
-		return nil, err
+		return nil, &LookupError{Message: "invalid label selector: " + err.Error()}
 	}
 	var out []Object
 	for _, o := range c.Objects {
-		if o.Is(k) && (namespace == "" || o.Namespace() == namespace) && match(o.Labels()) {
+		if o.Is(k) && c.in(o, namespace) && selector.MatchesObject(o) {
 			out = append(out, o)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		return out[i].Namespace()+"/"+out[i].Name() < out[j].Namespace()+"/"+out[j].Name()
+		if out[i].Namespace() != out[j].Namespace() {
+			return out[i].Namespace() < out[j].Namespace()
+		}
+		return out[i].Name() < out[j].Name()
 	})
 	return out, nil
-}
-
-func parseSelector(selector string) (func(map[string]string) bool, error) {
-	var terms []func(map[string]string) bool
-	for _, term := range strings.Split(selector, ",") {
-		term = strings.TrimSpace(term)
-		switch {
-		case term == "":
-			continue
-		case strings.Contains(term, "!="):
-			k, v, _ := strings.Cut(term, "!=")
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			terms = append(terms, func(l map[string]string) bool { return l[k] != v })
-		case strings.Contains(term, "="):
-			k, v, _ := strings.Cut(strings.Replace(term, "==", "=", 1), "=")
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			terms = append(terms, func(l map[string]string) bool { got, ok := l[k]; return ok && got == v })
-		case strings.HasPrefix(term, "!"):
-			k := strings.TrimSpace(term[1:])
-			terms = append(terms, func(l map[string]string) bool { _, ok := l[k]; return !ok })
-		case strings.ContainsAny(term, " ()"):
-			return nil, &LookupError{Message: fmt.Sprintf("invalid label selector %q: set-based terms are not supported by the fixture", selector)}
-		default:
-			terms = append(terms, func(l map[string]string) bool { _, ok := l[term]; return ok })
-		}
-	}
-	return func(labels map[string]string) bool {
-		for _, t := range terms {
-			if !t(labels) {
-				return false
-			}
-		}
-		return true
-	}, nil
 }

@@ -35,11 +35,39 @@ func Terminalf(format string, args ...any) *Failure {
 	return &Failure{Message: fmt.Sprintf(format, args...)}
 }
 
-// WithStatus is the failure with a status to apply to the parent.
-func (f *Failure) WithStatus(status any) *Failure {
+// WithStatus is the failure with status fields to show on the parent (a struct or a map that
+// encodes as a JSON object), merged top-level field by field into fields set before. A value
+// that is not an object is not shown: the message says so instead.
+func (f *Failure) WithStatus(fields any) *Failure {
 	g := *f
-	g.Status = status
+	o, mistake := asObject(fields)
+	if mistake != "" {
+		if mistake != "an array" {
+			mistake = "not an object"
+		}
+		g.Message = fmt.Sprintf("%s (status not shown: it must be a JSON object, got %s)", f.Message, mistake)
+		return &g
+	}
+	merged := Object{}
+	if previous, err := ToObject(f.Status); f.Status != nil && err == nil {
+		for k, v := range previous {
+			merged[k] = v
+		}
+	}
+	for k, v := range o {
+		merged[k] = v
+	}
+	g.Status = merged
 	return &g
+}
+
+// Shown is what the parent shows beside the failure: the message, the status fields (nil for
+// none) and the conditions, as the host applies them.
+func (f *Failure) Shown() (message string, status Object, conditions []Condition) {
+	if f.Status != nil {
+		status, _ = ToObject(f.Status)
+	}
+	return f.Message, status, append([]Condition(nil), f.Conditions...)
 }
 
 // WithCondition is the failure with one more condition (replacing one of the same type).

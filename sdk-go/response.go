@@ -2,6 +2,7 @@ package wasmop
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -22,11 +23,11 @@ const (
 // `lastTransitionTime` unless the status changes.
 type Condition struct {
 	// Type in CamelCase, e.g. `Available`.
-	Type   string
-	Status ConditionStatus
+	Type   string          `json:"type"`
+	Status ConditionStatus `json:"status"`
 	// Reason in CamelCase, e.g. `MinimumReplicasAvailable`.
-	Reason  string
-	Message string
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // ConditionTrue is a condition that holds.
@@ -79,12 +80,67 @@ type Response struct {
 	RequeueAfter time.Duration
 	// Finalized: when finalizing, cleanup is complete and the host may remove its finalizer.
 	Finalized bool
+
+	// mistake is the first wrong value given to Apply or SetStatus, which were dropped.
+	mistake string
 }
 
-// Apply adds a desired child.
+// Apply adds a desired child. A child that is not a JSON object with `apiVersion`, `kind` and
+// `metadata.name` is a bug in the plugin: it is dropped, and [Response.Validate] reports the
+// first one (`child #1: has no kind`).
 func (r *Response) Apply(child any) *Response {
+	if mistake := checkChild(child); mistake != "" {
+		r.fail(fmt.Sprintf("child #%d: %s", len(r.Children), mistake))
+		return r
+	}
 	r.Children = append(r.Children, child)
 	return r
+}
+
+// SetStatus merges fields (a struct or a map, which must encode as a JSON object) into the
+// status to apply, top-level field by field. A value that is not an object is dropped, and
+// [Response.Validate] reports it.
+func (r *Response) SetStatus(fields any) *Response {
+	o, mistake := asObject(fields)
+	if mistake != "" {
+		r.fail("status must be a JSON object, got " + mistake)
+		return r
+	}
+	merged, err := ToObject(r.Status)
+	if r.Status == nil || err != nil {
+		merged = Object{}
+	}
+	for k, v := range o {
+		merged[k] = v
+	}
+	r.Status = merged
+	return r
+}
+
+// Validate is nil for a response the host can apply, or a terminal [Failure] naming the first
+// mistake: one recorded by [Response.Apply] or [Response.SetStatus], else a child or status set
+// directly that has the wrong shape. The component's entry validates every response.
+func (r Response) Validate() error {
+	if r.mistake != "" {
+		return Terminalf("%s", r.mistake)
+	}
+	for i, child := range r.Children {
+		if mistake := checkChild(child); mistake != "" {
+			return Terminalf("child #%d: %s", i, mistake)
+		}
+	}
+	if r.Status != nil {
+		if _, mistake := asObject(r.Status); mistake != "" {
+			return Terminalf("status must be a JSON object, got %s", mistake)
+		}
+	}
+	return nil
+}
+
+func (r *Response) fail(mistake string) {
+	if r.mistake == "" {
+		r.mistake = mistake
+	}
 }
 
 // SetCondition adds a condition, replacing one of the same type.
@@ -131,15 +187,67 @@ func (r Response) ChildrenJSON() ([]string, error) {
 	return out, nil
 }
 
+// setCondition is conditions with c set by type: one of the same type is removed and c goes
+// last (a later condition of a type wins).
 func setCondition(conditions []Condition, c Condition) []Condition {
-	for i := range conditions {
-		if conditions[i].Type == c.Type {
-			out := append([]Condition(nil), conditions...)
-			out[i] = c
-			return out
+	out := make([]Condition, 0, len(conditions)+1)
+	for _, d := range conditions {
+		if d.Type != c.Type {
+			out = append(out, d)
 		}
 	}
-	return append(conditions, c)
+	return append(out, c)
+}
+
+// jsonType names what a value encodes as in JSON, as the Rust SDK's messages name it.
+func jsonType(v any) string {
+	text, err := json.Marshal(v)
+	if err != nil || len(text) == 0 {
+		return "not JSON"
+	}
+	switch text[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// asObject is v as an Object, or what it is instead when it is not a JSON object.
+func asObject(v any) (Object, string) {
+	if kind := jsonType(v); kind != "an object" {
+		return nil, kind
+	}
+	o, err := ToObject(v)
+	if err != nil {
+		return nil, "not JSON"
+	}
+	return o, ""
+}
+
+// checkChild is "" when a child has what the host needs, else the mistake.
+func checkChild(child any) string {
+	o, mistake := asObject(child)
+	if mistake != "" {
+		return "must be a JSON object, got " + mistake
+	}
+	for _, field := range []string{"apiVersion", "kind"} {
+		if s, _ := o[field].(string); s == "" {
+			return "has no " + field
+		}
+	}
+	if name, _ := o.String("metadata", "name"); name == "" {
+		return o["kind"].(string) + " has no metadata.name"
+	}
+	return ""
 }
 
 func conditionOf(conditions []Condition, typ string) (Condition, bool) {

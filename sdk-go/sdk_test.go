@@ -68,7 +68,7 @@ func TestTheFixtureCacheSelectsByLabelsAndRefusesUndeclaredKinds(t *testing.T) {
 	if err != nil || len(pods) != 2 || pods[0].Name() != "a" || pods[1].Name() != "b" {
 		t.Errorf("%v %v", pods, err)
 	}
-	if pods, _ := cache.List(NewKind("", "v1", "Pod"), "", "app!=x"); len(pods) != 1 {
+	if pods, _ := cache.List(NewKind("", "v1", "Pod"), "", "app!=x"); len(pods) != 1 || pods[0].Name() != "c" {
 		t.Errorf("%v", pods)
 	}
 	if o, ok, _ := cache.Get(NewKind("", "v1", "Pod"), "default", "c"); !ok || o.Name() != "c" {
@@ -77,7 +77,7 @@ func TestTheFixtureCacheSelectsByLabelsAndRefusesUndeclaredKinds(t *testing.T) {
 	restricted := cache.RestrictTo(Manifest{Parent: NewKind("example.com", "v1", "X")})
 	_, err = restricted.List(NewKind("", "v1", "Pod"), "", "")
 	var lookup *LookupError
-	if !errors.As(err, &lookup) || lookup.Message != "v1/Pod is not declared in the plugin's manifest" {
+	if !errors.As(err, &lookup) || lookup.Message != "kind not declared in the manifest: v1/Pod" {
 		t.Errorf("%v", err)
 	}
 }

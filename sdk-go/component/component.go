@@ -128,6 +128,9 @@ func request(raw Request) (wasmop.Request, error) {
 }
 
 func response(resp wasmop.Response) (Response, *wasmop.Failure) {
+	if err := resp.Validate(); err != nil {
+		return Response{}, wasmop.AsFailure(err)
+	}
 	children, err := resp.ChildrenJSON()
 	if err != nil {
 		return Response{}, wasmop.AsFailure(err)

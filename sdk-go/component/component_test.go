@@ -15,6 +15,10 @@ func init() {
 				return wasmop.Response{}, wasmop.Terminalf("negative").WithStatus(map[string]string{"phase": "Invalid"})
 			}
 			var resp wasmop.Response
+			if size, _ := req.Parent.Int("spec", "size"); size == 7 {
+				resp.Children = append(resp.Children, map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "x"}})
+				return resp, nil
+			}
 			resp.Apply(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": req.Name()}})
 			resp.Status = map[string]any{"nodes": []string{}}
 			resp.RequeueAfter = 1500 * time.Microsecond
@@ -36,6 +40,11 @@ func TestReconcileTurnsTheContractIntoPlainGoAndBack(t *testing.T) {
 	}
 	_, failure = Reconcile(Request{Parent: `{"metadata": {"name": "a"}, "spec": {"size": -1}}`})
 	if failure == nil || failure.Retryable || failure.Message != "negative" || *failure.Status != `{"phase":"Invalid"}` {
+		t.Errorf("%+v", failure)
+	}
+	// A response of the wrong shape never reaches the host: the plugin's bug, named.
+	_, failure = Reconcile(Request{Parent: `{"metadata": {"name": "a"}, "spec": {"size": 7}}`})
+	if failure == nil || failure.Retryable || failure.Message != "child #0: has no kind" {
 		t.Errorf("%+v", failure)
 	}
 	_, failure = Reconcile(Request{Parent: `{`})

@@ -40,7 +40,7 @@ server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail 
 server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
-benches=(reconcile containment memory converge converge-10k converge-pods admission reload pull churn sharding cpu_share)
+benches=(reconcile languages containment memory converge converge-10k converge-pods admission reload pull churn sharding cpu_share)
 
 wanted() {
     [ -z "${BENCH_ONLY:-}" ] && return 0
@@ -51,6 +51,8 @@ wanted() {
 # Knobs per bench: quick, then full.
 knobs() {
     case "$mode:$1" in
+    quick:languages) echo "N=100" ;;
+    full:languages) echo "N=300" ;;
     quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;
     full:memory) echo "N=1000 PLUGINS=1,10,50 FOREIGN=5000" ;;
     quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDEKLP" ;;

@@ -7,7 +7,6 @@
 //! holds both CAs during the rollover, and the certificate the host serves at the end is the
 //! Secret's newest, trusted by the bundle the webhook configuration carries.
 
-
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -247,7 +247,7 @@ async fn namespaced_overlay_passes_server_dry_run() -> Result<()> {
 /// plugins directory is writable.
 #[tokio::test]
 async fn registry_overlay_passes_server_dry_run_and_grants_what_wasmop_rbac_grants() -> Result<()> {
-    let kubectls = tools::kubectls()?;
+    let kubectls = kubectls()?;
     let cp = ControlPlane::start().await?;
     let overlay_arg = workspace().join("deploy/kustomize/registry").display().to_string();
     let _ = kubectls[0].run(&cp, &["create", "namespace", NAMESPACE], None);
@@ -294,7 +294,7 @@ async fn registry_overlay_passes_server_dry_run_and_grants_what_wasmop_rbac_gran
             names.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
         );
     }
-    assert_eq!(granted, wasmop::cli::rbac::pull_secrets(&policy));
+    assert_eq!(granted, wasmop::rbac::pull_secrets(&policy));
     Ok(())
 }
 

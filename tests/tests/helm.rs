@@ -356,7 +356,7 @@ async fn chart_pulls_plugins_from_registries_requires_signatures_and_grants_only
         let names = role["rules"][0]["resourceNames"].as_array().context("resourceNames")?;
         granted.insert(ns, names.iter().filter_map(Value::as_str).map(str::to_owned).collect());
     }
-    assert_eq!(granted, wasmop::cli::rbac::pull_secrets(&policy));
+    assert_eq!(granted, wasmop::rbac::pull_secrets(&policy));
     let bindings = rendered.iter().filter(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "wasmop-pull-secrets");
     assert_eq!(bindings.count(), 2);
 

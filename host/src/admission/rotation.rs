@@ -30,7 +30,7 @@ use tokio::sync::watch;
 
 use super::certs::{self, CertError, CertResolver, Lifetimes, ServingCert, Validity};
 use super::metrics::AdmissionMetrics;
-use crate::controller::Leadership;
+use crate::leader::Leadership;
 
 /// The CA whose key the host holds: it signs new serving certificates.
 #[derive(Debug, Clone, PartialEq, Eq)]

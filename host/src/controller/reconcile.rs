@@ -8,8 +8,8 @@ use tracing::Instrument;
 use super::mapping::ObjectKey;
 use super::plugin_controller::{PluginController, ReconcileOutcome};
 use crate::actions::{
-    ActionError, Audit, HostConditions, ReconcileContext, Writer, add_finalizer, failure_status_patch, has_finalizer,
-    parent_name, plan, remove_finalizer, timestamp_now,
+    ActionError, Audit, HostConditions, ReconcileContext, Writer, failure_status_patch, has_finalizer, parent_name, plan,
+    timestamp_now,
 };
 use crate::contract::{Event, EventType, Failure, Request};
 use crate::objects::{ObjectCache, visible_to};

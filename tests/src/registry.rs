@@ -22,25 +22,27 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// When the script fails (its output is on stderr).
 pub fn registry_tools() -> Result<PathBuf> {
     static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script = crate::plugins::workspace().join("scripts/registry.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!("{} failed: {}", script.display(), out.status));
-        }
-        let dir = String::from_utf8_lossy(&out.stdout).lines().last().map(str::trim).unwrap_or_default().to_owned();
-        if dir.is_empty() {
-            return Err(format!("{} printed no directory", script.display()));
-        }
-        Ok(PathBuf::from(dir))
-    })
-    .clone()
-    .map_err(|e| anyhow!(e))
+    DIR.get_or_init(|| tools_dir_of("scripts/registry.sh")).clone().map_err(|e| anyhow!(e))
+}
+
+/// Run a setup script (`bash SCRIPT`, from the workspace root) whose last line on stdout is the
+/// directory of what it installed, and that directory.
+fn tools_dir_of(script: &str) -> std::result::Result<PathBuf, String> {
+    let script = crate::plugins::workspace().join(script);
+    let out = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} failed: {}", script.display(), out.status));
+    }
+    let dir = String::from_utf8_lossy(&out.stdout).lines().last().map(str::trim).unwrap_or_default().to_owned();
+    if dir.is_empty() {
+        return Err(format!("{} printed no directory", script.display()));
+    }
+    Ok(PathBuf::from(dir))
 }
 
 /// The `oras` binary.
@@ -62,23 +64,7 @@ pub fn oras() -> Result<PathBuf> {
 /// When the script fails or did not produce it.
 pub fn cosign() -> Result<PathBuf> {
     static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
-    let dir = DIR
-        .get_or_init(|| {
-            let script = crate::plugins::workspace().join("scripts/cosign.sh");
-            let out = Command::new("bash")
-                .arg(&script)
-                .stdin(Stdio::null())
-                .stderr(Stdio::inherit())
-                .output()
-                .map_err(|e| format!("running {}: {e}", script.display()))?;
-            if !out.status.success() {
-                return Err(format!("{} failed: {}", script.display(), out.status));
-            }
-            let dir = String::from_utf8_lossy(&out.stdout).lines().last().map(str::trim).unwrap_or_default().to_owned();
-            Ok(PathBuf::from(dir))
-        })
-        .clone()
-        .map_err(|e| anyhow!(e))?;
+    let dir = DIR.get_or_init(|| tools_dir_of("scripts/cosign.sh")).clone().map_err(|e| anyhow!(e))?;
     let bin = dir.join("cosign");
     if !bin.is_file() {
         bail!("{} is missing: scripts/cosign.sh builds it", bin.display());

@@ -145,6 +145,17 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
     assert!(managers.iter().any(|m| m == "wasmop/memcached"), "{managers:?}");
     let status = line(&mut trail, &path, json!({"plugin": "memcached", "verb": "status"}), &log).await?;
     assert_eq!((&status["kind"], &status["name"], &status["outcome"]), (&json!("Memcached"), &json!("cache"), &json!("ok")));
+    // The status write names the plugin's field manager too, on the status subresource.
+    let memcacheds = api_for(&client, "cache.example.com/v1alpha1", "Memcached", Some("default")).await?;
+    let parent = memcacheds.get_status("cache").await?;
+    let status_managers: Vec<(String, String)> = parent
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| (m.manager.unwrap_or_default(), m.subresource.unwrap_or_default()))
+        .collect();
+    assert!(status_managers.contains(&("wasmop/memcached".to_owned(), "status".to_owned())), "{status_managers:?}");
 
     // testbed: a child applied, then pruned once the plugin returns another.
     let testbeds: Api<DynamicObject> = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;

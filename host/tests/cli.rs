@@ -237,6 +237,33 @@ fn inspect_says_a_cluster_scoped_child_of_a_namespaced_parent_needs_a_grant() {
     );
 }
 
+#[test]
+fn inspect_with_crds_alone_lists_offline_what_neither_kubernetes_nor_those_crds_serve() {
+    let sidecarset = wasmop_e2e::fixtures::plugin("sidecarset", "wasm32-wasip2");
+    let inspect = |crds: &std::path::Path| {
+        let out = wasmop(&["inspect", sidecarset.to_str().unwrap(), "--crds", crds.to_str().unwrap(), "--output", "json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["notServed"].clone()
+    };
+    // The repository's CRD serves what the plugin declares: nothing missing.
+    assert_eq!(inspect(&workspace().join("crds/sidecarset.yaml")), serde_json::json!([]));
+    // A CRD that serves another version: the parent kind and every webhook rule naming its
+    // resource at that version, one line each.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("sidecarset-v1.yaml");
+    let crd = std::fs::read_to_string(workspace().join("crds/sidecarset.yaml")).unwrap();
+    std::fs::write(&other, crd.replace("- name: v1alpha1", "- name: v1")).unwrap();
+    let lines = inspect(&other);
+    let lines: Vec<&str> = lines.as_array().unwrap().iter().filter_map(serde_json::Value::as_str).collect();
+    assert!(lines.contains(&"apps.wasmop.dev/v1alpha1/SidecarSet: its CRD serves v1, not v1alpha1"), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("webhook ") && l.contains("sidecarsets: its CRD serves v1")), "{lines:?}");
+    // Without --crds and --kubeconfig there is nothing to check against: no list at all.
+    let out = wasmop(&["inspect", sidecarset.to_str().unwrap(), "--output", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("notServed").is_none(), "{v}");
+}
+
 /// The policy under which the testbed's `cluster-parent` build may start: everything it
 /// declares granted, the namespace `tenant` to write into, host access not.
 const CLUSTER_PARENT_GRANTS: &str = "plugins: {testbed: {grants: {writeNamespaces: [tenant], \

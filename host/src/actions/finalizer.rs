@@ -17,31 +17,38 @@ fn finalizers(parent: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn set(api: &Api<DynamicObject>, parent: &Value, list: Vec<String>) -> kube::Result<()> {
+async fn set(api: &Api<DynamicObject>, parent: &Value, list: Vec<String>, field_manager: &str) -> kube::Result<()> {
     let name = parent.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     // resourceVersion makes this an optimistic write: a concurrent change yields a conflict
     // and a retry instead of a lost finalizer.
     let patch = json!({"metadata": {"finalizers": list, "resourceVersion": parent.pointer("/metadata/resourceVersion")}});
-    super::patch(api, super::Target::Object, name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+    let params = PatchParams { field_manager: Some(field_manager.to_owned()), ..PatchParams::default() };
+    super::patch(api, super::Target::Object, name, &params, &Patch::Merge(&patch)).await.map(|_| ())
 }
 
-/// Add `finalizer` to `parent`.
+/// Add `finalizer` to `parent`, written as `field_manager` (the plugin's: the object's
+/// `managedFields` then name the plugin that holds it).
 ///
 /// # Errors
 /// The API error (a conflict when the parent changed meanwhile).
-pub async fn add_finalizer(api: &Api<DynamicObject>, parent: &Value, finalizer: &str) -> kube::Result<()> {
+pub async fn add_finalizer(api: &Api<DynamicObject>, parent: &Value, finalizer: &str, field_manager: &str) -> kube::Result<()> {
     let mut list = finalizers(parent);
     list.push(finalizer.to_owned());
-    set(api, parent, list).await
+    set(api, parent, list, field_manager).await
 }
 
-/// Remove `finalizer` from `parent`.
+/// Remove `finalizer` from `parent`, written as `field_manager`.
 ///
 /// # Errors
 /// The API error; a parent already gone is not an error.
-pub async fn remove_finalizer(api: &Api<DynamicObject>, parent: &Value, finalizer: &str) -> kube::Result<()> {
+pub async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    parent: &Value,
+    finalizer: &str,
+    field_manager: &str,
+) -> kube::Result<()> {
     let list = finalizers(parent).into_iter().filter(|f| f != finalizer).collect();
-    match set(api, parent, list).await {
+    match set(api, parent, list, field_manager).await {
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         other => other,
     }

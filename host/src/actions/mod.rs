@@ -307,7 +307,8 @@ impl Writer<'_> {
     pub async fn patch_status(&self, patch: &Value) -> Result<Option<String>, ActionError> {
         let api = self.parent_api();
         let name = name_of(self.context.parent).unwrap_or_default();
-        let patched = patch::patch(&api, Target::Status, name, &PatchParams::default(), &Patch::Merge(patch)).await;
+        let params = PatchParams { field_manager: Some(self.context.manifest.field_manager()), ..PatchParams::default() };
+        let patched = patch::patch(&api, Target::Status, name, &params, &Patch::Merge(patch)).await;
         self.audit.wrote(Verb::Status, self.parent_object(), "", patched.as_ref().map(drop));
         patched.map_err(|source| ActionError::Api {
             action: "patch status of",
@@ -331,7 +332,8 @@ impl Writer<'_> {
     /// # Errors
     /// As [`add_finalizer`].
     pub async fn add_finalizer(&self, finalizer: &str) -> kube::Result<()> {
-        let added = add_finalizer(&self.parent_api(), self.context.parent, finalizer).await;
+        let added =
+            add_finalizer(&self.parent_api(), self.context.parent, finalizer, &self.context.manifest.field_manager()).await;
         self.audit.wrote(Verb::FinalizerAdd, self.parent_object(), finalizer, added.as_ref().map(drop));
         added
     }
@@ -341,7 +343,7 @@ impl Writer<'_> {
     /// # Errors
     /// As [`remove_finalizer`].
     pub async fn remove_finalizer(&self, parent: &Value, finalizer: &str) -> kube::Result<()> {
-        let removed = remove_finalizer(&self.parent_api(), parent, finalizer).await;
+        let removed = remove_finalizer(&self.parent_api(), parent, finalizer, &self.context.manifest.field_manager()).await;
         self.audit.wrote(Verb::FinalizerRemove, self.parent_object(), finalizer, removed.as_ref().map(drop));
         removed
     }

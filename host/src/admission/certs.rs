@@ -33,6 +33,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 
+use super::metrics::AdmissionMetrics;
+
 /// The default name of the Secret holding the generated CA and certificate.
 pub const ADMISSION_SECRET: &str = "wasmop-admission-tls";
 
@@ -464,17 +466,35 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// Show when a certificate read from a directory expires: `serving` is its `tls.crt`, `ca` the
+/// soonest-expiring certificate of the bundle the API server trusts (`ca.crt`, else the chain).
+/// Whoever writes the directory (cert-manager) renews them; the gauges say whether it did.
+fn observe_dir_expiry(metrics: &AdmissionMetrics, cert: &ServingCert) {
+    let soonest = |pem: &str, what: &str| -> Option<i64> {
+        ders(pem, what).ok()?.iter().filter_map(|der| validity(der).ok()).map(|v| v.expiry_unix()).min()
+    };
+    let serving = ders(&cert.cert_pem, "tls.crt").ok().and_then(|d| d.first().and_then(|der| validity(der).ok()));
+    if let Some(serving) = serving {
+        metrics.certificate_expires("serving", serving.expiry_unix());
+    }
+    if let Some(ca) = soonest(&cert.ca_pem, "ca.crt") {
+        metrics.certificate_expires("ca", ca);
+    }
+}
+
 /// Re-read the certificate of `dir` every `period`; when it changed and is valid, serve it
-/// (through `resolver`) and publish its CA bundle on `ca` (the registration follows it). An
-/// invalid or half-written change keeps the previous certificate serving and is logged.
-/// Runs until the task is aborted.
+/// (through `resolver`), publish its CA bundle on `ca` (the registration follows it) and show its
+/// expiry in `metrics`. An invalid or half-written change keeps the previous certificate
+/// serving and is logged. Runs until the task is aborted.
 pub async fn follow_dir(
     dir: PathBuf,
     period: Duration,
     mut current: ServingCert,
     resolver: Arc<CertResolver>,
     ca: watch::Sender<String>,
+    metrics: AdmissionMetrics,
 ) {
+    observe_dir_expiry(&metrics, &current);
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -484,6 +504,7 @@ pub async fn follow_dir(
             Ok(cert) => match resolver.swap(&cert) {
                 Ok(()) => {
                     tracing::info!(dir = %dir.display(), "admission certificate changed on disk; serving the new one");
+                    observe_dir_expiry(&metrics, &cert);
                     ca.send_if_modified(|bundle| {
                         let changed = *bundle != cert.ca_pem;
                         bundle.clone_from(&cert.ca_pem);
@@ -575,19 +596,36 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_changed_directory_is_served_without_restart_and_a_broken_change_is_not() {
+    async fn a_changed_directory_is_served_without_restart_with_its_expiry_shown_and_a_broken_change_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let first = ServingCert::generate(&["localhost".into()]).unwrap();
         write(dir.path(), &first, true);
         let resolver = CertResolver::new(&first).unwrap();
         let (ca, mut bundle) = watch::channel(first.ca_pem.clone());
-        let task =
-            tokio::spawn(follow_dir(dir.path().into(), Duration::from_millis(20), first.clone(), Arc::clone(&resolver), ca));
-        let second = ServingCert::generate(&["localhost".into()]).unwrap();
+        let registry = crate::metrics::Metrics::new();
+        let metrics = AdmissionMetrics::new(&registry);
+        let task = tokio::spawn(follow_dir(
+            dir.path().into(),
+            Duration::from_millis(20),
+            first.clone(),
+            Arc::clone(&resolver),
+            ca,
+            metrics,
+        ));
+        let lifetimes = Lifetimes::new(Duration::from_secs(3600), Duration::from_secs(600)).unwrap();
+        let second = ServingCert::generate_for(&["localhost".into()], &lifetimes, SystemTime::now()).unwrap();
         write(dir.path(), &second, true);
         tokio::time::timeout(Duration::from_secs(5), bundle.changed()).await.expect("CA bundle published").unwrap();
         assert_eq!(*bundle.borrow(), second.ca_pem);
         assert_eq!(served(&resolver), second.certified_key().unwrap().cert[0].to_vec());
+        // The gauges follow the certificate served: its own expiry and its CA's.
+        let expiry = |pem: &str| validity(&ders(pem, "test").unwrap()[0]).unwrap().expiry_unix();
+        let text = registry.render();
+        for (label, pem) in [("serving", &second.cert_pem), ("ca", &second.ca_pem)] {
+            let line =
+                format!(r#"wasmop_admission_certificate_expiry_timestamp_seconds{{certificate="{label}"}} {}"#, expiry(pem));
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
         std::fs::write(dir.path().join("tls.key"), "garbage").unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(served(&resolver), second.certified_key().unwrap().cert[0].to_vec(), "the previous one keeps serving");

@@ -171,7 +171,7 @@ impl Admission {
             ca_pem.clone(),
         );
         let follow_certs = match &config.certs {
-            CertSource::Dir(dir) => tokio::spawn(certs::follow_dir(dir.clone(), CERT_DIR_PERIOD, cert, resolver, ca_tx)),
+            CertSource::Dir(dir) => tokio::spawn(certs::follow_dir(dir.clone(), CERT_DIR_PERIOD, cert, resolver, ca_tx, metrics)),
             CertSource::Secret { namespace, name, names } => {
                 let rotation = Rotation {
                     api: kube::Api::namespaced(manager.client().clone(), namespace),

@@ -20,8 +20,11 @@ pub struct InspectArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
     pub output: Output,
-    /// CustomResourceDefinitions of the plugin's custom child kinds (a file or a directory;
-    /// repeatable), to tell whether they are cluster-scoped.
+    /// CustomResourceDefinitions of the plugin's custom kinds (a file or a directory;
+    /// repeatable), to tell whether they are cluster-scoped. Without `--kubeconfig`, the kinds
+    /// and webhook resources the plugin declares are also checked offline against Kubernetes'
+    /// own and these CRDs (name and served version), as if they were the cluster's: what is
+    /// missing is listed under `notServed`.
     #[arg(long)]
     pub crds: Vec<std::path::PathBuf>,
     /// Check every kind the plugin declares (parent, children, related kinds) and every
@@ -51,7 +54,8 @@ struct Inspection<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unknown_child_kinds: Vec<String>,
     /// With `--kubeconfig`: what the cluster does not serve, one line each (a host would not
-    /// start the plugin there).
+    /// start the plugin there). With `--crds` alone: what neither Kubernetes' own kinds nor
+    /// those CRDs serve.
     #[serde(skip_serializing_if = "Option::is_none")]
     not_served: Option<Vec<String>>,
 }
@@ -92,6 +96,7 @@ pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Res
     let unknown = plugin.manifest().children.iter().filter(|k| kinds.get(k).is_none());
     let not_served = match &args.kubeconfig {
         Some(path) => Some(not_served(plugin.manifest(), path).await?),
+        None if !args.crds.is_empty() => Some(not_served_offline(plugin.manifest(), &kinds)),
         None => None,
     };
     let out = Inspection {
@@ -106,6 +111,34 @@ pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Res
     };
     print!("{}", args.output.render(&out)?);
     Ok(())
+}
+
+/// What a cluster serving Kubernetes' own kinds and exactly the CRDs of `kinds` would not serve
+/// of what `manifest` declares, in the order [`not_served`] reports it.
+fn not_served_offline(manifest: &Manifest, kinds: &KnownKinds) -> Vec<String> {
+    let declared = std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind));
+    let mut lines: Vec<String> = declared.filter_map(|kind| kinds.serves(kind).err()).collect();
+    for webhook in &manifest.webhooks {
+        let mut checked = Vec::new();
+        for rule in &webhook.rules {
+            for group in &rule.api_groups {
+                for version in &rule.api_versions {
+                    for resource in &rule.resources {
+                        let key = (group, version, resource);
+                        if checked.contains(&key) {
+                            continue;
+                        }
+                        checked.push(key);
+                        if let Err(why) = kinds.serves_resource(group, version, resource) {
+                            lines.push(format!("webhook {}: {why}", webhook.name));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    lines.dedup();
+    lines
 }
 
 /// How long a lookup waits for an unreachable API server.

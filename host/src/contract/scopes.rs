@@ -78,6 +78,9 @@ pub trait KindScopes {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KnownKinds {
     kinds: BTreeMap<(String, String), KindInfo>,
+    /// The versions each CRD read serves (`spec.versions[].served`); Kubernetes' own kinds are
+    /// not listed here.
+    crd_versions: BTreeMap<(String, String), Vec<String>>,
 }
 
 /// Kubernetes' own kinds (group, kind, plural, cluster-scoped?) that plugins may plausibly
@@ -159,7 +162,7 @@ impl KnownKinds {
                 ((group.to_owned(), kind.to_owned()), KindInfo { plural: plural.to_owned(), scope })
             })
             .collect();
-        Self { kinds }
+        Self { kinds, crd_versions: BTreeMap::new() }
     }
 
     /// Add (or replace) what is known about `kind`, e.g. a discovery answer.
@@ -209,8 +212,63 @@ impl KnownKinds {
                 ));
             }
         };
+        let versions = object
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(|versions| {
+                versions
+                    .iter()
+                    .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+                    .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
         self.kinds.insert((group.to_owned(), kind.to_owned()), KindInfo { plural: plural.to_owned(), scope });
+        self.crd_versions.insert((group.to_owned(), kind.to_owned()), versions);
         Ok(true)
+    }
+
+    /// Whether a cluster serving Kubernetes' own kinds and exactly the CRDs read here would serve
+    /// `kind` at its version: the offline counterpart of discovery (`wasmop inspect --crds`).
+    /// Kubernetes' own kinds are taken as served at any version.
+    ///
+    /// # Errors
+    /// Why not, in one line: a kind neither built in nor defined by a CRD read, or a CRD that
+    /// does not serve that version.
+    pub fn serves(&self, kind: &Kind) -> Result<(), String> {
+        let key = (kind.group.clone(), kind.kind.clone());
+        if !self.kinds.contains_key(&key) {
+            return Err(format!("{kind} is neither one of Kubernetes' own kinds nor defined by a CRD given"));
+        }
+        match self.crd_versions.get(&key) {
+            Some(versions) if !versions.contains(&kind.version) => {
+                Err(format!("{kind}: its CRD serves {}, not {}", list(versions), kind.version))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether such a cluster serves the resource `resource` (a plural, optionally with a
+    /// subresource) in `group`/`version`; `*` matches anything, as in a webhook rule.
+    ///
+    /// # Errors
+    /// Why not, in one line.
+    pub fn serves_resource(&self, group: &str, version: &str, resource: &str) -> Result<(), String> {
+        let plural = resource.split('/').next().unwrap_or(resource);
+        if [group, version, plural].contains(&"*") {
+            return Ok(());
+        }
+        let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        let found = self.kinds.iter().find(|((g, _), info)| g == group && info.plural == plural);
+        match found {
+            None => Err(format!("{gv} {plural} is neither one of Kubernetes' own resources nor defined by a CRD given")),
+            Some((key, _)) => match self.crd_versions.get(key) {
+                Some(versions) if !versions.iter().any(|v| v == version) => {
+                    Err(format!("{gv} {plural}: its CRD serves {}, not {version}", list(versions)))
+                }
+                _ => Ok(()),
+            },
+        }
     }
 
     /// Add every CRD in `path`: a YAML/JSON file (documents separated by `---`), or a
@@ -262,6 +320,11 @@ impl KnownKinds {
     }
 }
 
+/// `v1, v2` (or `no version`).
+fn list(versions: &[String]) -> String {
+    if versions.is_empty() { "no version".to_owned() } else { versions.join(", ") }
+}
+
 impl KindScopes for KnownKinds {
     fn scope_of(&self, kind: &Kind) -> Option<Scope> {
         self.get(kind).map(|info| info.scope)
@@ -286,6 +349,25 @@ spec:
   names: {kind: Octopus, plural: octopodes, singular: octopus}
   versions: [{name: v1, served: true, storage: true}]
 ";
+
+    #[test]
+    fn offline_a_kind_is_served_when_built_in_or_defined_at_that_version_by_a_crd_given() {
+        let mut kinds = KnownKinds::builtin();
+        let octopus = |version: &str| Kind::new("sea.example.com", version, "Octopus");
+        assert!(kinds.serves(&octopus("v1")).unwrap_err().contains("nor defined by a CRD given"));
+        kinds.add_crd(&crate::yaml::from_str::<Value>(OCTOPUS_CRD).unwrap()).unwrap();
+        assert_eq!(kinds.serves(&octopus("v1")), Ok(()));
+        assert_eq!(kinds.serves(&octopus("v2")).unwrap_err(), "sea.example.com/v2/Octopus: its CRD serves v1, not v2");
+        assert_eq!(kinds.serves(&Kind::new("apps", "v1", "Deployment")), Ok(()));
+        assert_eq!(kinds.serves_resource("sea.example.com", "v1", "octopodes/status"), Ok(()));
+        assert_eq!(kinds.serves_resource("", "v1", "pods"), Ok(()));
+        assert_eq!(kinds.serves_resource("*", "*", "*"), Ok(()));
+        assert_eq!(
+            kinds.serves_resource("sea.example.com", "v2", "octopodes").unwrap_err(),
+            "sea.example.com/v2 octopodes: its CRD serves v1, not v2"
+        );
+        assert!(kinds.serves_resource("sea.example.com", "v1", "squids").unwrap_err().contains("squids is neither"));
+    }
 
     #[test]
     fn the_builtin_table_knows_the_cluster_scoped_core_kinds() {

@@ -119,7 +119,7 @@ impl PluginController {
                 if !has_finalizer(&parent, &finalizer) {
                     break;
                 }
-                let removed = remove_finalizer(&api, &parent, &finalizer).await;
+                let removed = remove_finalizer(&api, &parent, &finalizer, &manifest.field_manager()).await;
                 let parent_name = parent_name(&resource.kind, object_namespace.as_deref(), &name);
                 let audit = Audit {
                     plugin: &manifest.name,

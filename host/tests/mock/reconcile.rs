@@ -165,6 +165,7 @@ async fn the_finalizer_is_added_before_the_first_reconcile() {
     let (_manager, _controller, add) = start_plugin(&mut server, client, plugin).await;
     assert_eq!((&add.method, add.path.as_str()), (&Method::PATCH, PARENT_PATH), "{add}");
     assert_eq!(add.content_type, "application/merge-patch+json");
+    assert_eq!(add.query("fieldManager"), Some("wasmop/testbed"));
     assert_eq!(add.body, json!({"metadata": {"finalizers": ["wasmop.dev/testbed"], "resourceVersion": "5"}}));
     add.echo("6");
     assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "the plugin is called once the update is seen");

@@ -230,14 +230,15 @@ async fn a_granted_cluster_scoped_child_is_applied_without_namespace_and_names_i
 }
 
 #[tokio::test]
-async fn the_status_is_a_merge_patch_of_the_subresource_with_conditions_at_the_observed_generation() {
+async fn the_status_is_a_merge_patch_of_the_subresource_by_the_plugins_field_manager_with_conditions_at_the_observed_generation()
+{
     let ready = Condition { type_: "Ready".into(), status: ConditionStatus::True, reason: "Up".into(), message: "up".into() };
     let response = Response { status: Some(json!({"phase": "Ready"})), conditions: vec![ready], ..Default::default() };
     let (_, written, _) = execute(response, &[], async |server| {
         let call = server.next().await;
         assert_eq!(call.path, STATUS_PATH, "the status subresource, never the object");
         assert_eq!(call.content_type, "application/merge-patch+json");
-        assert_eq!(call.query("fieldManager"), None);
+        assert_eq!(call.query("fieldManager"), Some("wasmop/testbed"), "the plugin's field manager");
         let status = &call.body["status"];
         assert_eq!(status["phase"], "Ready");
         let conditions: Vec<(&str, &str, i64, &str)> = status["conditions"]

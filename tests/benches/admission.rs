@@ -31,7 +31,8 @@
 //!   server evaluates the CEL condition and does not call it.
 //!
 //! Before timing, every variant is shown to do its work: an invalid SidecarSet (two containers
-//! of one name) is stored under `none` and refused under `vap`, `wasm` and `native`; the host
+//! of one name, created as a dry run) is admitted under `none` and refused under `vap`, `wasm`
+//! and `native`; the host
 //! counts a call of the inject webhook for a Pod under `pod-wasm` and for a Pod that did not opt
 //! out under `pod-match`. After timing, the host must have counted no call for the opted-out
 //! `pod-match` Pods and one for every `pod-wasm` Pod.
@@ -232,7 +233,12 @@ async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let wasm = tokio::task::spawn_blocking(|| plugin(PLUGIN, "wasm32-wasip2")).await?;
     std::fs::copy(wasm, dir.path().join("sidecarset.wasm"))?;
-    let runtime = Runtime::builder().artifact_dir(Some(dir.path().join(".artifacts"))).build()?;
+    // The grant a deployment gives the plugin for its Pod webhook (docs/admission.md).
+    let host_policy = wasmop::policy::HostPolicy::from_yaml(
+        "plugins: {sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}}",
+    )?;
+    let runtime =
+        Runtime::builder().allowances(host_policy.allowances()).artifact_dir(Some(dir.path().join(".artifacts"))).build()?;
     let manager = Arc::new(Manager::new(client.clone(), runtime, ControllerConfig { resync: None, ..Default::default() }));
     let reloader = Reloader::new(Arc::clone(&manager), dir.path(), ReloadConfig::default());
     reloader.sync().await;
@@ -288,12 +294,13 @@ async fn main() -> Result<()> {
     let sets: Api<DynamicObject> = Api::all_with(client.clone(), &sidecarset_resource());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let post = PostParams::default();
-    sets.create(&post, &sidecarset_object("invalid-none", "none", false))
-        .await
-        .context("an invalid SidecarSet without checks")?;
+    // Invalid SidecarSets are created as dry runs: admitted (webhooks and policies run) but never
+    // stored, so the plugin never reconciles them.
+    let dry = PostParams { dry_run: true, ..PostParams::default() };
+    sets.create(&dry, &sidecarset_object("invalid-none", "none", false)).await.context("an invalid SidecarSet without checks")?;
     for variant in ["vap", "wasm", "native"] {
         until(&format!("{variant} refuses an invalid SidecarSet"), async |i| {
-            match sets.create(&post, &sidecarset_object(&format!("invalid-{variant}-{i}"), variant, false)).await {
+            match sets.create(&dry, &sidecarset_object(&format!("invalid-{variant}-{i}"), variant, false)).await {
                 Ok(_) => Ok(false),
                 Err(kube::Error::Api(e)) if e.message.contains("more than one container") => Ok(true),
                 Err(e) => Err(e).context(format!("{variant}: an invalid SidecarSet")),

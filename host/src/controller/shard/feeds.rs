@@ -327,6 +327,13 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_stays_a_small_fixed_size_with_its_strings_beside_it() {
+        // The leader holds one per parent and child: 100,000 parents are 200,000 of them.
+        let size = std::mem::size_of::<Slim>();
+        assert!(size <= 128, "a Slim is {size} bytes");
+    }
+
+    #[test]
     fn nothing_is_served_until_the_first_list_completes_and_a_relist_replaces_it_whole() {
         let interner = Interner::default();
         let mut table = Table::default();

@@ -40,7 +40,7 @@ server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail 
 server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
-benches=(reconcile languages containment memory converge converge-10k converge-pods admission reload pull churn sharding cpu_share)
+benches=(reconcile languages containment memory converge converge-10k converge-pods admission reload pull churn sharding sharding-scale cpu_share)
 
 wanted() {
     [ -z "${BENCH_ONLY:-}" ] && return 0
@@ -71,6 +71,8 @@ knobs() {
     full:churn) echo "N=2000 ROUNDS=3" ;;
     quick:sharding) echo "N=300 REPLICAS=1,2,3" ;;
     full:sharding) echo "N=3000 REPLICAS=1,2,3" ;;
+    quick:sharding-scale) echo "N=1000 REPLICAS=1,3" ;;
+    full:sharding-scale) echo "N=100000 REPLICAS=1,3" ;;
     quick:cpu_share) echo "N=100 WINDOW=20" ;;
     full:cpu_share) echo "N=1000" ;;
     *) echo "" ;;
@@ -118,6 +120,7 @@ for name in "${benches[@]}"; do
     case "$name" in
     converge-10k) [ "$mode" = full ] && run "$name" converge ;;
     converge-pods) run "$name" converge ;;
+    sharding-scale) run "$name" sharding ;;
     *) run "$name" "$name" ;;
     esac
 done

@@ -11,6 +11,11 @@
 //! - `REPLICAS` (default `1,2,3`): the replica counts, one run each; the first is the baseline;
 //! - `SETTLE` (default 5): seconds between the replicas going quiet and their RSS being read.
 //!
+//! The scale workload is the same bench with `N=100000 REPLICAS=1,3` (`sharding-scale` in
+//! `scripts/bench.sh`): waits and polls grow with `N` (the convergence timeout is at least 15
+//! minutes and 30 ms per parent; the convergence poll lists every parent, so it runs at most
+//! every `N`/1000 seconds).
+//!
 //! One control plane (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise) for the whole
 //! bench; each run has a namespace of its own and its replicas watch only it (`--namespace`),
 //! so a run never sees the objects of the runs before it. A run:
@@ -21,7 +26,9 @@
 //! 2. creates N parents (32 at a time) and times until every parent is `Available=True` for its
 //!    generation and has its Deployment: throughput = N / that time;
 //! 3. waits until no replica has reconciled for 3 s, then reads each replica's RSS, its parents
-//!    (`wasmop_shard_parents`) and its cached Deployments (`wasmop_shard_cached_objects`);
+//!    (`wasmop_shard_parents`), its cached Deployments (`wasmop_shard_cached_objects`) and
+//!    whether it is the elected leader (`wasmop_leader`), whose sharder watches every parent
+//!    and child of the run;
 //! 4. stops the replicas with SIGTERM (each deletes its shard Lease on the way out), so the
 //!    next run's members are only its own.
 //!
@@ -29,7 +36,11 @@
 //! run (1 replica): throughput (on 2 cores the replicas share the same CPUs as the API server,
 //! so more replicas are not expected to be faster here), the largest replica's RSS, and the
 //! object part of a replica's RSS (its RSS after converging minus its idle RSS), which falls
-//! towards 1/k of the 1-replica run's when parents and children divide.
+//! towards 1/k of the 1-replica run's when parents and children divide (target ≤ 0.4× with 3
+//! replicas); and, with 2 or more replicas, the leader's extra memory per object its sharder
+//! watches (target ≤ 1 KiB): the leader's object part minus what its own parents cost at the
+//! other replicas' object part per parent, over the 2·N objects (parents and Deployments) its
+//! sharder holds.
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -55,6 +66,11 @@ use process::{env_usize, get, host_binary, memcached_resource, wait_converged};
 
 const BENCH: &str = "sharding";
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// How long convergence may take for `n` parents: [`CONVERGE_TIMEOUT`], or 30 ms per parent.
+fn converge_timeout(n: usize) -> Duration {
+    CONVERGE_TIMEOUT.max(Duration::from_millis(30) * u32::try_from(n).unwrap_or(u32::MAX))
+}
 const START_TIMEOUT: Duration = Duration::from_secs(600);
 
 fn main() -> Result<()> {
@@ -165,7 +181,7 @@ impl Drop for Replica {
 }
 
 /// Wait until no replica has reconciled for 3 s and their queues are empty.
-async fn quiet(replicas: &[Replica]) -> Result<()> {
+async fn quiet(replicas: &[Replica], timeout: Duration) -> Result<()> {
     let started = Instant::now();
     let (mut last, mut since) = (-1.0, Instant::now());
     loop {
@@ -180,7 +196,7 @@ async fn quiet(replicas: &[Replica]) -> Result<()> {
         } else if since.elapsed() >= Duration::from_secs(3) {
             return Ok(());
         }
-        ensure!(started.elapsed() < CONVERGE_TIMEOUT, "replicas still reconciling after {CONVERGE_TIMEOUT:?}");
+        ensure!(started.elapsed() < timeout, "replicas still reconciling after {timeout:?}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -191,6 +207,8 @@ struct Run {
     seconds: f64,
     /// Per replica: name, idle RSS, RSS after converging, parents, cached Deployments.
     each: Vec<(String, f64, f64, f64, f64)>,
+    /// The index in `each` of the elected leader, if one replica said so.
+    leader: Option<usize>,
 }
 
 impl Run {
@@ -205,6 +223,21 @@ impl Run {
     /// The mean over replicas of RSS after converging minus idle RSS.
     fn object_part(&self) -> f64 {
         self.each.iter().map(|e| e.2 - e.1).sum::<f64>() / self.each.len() as f64
+    }
+
+    /// The leader's extra memory in bytes per object its sharder watches (`objects`): its
+    /// object part minus its parents times the other replicas' object part per parent; `None`
+    /// with a single replica (nothing to compare with) or no leader found.
+    fn leader_bytes_per_object(&self, objects: usize) -> Option<f64> {
+        let leader = &self.each[self.leader?];
+        let others: Vec<_> = self.each.iter().enumerate().filter(|(i, _)| Some(*i) != self.leader).map(|(_, e)| e).collect();
+        let parents: f64 = others.iter().map(|e| e.3).sum();
+        if others.is_empty() || parents == 0.0 {
+            return None;
+        }
+        let per_parent = others.iter().map(|e| e.2 - e.1).sum::<f64>() / parents;
+        let extra_mib = (leader.2 - leader.1) - leader.3 * per_parent;
+        Some(extra_mib * 1024.0 * 1024.0 / objects as f64)
     }
 }
 
@@ -254,14 +287,18 @@ async fn run(
         .buffer_unordered(32)
         .try_for_each(|()| async { Ok(()) })
         .await?;
-    wait_converged(client, &namespace, n, Duration::from_millis(500), CONVERGE_TIMEOUT).await?;
+    let poll = Duration::from_millis(500).max(Duration::from_millis(n as u64));
+    wait_converged(client, &namespace, n, poll, converge_timeout(n)).await?;
     let seconds = started.elapsed().as_secs_f64();
     eprintln!("[sharding] {k} replicas converged {n} parents in {seconds:.1} s");
-    quiet(&replicas).await?;
+    quiet(&replicas, converge_timeout(n)).await?;
     tokio::time::sleep(settle).await;
-    let mut each = Vec::new();
-    for (r, idle) in replicas.iter().zip(idle) {
+    let (mut each, mut leader) = (Vec::new(), None);
+    for (i, (r, idle)) in replicas.iter().zip(idle).enumerate() {
         let page = r.page()?;
+        if metric_sum(&page, "wasmop_leader ") == 1.0 {
+            leader = Some(i);
+        }
         let parents = metric_sum(&page, "wasmop_shard_parents{");
         let deployments = metric_sum(&page, "wasmop_shard_cached_objects{kind=\"apps/v1/Deployment\"}");
         each.push((r.name.clone(), idle, rss_mib(r.child.id()).await?, parents, deployments));
@@ -269,7 +306,7 @@ async fn run(
     for r in replicas {
         r.stop().await?;
     }
-    Ok(Run { replicas: k, seconds, each })
+    Ok(Run { replicas: k, seconds, each, leader })
 }
 
 async fn bench() -> Result<()> {
@@ -299,12 +336,19 @@ async fn bench() -> Result<()> {
 
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get);
     println!("\nSharding: {n} parents per run, {cores} cores");
-    println!("{:<10} {:<8} {:>9} {:>9} {:>8} {:>12}", "replicas", "replica", "idle MiB", "RSS MiB", "parents", "Deployments");
+    println!(
+        "{:<10} {:<8} {:>9} {:>9} {:>8} {:>12} {:>7}",
+        "replicas", "replica", "idle MiB", "RSS MiB", "parents", "Deployments", "leader"
+    );
     for run in &runs {
-        for (name, idle, rss, parents, deployments) in &run.each {
-            println!("{:<10} {name:<8} {idle:>9.1} {rss:>9.1} {parents:>8} {deployments:>12}", run.replicas);
+        for (i, (name, idle, rss, parents, deployments)) in run.each.iter().enumerate() {
+            let leads = if run.leader == Some(i) { "yes" } else { "" };
+            println!("{:<10} {name:<8} {idle:>9.1} {rss:>9.1} {parents:>8} {deployments:>12} {leads:>7}", run.replicas);
         }
         println!("{:<10} converged in {:.1} s: {:.1} parents/s", run.replicas, run.seconds, run.throughput(n));
+        if let Some(bytes) = run.leader_bytes_per_object(2 * n) {
+            println!("{:<10} the leader's extra memory: {bytes:.0} bytes per watched object", run.replicas);
+        }
     }
     println!();
     let base = &runs[0];
@@ -342,8 +386,18 @@ async fn bench() -> Result<()> {
             run.object_part(),
             Some(base.object_part()),
             "MiB",
-            Goal::None,
+            if k == 3 { Goal::RatioAtMost(0.4) } else { Goal::None },
         );
+        if let Some(bytes) = run.leader_bytes_per_object(2 * n) {
+            figure(
+                BENCH,
+                &format!("the sharding leader's extra memory per watched object, {k} replicas, N = {n}"),
+                bytes,
+                None,
+                "bytes",
+                Goal::AtMost(1024.0),
+            );
+        }
     }
     drop(cp);
     Ok(())

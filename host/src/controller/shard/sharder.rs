@@ -11,7 +11,8 @@
 //! belongs elsewhere now to drain it ([`DRAIN_LABEL`]); or leave it.
 //!
 //! Children follow their parent ([`children_owner`]): before a parent is labelled for its new
-//! owner, its children (by controller ownerReference, or [`PARENT_UID_LABEL`] for a
+//! owner, its children (by controller ownerReference, or
+//! [`PARENT_UID_LABEL`](crate::actions::PARENT_UID_LABEL) for a
 //! cluster-scoped child) are labelled for that owner, so the new owner's child watch holds them
 //! before its first reconcile of the parent reads them; the old owner's cache lets them go. A
 //! child whose label differs from its settled parent's owner (written before children were
@@ -31,11 +32,11 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use super::feeds::{Meta, ShardWatches};
+use super::feeds::{ShardWatches, Slim};
 use super::membership::Membership;
 use super::ring::Ring;
 use super::{DRAIN_LABEL, SHARD_LABEL, SHARDER_MANAGER};
-use crate::actions::{PARENT_UID_LABEL, PLUGIN_LABEL, managed_selector};
+use crate::actions::managed_selector;
 use crate::cluster::Resolved;
 use crate::contract::Scope;
 use crate::controller::manager::Manager;
@@ -64,12 +65,17 @@ pub enum Move {
 /// carries `labels`, given the live members on `ring`; `None` when it is where it belongs, or
 /// its owner is draining it.
 pub fn decide(key: &str, labels: &BTreeMap<String, String>, ring: &Ring) -> Option<Move> {
+    assignment(key, labels.get(SHARD_LABEL).map(String::as_str), labels.contains_key(DRAIN_LABEL), ring)
+}
+
+/// [`decide`] on the two labels it reads: the [`SHARD_LABEL`] `owner` and whether the parent
+/// is `draining`.
+fn assignment(key: &str, owner: Option<&str>, draining: bool, ring: &Ring) -> Option<Move> {
     let desired = ring.owner(key)?;
-    let owner = labels.get(SHARD_LABEL).map(String::as_str).filter(|o| !o.is_empty());
-    match owner {
+    match owner.filter(|o| !o.is_empty()) {
         None => Some(Move::Assign(desired.to_owned())),
         Some(owner) if ring.members().iter().all(|m| m != owner) => Some(Move::Assign(desired.to_owned())),
-        Some(owner) if owner == desired || labels.contains_key(DRAIN_LABEL) => None,
+        Some(owner) if owner == desired || draining => None,
         Some(_) => Some(Move::Drain),
     }
 }
@@ -78,11 +84,17 @@ pub fn decide(key: &str, labels: &BTreeMap<String, String>, ring: &Ring) -> Opti
 /// `to`: its new owner on an assignment, its live owner when it stays; `None` while its owner
 /// drains it (the children stay with the owner until the parent is assigned) or without one.
 pub fn children_owner<'a>(labels: &'a BTreeMap<String, String>, to: Option<&'a Move>, ring: &Ring) -> Option<&'a str> {
+    follower(labels.get(SHARD_LABEL).map(String::as_str), labels.contains_key(DRAIN_LABEL), to, ring)
+}
+
+/// [`children_owner`] on the two labels it reads: the parent's [`SHARD_LABEL`] `owner` and
+/// whether it is `draining`.
+fn follower<'a>(owner: Option<&'a str>, draining: bool, to: Option<&'a Move>, ring: &Ring) -> Option<&'a str> {
     match to {
         Some(Move::Assign(member)) => Some(member),
         Some(Move::Drain) => None,
-        None if labels.contains_key(DRAIN_LABEL) => None,
-        None => labels.get(SHARD_LABEL).map(String::as_str).filter(|o| ring.members().iter().any(|m| m == o)),
+        None if draining => None,
+        None => owner.filter(|o| ring.members().iter().any(|m| m == o)),
     }
 }
 
@@ -98,14 +110,6 @@ fn patch(to: &Move, resource_version: Option<&str>) -> Value {
 /// The patch labelling a child for `member`, with `resource_version` as its precondition.
 fn follow(member: &str, resource_version: Option<&str>) -> Value {
     json!({"metadata": {"resourceVersion": resource_version, "labels": { SHARD_LABEL: member }}})
-}
-
-/// The uid of the parent controlling `child`: its controller ownerReference, else the
-/// [`PARENT_UID_LABEL`] of a cluster-scoped child of a namespaced parent.
-fn parent_uid(child: &Meta) -> Option<&str> {
-    let meta = &child.metadata;
-    let by_reference = meta.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.as_str());
-    by_reference.or_else(|| meta.labels.as_ref()?.get(PARENT_UID_LABEL).map(String::as_str))
 }
 
 /// Writes at once per pass.
@@ -131,15 +135,14 @@ struct Job {
     parent: Option<Write>,
 }
 
-fn write(resource: &ApiResource, object: &Meta, body: impl FnOnce(Option<&str>) -> Value) -> Write {
-    let meta = &object.metadata;
+fn write(resource: &ApiResource, object: &Slim, body: impl FnOnce(Option<&str>) -> Value) -> Write {
     Write {
         resource: resource.clone(),
-        namespace: meta.namespace.clone(),
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        version: meta.resource_version.clone().unwrap_or_default(),
-        body: body(meta.resource_version.as_deref()),
+        namespace: object.namespace.as_deref().map(str::to_owned),
+        name: object.name.to_string(),
+        uid: object.uid.to_string(),
+        version: object.resource_version.to_string(),
+        body: body(Some(&object.resource_version).filter(|v| !v.is_empty()).map(|v| &**v)),
     }
 }
 
@@ -244,7 +247,7 @@ impl Sharder {
         // Every feed is asked for (and so kept running) even when another has not listed yet.
         let parents = self.feeds.objects(&family.parent.resource, place, None);
         let selector = managed_selector();
-        let listed: Vec<(&ApiResource, Option<Vec<Arc<Meta>>>)> = family
+        let listed: Vec<(&ApiResource, Option<Vec<Arc<Slim>>>)> = family
             .children
             .iter()
             .map(|child| {
@@ -256,47 +259,39 @@ impl Sharder {
         let Some(listed) = listed.into_iter().map(|(r, objects)| Some((r, objects?))).collect::<Option<Vec<_>>>() else {
             return Vec::new();
         };
-        let mut children: HashMap<&str, Vec<(&ApiResource, &Meta)>> = HashMap::new();
+        let mut children: HashMap<&str, Vec<(&ApiResource, &Slim)>> = HashMap::new();
         for (resource, objects) in &listed {
-            let mine = objects
-                .iter()
-                .filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(PLUGIN_LABEL)).is_some_and(|p| *p == family.plugin));
+            let mine = objects.iter().filter(|o| o.plugin.as_deref() == Some(family.plugin.as_str()));
             for object in mine {
-                if let Some(uid) = parent_uid(object) {
+                if let Some(uid) = object.parent_uid.as_deref() {
                     children.entry(uid).or_default().push((*resource, &**object));
                 }
             }
         }
         // Whether `object` is where this sharder's last write left it (the watch lags).
-        let mut pending = |object: &Meta| {
-            let uid = object.metadata.uid.as_deref().unwrap_or_default();
-            match written.remove_entry(uid) {
-                Some((uid, version)) if Some(&version) == object.metadata.resource_version.as_ref() => {
-                    kept.insert(uid, version);
-                    true
-                }
-                _ => false,
+        let mut pending = |object: &Slim| match written.remove_entry(&*object.uid) {
+            Some((uid, version)) if *version == *object.resource_version => {
+                kept.insert(uid, version);
+                true
             }
+            _ => false,
         };
         let mut jobs = Vec::new();
         for parent in &parents {
-            let meta = &parent.metadata;
-            let Some(name) = meta.name.as_deref() else { continue };
-            let key = match &meta.namespace {
-                Some(ns) => format!("{ns}/{name}"),
-                None => name.to_owned(),
+            if parent.name.is_empty() {
+                continue;
+            }
+            let key = match &parent.namespace {
+                Some(ns) => format!("{ns}/{}", parent.name),
+                None => parent.name.to_string(),
             };
-            let no_labels = BTreeMap::new();
-            let labels = meta.labels.as_ref().unwrap_or(&no_labels);
-            let to = decide(&key, labels, ring);
-            let relabel: Vec<Write> = match children_owner(labels, to.as_ref(), ring) {
+            let to = assignment(&key, parent.shard.as_deref(), parent.draining, ring);
+            let relabel: Vec<Write> = match follower(parent.shard.as_deref(), parent.draining, to.as_ref(), ring) {
                 Some(owner) => children
-                    .get(meta.uid.as_deref().unwrap_or_default())
+                    .get(&*parent.uid)
                     .into_iter()
                     .flatten()
-                    .filter(|(_, c)| {
-                        c.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL)).map(String::as_str) != Some(owner)
-                    })
+                    .filter(|(_, c)| c.shard.as_deref() != Some(owner))
                     .filter(|(_, c)| !pending(c))
                     .map(|(resource, c)| write(resource, c, |version| follow(owner, version)))
                     .collect(),
@@ -393,23 +388,6 @@ mod tests {
         assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "b")]), None, &ring), Some("b"));
         assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "dead")]), None, &ring), None);
         assert_eq!(children_owner(&labels(&[]), None, &ring), None);
-    }
-
-    #[test]
-    fn a_child_names_its_parent_by_controller_reference_or_by_the_uid_label() {
-        let owned: Meta = serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "d", "ownerReferences": [
-                {"apiVersion": "v1", "kind": "X", "name": "x", "uid": "other"},
-                {"apiVersion": "v1", "kind": "P", "name": "p", "uid": "u1", "controller": true}]}}))
-        .unwrap();
-        assert_eq!(parent_uid(&owned), Some("u1"));
-        let labelled: Meta = serde_json::from_value(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "r", "labels": {PARENT_UID_LABEL: "u2"}}}))
-        .unwrap();
-        assert_eq!(parent_uid(&labelled), Some("u2"));
-        let orphan: Meta =
-            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})).unwrap();
-        assert_eq!(parent_uid(&orphan), None);
     }
 
     #[test]

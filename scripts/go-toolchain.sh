@@ -10,25 +10,29 @@
 #     sources of crates.io's `wit-bindgen-go` of the same release, where it ships;
 #   - the WASI preview-1 reactor adapter, written out of crates.io's
 #     `wasi-preview1-component-adapter-provider` at the version the host links (wasmtime's),
-#     by a tiny Rust program built here: no release page is downloaded.
+#     by a tiny Rust program built here: no release page is downloaded;
+#   - wizer (npm `@bytecodealliance/wizer`, pinned below, a prebuilt binary, ~10 s): runs the Go
+#     runtime's `_initialize` once at build time and writes the initialized module, so that an
+#     instance restores memory instead of starting the Go runtime on every call.
 #
 # Go itself (1.24 or newer, for `//go:wasmexport` and `-buildmode=c-shared` on wasip1) comes
 # from the machine. Everything goes into the cache ($WASMOP_CACHE, default /var/cache/wasmop),
 # once; the last line printed is a directory holding `wit-bindgen`, `wasm-tools`,
-# `wasi_snapshot_preview1.reactor.wasm` and `go-pkg/`. Idempotent, and safe to run from several
+# `wasi_snapshot_preview1.reactor.wasm`, `go-pkg/` and `wizer`. Idempotent, and safe to run from several
 # processes at once (a lock).
 set -euo pipefail
 
 WIT_BINDGEN_VERSION=0.63.0
 WASM_TOOLS_VERSION=1.262.0
 ADAPTER_VERSION=48.0.8
+WIZER_VERSION=10.0.0
 CACHE_ROOT=${WASMOP_CACHE:-/var/cache/wasmop}
 DIR="$CACHE_ROOT/tools/go-wit-bindgen-$WIT_BINDGEN_VERSION-wasm-tools-$WASM_TOOLS_VERSION-adapter-$ADAPTER_VERSION"
 
 log() { printf '[go-toolchain] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 # go-pkg/ carries a marker of the one change made to it (below).
-ready() { [[ -f "$DIR/.complete" && -f "$DIR/bin/go-pkg/.sizes-rounded" ]]; }
+ready() { [[ -f "$DIR/.complete" && -f "$DIR/bin/go-pkg/.sizes-rounded" && -x "$DIR/bin/wizer" ]]; }
 
 if ready; then
     echo "$DIR/bin"
@@ -103,9 +107,25 @@ RUST
     cargo run --quiet --manifest-path "$src/Cargo.toml" -- "$DIR/bin/wasi_snapshot_preview1.reactor.wasm.tmp" >&2
     mv "$DIR/bin/wasi_snapshot_preview1.reactor.wasm.tmp" "$DIR/bin/wasi_snapshot_preview1.reactor.wasm"
 fi
+if [[ ! -x "$DIR/bin/wizer" ]]; then
+    if ! command -v npm >/dev/null; then
+        log "installing npm (Debian)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get -o DPkg::Lock::Timeout=600 update >&2
+        apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends npm >&2
+    fi
+    log "installing wizer $WIZER_VERSION (npm @bytecodealliance/wizer, a prebuilt binary)"
+    rm -rf "$DIR/wizer"
+    mkdir -p "$DIR/wizer"
+    (cd "$DIR/wizer" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund -E "@bytecodealliance/wizer@$WIZER_VERSION" >&2)
+    binary=$(ls "$DIR"/wizer/node_modules/@bytecodealliance/wizer-*/wizer 2>/dev/null | head -n 1)
+    [[ -n "$binary" && -x "$binary" ]] || die "npm installed no wizer binary for this platform under $DIR/wizer"
+    ln -sf "$binary" "$DIR/bin/wizer"
+fi
 rm -rf "$DIR/build"
+"$DIR/bin/wizer" --version >&2
 "$DIR/bin/wit-bindgen" --version >&2
 "$DIR/bin/wasm-tools" --version >&2
 touch "$DIR/.complete"
-log "wit-bindgen, wasm-tools and the reactor adapter in $DIR/bin"
+log "wit-bindgen, wasm-tools, the reactor adapter and wizer in $DIR/bin"
 echo "$DIR/bin"

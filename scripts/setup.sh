@@ -13,8 +13,8 @@
 #     the chart for real;
 #   - componentize-py and componentize-js (scripts/polyglot.sh, from PyPI and npm), which build
 #     the Python and JavaScript example plugins;
-#   - wit-bindgen, wasm-tools and the WASI reactor adapter (scripts/go-toolchain.sh, from
-#     crates.io), which build the Go example plugins with the machine's Go;
+#   - wit-bindgen, wasm-tools, the WASI reactor adapter (scripts/go-toolchain.sh, from
+#     crates.io) and wizer (npm), which build the Go example plugins with the machine's Go;
 #   - docker-registry and htpasswd (Debian) and oras (Go module proxy) for the registry tests
 #     (scripts/registry.sh; the tests start their own registries, never the Debian service).
 #

@@ -18,12 +18,20 @@
 #      it implements the exports with the registered plugin, and imports PLUGIN_DIR's package;
 #   3. `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared` (a reactor: no main loop) in a
 #      Go workspace of the entry, the plugin, this SDK and the bindings' runtime package;
-#   4. `wasm-tools component embed` (the world's type) and `wasm-tools component new` with the
+#   4. `wizer` runs the module's `_initialize` (the Go runtime's start-up and the packages'
+#      init functions, the plugin's Register among them) once, here, and writes the
+#      initialized memory and globals as the module's data, without `_initialize`: every
+#      instance then starts initialized, a copy of that memory, instead of starting the Go
+#      runtime on every call. Nothing of the build machine is kept but what `_initialize`
+#      reads through WASI preview 1 under wizer: no arguments, no environment, no directory,
+#      the clock and random bytes (the runtime's hash seeds, the same in every instance of
+#      one build). `WASMOP_GO_PREINIT=0` skips it (the runtime then starts per instance);
+#   5. `wasm-tools component embed` (the world's type) and `wasm-tools component new` with the
 #      WASI preview-1 reactor adapter.
 #
 # Needs Go 1.24 or newer on PATH and, in $WASMOP_GO_TOOLCHAIN (the directory
-# scripts/go-toolchain.sh prints): wit-bindgen, wasm-tools, wasi_snapshot_preview1.reactor.wasm
-# and go-pkg/ (the runtime package the bindings import, from the same wit-bindgen release).
+# scripts/go-toolchain.sh prints): wit-bindgen, wasm-tools, wasi_snapshot_preview1.reactor.wasm,
+# go-pkg/ (the runtime package the bindings import, from the same wit-bindgen release) and wizer.
 set -euo pipefail
 
 log() { printf '[go-plugin] %s\n' "$*" >&2; }
@@ -40,7 +48,9 @@ world=${4:-}
 [[ -z "$world" || "$world" =~ ^(controller|operator|webhook)$ ]] || die "world $world is not controller, operator or webhook"
 tools=${WASMOP_GO_TOOLCHAIN:-}
 [[ -n "$tools" ]] || die "WASMOP_GO_TOOLCHAIN is not set: run scripts/go-toolchain.sh (it prints the directory)"
-for tool in wit-bindgen wasm-tools wasi_snapshot_preview1.reactor.wasm go-pkg/go.mod; do
+preinit=${WASMOP_GO_PREINIT:-1}
+[[ "$preinit" =~ ^[01]$ ]] || die "WASMOP_GO_PREINIT is $preinit: 1 (snapshot the initialized runtime, the default) or 0"
+for tool in wit-bindgen wasm-tools wasi_snapshot_preview1.reactor.wasm go-pkg/go.mod $([[ $preinit == 1 ]] && echo wizer); do
     [[ -e "$tools/$tool" ]] || die "$tools has no $tool: run scripts/go-toolchain.sh"
 done
 command -v go >/dev/null || die "go not found: a Go plugin needs Go 1.24 or newer on PATH"
@@ -144,10 +154,18 @@ sed -i 's/^go .*/go 1.24/' "$gen/go.mod"
     GOWORK="$work/go.work" GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local \
         go build -buildmode=c-shared -trimpath -ldflags=-checklinkname=0 -o "$work/core.wasm" .
 ) || die "go build failed (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared) for $plugin"
+if [[ $preinit == 1 ]]; then
+    # WASI preview 1 only (wizer has no component imports): `_initialize` calls none of the
+    # plugin's imports, and a call to one would fail the build here, not a call later.
+    "$tools/wizer" --allow-wasi --inherit-env false --inherit-stdio true --init-func _initialize \
+        -o "$work/initialized.wasm" "$work/core.wasm" >"$work/wizer.log" 2>&1 \
+        || die "wizer could not pre-initialize the Go runtime (_initialize): $(cat "$work/wizer.log")"
+    mv "$work/initialized.wasm" "$work/core.wasm"
+fi
 "$tools/wasm-tools" component embed --world "$world" "$wit" "$work/core.wasm" -o "$work/embedded.wasm" \
     || die "wasm-tools component embed failed"
 "$tools/wasm-tools" component new "$work/embedded.wasm" \
     --adapt "wasi_snapshot_preview1=$tools/wasi_snapshot_preview1.reactor.wasm" -o "$work/component.wasm" \
     || die "wasm-tools component new failed"
 mv "$work/component.wasm" "$out"
-log "built $out ($(wc -c <"$out") bytes) from $module, wasmop:plugin@$version world $world"
+log "built $out ($(wc -c <"$out") bytes) from $module, wasmop:plugin@$version world $world$([[ $preinit == 1 ]] && echo ', runtime pre-initialized')"

@@ -13,9 +13,19 @@
 //! in rounds so that other work on the machine spreads over all of them; percentiles are
 //! nearest-rank. Printed per language: the component's size, its compile time (artifact cache
 //! off), the first call, p50 and p99 per call, the instance's linear memory high water, and the
-//! p50 as a ratio of the Rust plugin's in the same run. A guest runtime's start-up (Python's
-//! interpreter, JavaScript's engine, Go's runtime and package initializers) runs in every call:
-//! that is what sets these figures apart, and what a snapshot of the initialized guest would cut.
+//! p50 as a ratio of the Rust plugin's in the same run.
+//!
+//! Where the time goes, per language (p50 of each part over the same calls, so the parts need
+//! not add up to the p50 of the whole): `instantiate` (a fresh store and instance: memories
+//! and tables set up from the component's data, and the guest's own start-up code — Go's
+//! `_initialize` where it runs per instance), `guest` (the export: the request copied in, the
+//! guest's work, its answer copied out) and `host` (the answer parsed and checked).
+//!
+//! Every guest here starts from a snapshot taken at build time: componentize-py and
+//! componentize-js pre-initialize their interpreter and the plugin's module with wizer, and
+//! `sdk-go/build/component.sh` runs Go's `_initialize` under wizer. The row `go, init per call`
+//! is the same Go plugin built without that snapshot (`WASMOP_GO_PREINIT=0`), the runtime
+//! started in every instance: the cost the snapshot removes, measured in the same run.
 //!
 //! Targets (printed as PASS or MISS, never failing the bench): Go and JavaScript ≤ 1 ms p50,
 //! Python ≤ 2 ms p50.
@@ -31,7 +41,7 @@ use wasmop::objects::MemoryCache;
 use wasmop::runtime::{Limits, Plugin, Runtime};
 use wasmop_e2e::figure::{Goal, figure};
 use wasmop_e2e::plugins::plugin;
-use wasmop_e2e::polyglot::{memcached_go, memcached_js, memcached_py};
+use wasmop_e2e::polyglot::{memcached_go, memcached_go_started_per_instance, memcached_js, memcached_py};
 
 /// Rounds the measured calls are interleaved in.
 const ROUNDS: usize = 10;
@@ -47,6 +57,8 @@ struct Language {
     memory: u64,
     plugin: Plugin,
     samples: Vec<Duration>,
+    /// Per call: to a ready instance, in the export, and the host's work on the answer.
+    parts: [Vec<Duration>; 3],
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         ("python", Some(2.0), memcached_py()),
         ("javascript", Some(1.0), memcached_js()),
         ("go", Some(1.0), memcached_go()),
+        ("go, init per call", None, memcached_go_started_per_instance()),
     ];
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
@@ -83,6 +96,7 @@ fn main() -> anyhow::Result<()> {
                 memory: stats.memory_high_water,
                 plugin,
                 samples: Vec::with_capacity(n),
+                parts: Default::default(),
             });
         }
 
@@ -113,12 +127,18 @@ fn main() -> anyhow::Result<()> {
         for round in 0..ROUNDS {
             let count = len_of_round(n, round);
             for i in 0..languages.len() {
-                let l = &mut languages[(i + round) % 4];
+                let count_of = languages.len();
+                let l = &mut languages[(i + round) % count_of];
                 for _ in 0..count {
                     let started = Instant::now();
                     let out = l.plugin.reconcile(&request, cache.clone()).await?;
-                    l.samples.push(started.elapsed());
+                    let whole = started.elapsed();
+                    let stats = out.1;
                     drop(out);
+                    l.samples.push(whole);
+                    l.parts[0].push(stats.instantiate);
+                    l.parts[1].push(stats.elapsed.saturating_sub(stats.instantiate));
+                    l.parts[2].push(whole.saturating_sub(stats.elapsed));
                 }
             }
         }
@@ -127,7 +147,7 @@ fn main() -> anyhow::Result<()> {
         let rust_p50 = percentile(&languages[0].samples, 0.5);
         println!("call cost per language: memcached logic, fresh store and instance per call, {n} calls each");
         println!(
-            "{:<11} {:>10} {:>11} {:>11} {:>10} {:>10} {:>9} {:>8}  target",
+            "{:<18} {:>10} {:>11} {:>11} {:>10} {:>10} {:>9} {:>8}  target",
             "language", "component", "compile", "first call", "p50", "p99", "memory", "÷ rust"
         );
         for l in &languages {
@@ -136,7 +156,7 @@ fn main() -> anyhow::Result<()> {
                 .target_ms
                 .map_or_else(|| "-".to_owned(), |ms| format!("p50 ≤ {ms} ms: {}", if p50 <= ms * 1e3 { "PASS" } else { "MISS" }));
             println!(
-                "{:<11} {:>8.0}KB {:>9.0}ms {:>9.2}ms {:>8.1}µs {:>8.1}µs {:>7.1}MB {:>7.1}×  {target}",
+                "{:<18} {:>8.0}KB {:>9.0}ms {:>9.2}ms {:>8.1}µs {:>8.1}µs {:>7.1}MB {:>7.1}×  {target}",
                 l.name,
                 l.size as f64 / 1e3,
                 l.compile.as_secs_f64() * 1e3,
@@ -148,6 +168,12 @@ fn main() -> anyhow::Result<()> {
             );
             let goal = l.target_ms.map_or(Goal::None, |ms| Goal::AtMost(ms * 1e3));
             figure("languages", &format!("{} p50 per call", l.name), p50, Some(rust_p50), "µs", goal);
+        }
+        println!("where the time goes (p50 of each part, µs):");
+        println!("{:<18} {:>12} {:>10} {:>10}", "language", "instantiate", "guest", "host");
+        for l in &languages {
+            let [instantiate, guest, host] = [0, 1, 2].map(|i| percentile(&l.parts[i], 0.5));
+            println!("{:<18} {instantiate:>12.1} {guest:>10.1} {host:>10.1}", l.name);
         }
         for l in &languages {
             eprintln!("{}: {}", l.name, l.path.display());

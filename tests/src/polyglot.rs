@@ -81,6 +81,24 @@ pub fn go_toolchain() -> PathBuf {
 /// # Panics
 /// When the build fails: a test cannot run without its plugin.
 pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, world: &str) -> PathBuf {
+    build_with(language, source_dir, entry, wit, world, Startup::Snapshot)
+}
+
+/// How a Go plugin's runtime starts (`sdk-go/build/component.sh`); Python and JavaScript
+/// components are snapshots whichever is asked (their tools always pre-initialize).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Startup {
+    /// Initialized once at build time (wizer): an instance starts from a copy of that memory.
+    Snapshot,
+    /// `_initialize` runs in every instance (`WASMOP_GO_PREINIT=0`), for comparison.
+    PerInstance,
+}
+
+/// [`build`], the Go runtime started as `startup` says.
+///
+/// # Panics
+/// As [`build`].
+pub fn build_with(language: Language, source_dir: &Path, entry: &str, wit: &str, world: &str, startup: Startup) -> PathBuf {
     static BUILDING: Mutex<()> = Mutex::new(());
     let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let root = workspace();
@@ -88,7 +106,11 @@ pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, worl
     let wit_dir = root.join("wit").join(wit);
     let tool = language.toolchain().join(language.tool());
     let mut digest = Sha256::new();
-    digest.update(format!("{language:?} {entry} {world} {}", std::fs::canonicalize(&tool).unwrap_or(tool.clone()).display()));
+    let startup = if language == Language::Go { startup } else { Startup::Snapshot };
+    digest.update(format!(
+        "{language:?} {entry} {world} {startup:?} {}",
+        std::fs::canonicalize(&tool).unwrap_or(tool.clone()).display()
+    ));
     // A Go plugin is built with this checkout's SDK, which is part of what it is built from.
     let sdk_dir = root.join("sdk-go");
     let sdk = if language == Language::Go { files(&sdk_dir) } else { Vec::new() };
@@ -117,6 +139,7 @@ pub fn build(language: Language, source_dir: &Path, entry: &str, wit: &str, worl
             .arg(sdk_dir.join("build/component.sh"))
             .args([path(source_dir), path(&partial), path(&wit_dir), world])
             .env("WASMOP_GO_TOOLCHAIN", language.toolchain())
+            .env("WASMOP_GO_PREINIT", if startup == Startup::Snapshot { "1" } else { "0" })
             .envs(go_caches()),
         Language::Python => {
             command.args(["-d", path(&wit_dir), "-w", world, "componentize", entry, "-p", path(source_dir), "-o", path(&partial)])
@@ -151,6 +174,13 @@ pub fn memcached_go_for(wit: &str) -> PathBuf {
 /// The Go memcached example (`plugins/memcached-go`), WIT 0.3.0 (world `controller`).
 pub fn memcached_go() -> PathBuf {
     memcached_go_for("v0.3.0")
+}
+
+/// The Go memcached example, WIT 0.3.0, its runtime started in every instance instead of
+/// restored from the build's snapshot: what [`memcached_go`] was before the snapshot, to
+/// measure the two in one run.
+pub fn memcached_go_started_per_instance() -> PathBuf {
+    build_with(Language::Go, &workspace().join("plugins/memcached-go"), "", "v0.3.0", "controller", Startup::PerInstance)
 }
 
 /// Go's module and build caches: the caller's, else the ones `scripts/control-plane.sh` uses

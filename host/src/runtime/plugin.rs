@@ -65,6 +65,10 @@ impl std::fmt::Debug for Plugin {
 pub struct CallStats {
     /// Wall time, instantiation included.
     pub elapsed: Duration,
+    /// Of `elapsed`, the time to a ready instance: the fresh store, the instance's memories
+    /// and tables, and the guest's start-up code (a core module's start function or
+    /// `_initialize`, where the component has one) — what a call costs before the export runs.
+    pub instantiate: Duration,
     /// Largest total linear memory the instance had.
     pub memory_high_water: u64,
 }
@@ -395,22 +399,24 @@ async fn call<R>(
         Ok(if deadline.is_some_and(|d| Instant::now() >= d) { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
     store.set_epoch_deadline(1);
-    let mut instantiated = false;
+    let mut instantiated = None;
     let run = async {
         let instance = pre.instantiate_async(&mut store).await?;
-        instantiated = true;
+        instantiated = Some(started.elapsed());
         f(instance, &mut store).await
     };
     // The epoch callback interrupts the guest; the timer also covers time spent in the host.
     let outcome = tokio::time::timeout(limit.saturating_add(4 * EPOCH_TICK), run).await;
     store.data_mut().flush_guest_output();
     let state = store.data();
-    let stats = CallStats { elapsed: started.elapsed(), memory_high_water: state.limiter.high_water() };
+    let elapsed = started.elapsed();
+    let stats =
+        CallStats { elapsed, instantiate: instantiated.unwrap_or(elapsed), memory_high_water: state.limiter.high_water() };
     match outcome {
         Ok(Ok(_)) if !state.refused_lookups.is_empty() => Err(CallError::LookupRefused(state.refused_lookups.join("; "))),
         Ok(Ok(value)) => Ok((value, stats)),
         Ok(Err(error)) => match error.downcast_ref::<MemoryLimitExceeded>() {
-            Some(oom) if !instantiated => Err(CallError::MemoryTooSmall { limit: oom.limit, needed: oom.requested }),
+            Some(oom) if instantiated.is_none() => Err(CallError::MemoryTooSmall { limit: oom.limit, needed: oom.requested }),
             _ => Err(classify(&error, limits, limit, stats.elapsed, state.last_stderr_line())),
         },
         Err(_) => Err(CallError::Timeout { deadline: limit, elapsed: stats.elapsed }),

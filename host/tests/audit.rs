@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -17,47 +16,28 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+use wasmop_e2e::host::{HostCommand, HostProcess};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The audit log's cap: a few dozen lines.
 const CAP: u64 = 16 << 10;
-
-/// The running host; killed when dropped.
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn sha256_hex(path: &Path) -> Result<String> {
     Ok(hex::encode(sha2::Sha256::digest(std::fs::read(path)?)))
 }
 
 /// `wasmop run` with memcached and testbed, auditing to `dir/audit.jsonl`, its log in `dir/host.log`.
-fn spawn_host(cp: &ControlPlane, dir: &Path) -> Result<Host> {
+fn spawn_host(cp: &ControlPlane, dir: &Path) -> Result<HostProcess> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
     std::fs::copy(wasmop_e2e::fixtures::memcached(), plugins.join("memcached.wasm"))?;
     std::fs::copy(wasmop_e2e::fixtures::testbed(), plugins.join("testbed.wasm"))?;
-    let log = std::fs::File::create(dir.join("host.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["run", "--metrics-addr", "none", "--plugins"])
-        .arg(&plugins)
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+    HostCommand::new(env!("CARGO_BIN_EXE_wasmop"), cp.kubeconfig_path(), plugins)
         .arg("--audit-log")
         .arg(dir.join("audit.jsonl"))
         .args(["--audit-log-max-bytes", &CAP.to_string()])
-        .env("WASMOP_CACHE_DIR", dir.join("cache"))
-        .env_remove("POD_NAMESPACE")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()?;
-    Ok(Host(child))
+        .log(dir.join("host.log"))
+        .spawn()
 }
 
 /// Every audit line seen so far, across rotations (the test reads the files more often than

@@ -162,6 +162,23 @@ impl HostProcess {
         crate::tail(&self.log, lines)
     }
 
+    /// Its exit status if it has exited (reaped then), `None` while it runs.
+    ///
+    /// # Errors
+    /// Waiting for it fails.
+    pub fn exited(&mut self) -> Result<Option<ExitStatus>> {
+        Ok(self.child.try_wait()?)
+    }
+
+    /// SIGKILL it (no graceful exit: a crash) and reap it.
+    ///
+    /// # Errors
+    /// The signal or the wait fails.
+    pub fn kill(&mut self) -> Result<ExitStatus> {
+        self.child.kill()?;
+        Ok(self.child.wait()?)
+    }
+
     /// SIGTERM it and wait for it to exit: its exit status and how long it took.
     ///
     /// # Errors

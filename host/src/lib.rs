@@ -26,8 +26,10 @@
 //! - [`plugin_config`]: a plugin's configuration checked against its schema, and followed from
 //!   its source (`wasmop run` and `wasmop reconcile` alike).
 //! - [`actions`]: applying plugin responses (scope checks, SSA, prune, status, events).
+//! - [`shard`]: sharding across replicas: membership Leases, the hash ring, the leader's
+//!   sharder and the owner's handover (it reads the running plugins through [`shard::ShardHost`]).
 //! - [`controller`]: the plugin controllers: manager, workers, one reconcile, mapping a change to
-//!   its parents, circuit breaker, sharding, retirement.
+//!   its parents, circuit breaker, retirement.
 //! - [`reload`]: the directory reloader (hot reload of plugin files, `WasmPlugin` status).
 //! - [`registry`]: plugins from OCI registries: the client, `wasmop push`, and the puller that
 //!   fills the plugins directory from the host policy's sources.
@@ -57,6 +59,7 @@ pub mod registry;
 pub mod reload;
 pub mod runtime;
 pub mod server;
+pub mod shard;
 pub mod units;
 pub mod watch;
 pub mod yaml;

@@ -10,6 +10,7 @@ use wasmop::contract::VerdictError;
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{CallError, Limits, Plugin, Runtime, WitVersion};
 use wasmop_e2e::fixtures::{self, plugin_with_features};
+use wasmop_e2e::objects;
 use wasmop_types::{AdmissionRequest, Operation, Verdict};
 
 fn runtime(limits: Limits) -> Runtime {
@@ -23,10 +24,6 @@ async fn testbed(limits: Limits) -> Plugin {
 
 fn config_map(namespace: &str, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": {"a": "b"}})
-}
-
-fn testbed_cr(namespace: &str, name: &str) -> Value {
-    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed", "metadata": {"name": name, "namespace": namespace}})
 }
 
 fn empty_cache() -> Arc<dyn ObjectCache> {
@@ -102,7 +99,8 @@ async fn a_memory_bomb_and_a_trap_are_typed_errors() {
 async fn lookups_see_the_parent_kind_in_the_admitted_objects_namespace_only() {
     let plugin = testbed(Limits::default()).await;
     let mut cache = MemoryCache::default();
-    for object in [testbed_cr("default", "a"), testbed_cr("default", "b"), testbed_cr("other", "c")] {
+    for object in [objects::testbed("a").build(), objects::testbed("b").build(), objects::testbed("c").namespace("other").build()]
+    {
         cache.insert(object).unwrap();
     }
     let request = AdmissionRequest::new(Operation::Create, config_map("default", "x"));
@@ -116,7 +114,7 @@ async fn a_verdict_waits_for_room_in_the_response_budget_and_is_refused_past_its
     let runtime = Runtime::builder().limits(limits).response_budget(1 << 10).artifact_dir(None).build().expect("runtime starts");
     let plugin = runtime.load_file(plugin_with_features("testbed", "wasm32-wasip2", &["admission"])).await.unwrap();
     // A reconcile's response holds the whole 1 KiB budget until its reservation is dropped.
-    let request = wasmop::contract::Request::new(testbed_cr("default", "held"));
+    let request = wasmop::contract::Request::new(objects::testbed("held").build());
     let (_, _, held) = plugin.reconcile_reserved(&request, empty_cache()).await.unwrap();
     let err = admit(&plugin, "label").await.unwrap_err();
     assert!(matches!(&err, CallError::Host(m) if m.contains("response budget")), "{err}");

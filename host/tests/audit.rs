@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -17,47 +16,29 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
+use wasmop_e2e::host::{HostCommand, HostProcess};
+use wasmop_e2e::objects::{memcached, testbed};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The audit log's cap: a few dozen lines.
 const CAP: u64 = 16 << 10;
-
-/// The running host; killed when dropped.
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn sha256_hex(path: &Path) -> Result<String> {
     Ok(hex::encode(sha2::Sha256::digest(std::fs::read(path)?)))
 }
 
 /// `wasmop run` with memcached and testbed, auditing to `dir/audit.jsonl`, its log in `dir/host.log`.
-fn spawn_host(cp: &ControlPlane, dir: &Path) -> Result<Host> {
+fn spawn_host(cp: &ControlPlane, dir: &Path) -> Result<HostProcess> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
     std::fs::copy(wasmop_e2e::fixtures::memcached(), plugins.join("memcached.wasm"))?;
     std::fs::copy(wasmop_e2e::fixtures::testbed(), plugins.join("testbed.wasm"))?;
-    let log = std::fs::File::create(dir.join("host.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["run", "--metrics-addr", "none", "--plugins"])
-        .arg(&plugins)
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+    HostCommand::new(env!("CARGO_BIN_EXE_wasmop"), cp.kubeconfig_path(), plugins)
         .arg("--audit-log")
         .arg(dir.join("audit.jsonl"))
         .args(["--audit-log-max-bytes", &CAP.to_string()])
-        .env("WASMOP_CACHE_DIR", dir.join("cache"))
-        .env_remove("POD_NAMESPACE")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()?;
-    Ok(Host(child))
+        .log(dir.join("host.log"))
+        .spawn()
 }
 
 /// Every audit line seen so far, across rotations (the test reads the files more often than
@@ -100,11 +81,6 @@ async fn line(trail: &mut Trail, path: &Path, want: Value, log: &Path) -> Result
     found.with_context(|| format!("host log:\n{}", std::fs::read_to_string(log).unwrap_or_default()))
 }
 
-fn testbed(name: &str, mode: &str) -> Value {
-    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed", "metadata": {"name": name, "namespace": "default"},
-        "spec": {"mode": mode}})
-}
-
 #[tokio::test]
 async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_object_and_outcome_and_the_file_stays_capped()
 -> Result<()> {
@@ -120,12 +96,7 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
     let mut trail = Trail::default();
 
     // memcached: its Deployment applied, its status written.
-    apply(
-        &client,
-        &json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "cache", "namespace": "default"}, "spec": {"size": 1}}),
-    )
-    .await?;
+    apply(&client, &memcached("cache").size(1).build()).await?;
     let applied = line(&mut trail, &path, json!({"plugin": "memcached", "kind": "Deployment", "outcome": "ok"}), &log).await?;
     // A new child is created in one request, an existing one applied.
     assert!(applied["verb"] == "create" || applied["verb"] == "apply", "{applied}");
@@ -159,7 +130,7 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
 
     // testbed: a child applied, then pruned once the plugin returns another.
     let testbeds: Api<DynamicObject> = api_for(&client, "test.wasmop.dev/v1", "Testbed", Some("default")).await?;
-    apply(&client, &testbed("t", "ok")).await?;
+    apply(&client, &testbed("t").mode("ok").build()).await?;
     let out = line(&mut trail, &path, json!({"plugin": "testbed", "name": "t-out", "outcome": "ok"}), &log).await?;
     assert_eq!(
         (&out["kind"], &out["parent"], &out["digest"]),
@@ -176,7 +147,7 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
 
     // A refused response: one refusal line with the check's reason, then the Warning event and
     // the status that report it; nothing else written for that parent.
-    apply(&client, &testbed("bad", "undeclared")).await?;
+    apply(&client, &testbed("bad").mode("undeclared").build()).await?;
     let refused =
         line(&mut trail, &path, json!({"plugin": "testbed", "verb": "refuse", "parent": "Testbed default/bad"}), &log).await?;
     assert_eq!((&refused["outcome"], &refused["reason"]), (&json!("refused"), &json!("ActionRefused")));
@@ -194,7 +165,7 @@ async fn every_write_and_refusal_is_one_audit_line_with_its_plugin_version_objec
 
     // The cap: enough writes to rotate; neither file is ever past it.
     for i in 0..40 {
-        apply(&client, &testbed(&format!("many-{i}"), "ok")).await?;
+        apply(&client, &testbed(&format!("many-{i}")).mode("ok").build()).await?;
     }
     line(&mut trail, &path, json!({"verb": "status", "parent": "Testbed default/many-39"}), &log).await?;
     let previous = PathBuf::from(format!("{}.1", path.display()));

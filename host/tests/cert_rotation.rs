@@ -9,7 +9,6 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file, eventually};
+use wasmop_e2e::host::{HostCommand, HostProcess};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The grant `run` needs to serve SidecarSet's Pod injection.
@@ -33,40 +33,18 @@ const ROTATIONS: Duration = Duration::from_secs(150);
 const NAMESPACE: &str = "team-a";
 const SECRET: &str = "wasmop-admission-tls";
 
-/// The running host; killed when dropped.
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `wasmop run` with the SidecarSet plugin outside the cluster on `port`, its log in `dir/host.log`.
-fn spawn_host(cp: &ControlPlane, dir: &Path, port: u16) -> Result<Host> {
+/// `wasmop run` with the SidecarSet plugin outside the cluster on `port`.
+fn spawn_host(cp: &ControlPlane, dir: &Path, port: u16) -> Result<HostProcess> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
     std::fs::copy(wasmop_e2e::plugins::plugin("sidecarset", "wasm32-wasip2"), plugins.join("sidecarset.wasm"))?;
     std::fs::write(dir.join("policy.yaml"), SIDECARSET_POLICY)?;
     let (bind, url) = (format!("127.0.0.1:{port}"), format!("https://127.0.0.1:{port}"));
-    let log = std::fs::File::create(dir.join("host.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["run", "--metrics-addr", "none", "--plugins"])
-        .arg(&plugins)
-        .arg("--policy")
-        .arg(dir.join("policy.yaml"))
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+    HostCommand::new(env!("CARGO_BIN_EXE_wasmop"), cp.kubeconfig_path(), plugins)
+        .policy(dir.join("policy.yaml"))
         .args(["--admission-url-base", &url, "--admission-bind", &bind, "--admission-cert-namespace", "default"])
         .args(LIFETIMES)
-        .env("WASMOP_CACHE_DIR", dir.join("cache"))
-        .env_remove("POD_NAMESPACE")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()?;
-    Ok(Host(child))
+        .spawn()
 }
 
 fn free_port() -> Result<u16> {
@@ -127,9 +105,8 @@ async fn pods_are_admitted_without_one_failure_across_two_renewals_and_a_ca_roll
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await?;
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
-    let _host = spawn_host(&cp, dir.path(), port)?;
-    let log = dir.path().join("host.log");
-    let host_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let host = spawn_host(&cp, dir.path(), port)?;
+    let host_log = || host.log();
     let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     eventually("the mutating webhook configuration", WAIT, || async { Ok(configurations.get_opt("wasmop").await?.map(|_| ())) })
         .await

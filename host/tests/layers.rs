@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "leader",
     "plugin_config",
     "actions",
+    "shard",
     "controller",
     "reload",
     "registry",

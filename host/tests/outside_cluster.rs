@@ -7,7 +7,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -18,8 +18,11 @@ use serde_json::{Value, json};
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{apply, apply_file, eventually};
 use wasmop_e2e::fixtures;
+use wasmop_e2e::host::{HostCommand, HostProcess};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// How long a host may take to exit after SIGTERM.
+const TERM: Duration = Duration::from_secs(30);
 
 /// The grant `run` needs to serve SidecarSet's Pod injection (the demo's policy).
 const SIDECARSET_POLICY: &str = "plugins: {sidecarset: {grants: {webhookResources: [{resource: pods, mode: mutate}]}}}\n";
@@ -62,53 +65,17 @@ async fn inspect_names_each_declared_kind_and_webhook_resource_the_cluster_does_
     Ok(())
 }
 
-struct Host(Child);
-
-impl Host {
-    /// SIGTERM the host and wait for it to exit (at most 30 s); whether it exited with 0.
-    async fn terminate(&mut self) -> Result<bool> {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        for _ in 0..600 {
-            if let Some(status) = self.0.try_wait()? {
-                return Ok(status.success());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        anyhow::bail!("still running 30 s after SIGTERM")
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `wasmop run` with the SidecarSet plugin and its policy, its log in `dir/host.log`.
-fn spawn_host(cp: &ControlPlane, dir: &Path, admission: &[&str]) -> Result<Host> {
+fn spawn_host(cp: &ControlPlane, dir: &Path, admission: &[&str]) -> Result<HostProcess> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
     std::fs::copy(sidecarset(), plugins.join("sidecarset.wasm"))?;
     std::fs::write(dir.join("policy.yaml"), SIDECARSET_POLICY)?;
-    let log = std::fs::File::create(dir.join("host.log"))?;
-    Ok(Host(
-        Command::new(env!("CARGO_BIN_EXE_wasmop"))
-            .args(["run", "--metrics-addr", "none", "--plugins"])
-            .arg(&plugins)
-            .arg("--policy")
-            .arg(dir.join("policy.yaml"))
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig_path())
-            .args(admission)
-            .env("WASMOP_CACHE_DIR", dir.join("cache"))
-            .env_remove("POD_NAMESPACE")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?,
-    ))
+    HostCommand::new(env!("CARGO_BIN_EXE_wasmop"), cp.kubeconfig_path(), plugins)
+        .policy(dir.join("policy.yaml"))
+        .args(admission)
+        .log(dir.join("host.log"))
+        .spawn()
 }
 
 fn free_port() -> Result<u16> {
@@ -144,7 +111,7 @@ async fn a_host_outside_the_cluster_waits_for_its_namespace_and_unregisters_on_a
         Ok(std::fs::read_to_string(&log)?.contains("namespace wasmop-host does not exist yet: waiting for it").then_some(()))
     })
     .await?;
-    assert!(host.0.try_wait()?.is_none(), "the host exited:\n{}", std::fs::read_to_string(&log)?);
+    assert!(host.exited()?.is_none(), "the host exited:\n{}", std::fs::read_to_string(&log)?);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = serde_json::from_value(json!({"metadata": {"name": "wasmop-host"}}))?;
     namespaces.create(&PostParams::default(), &namespace).await?;
@@ -165,7 +132,7 @@ async fn a_host_outside_the_cluster_waits_for_its_namespace_and_unregisters_on_a
     .await?;
     assert!(refused.contains("spec.containers[0].image is required"), "{refused}");
 
-    assert!(host.terminate().await?, "a clean exit:\n{}", std::fs::read_to_string(&log)?);
+    assert!(host.terminate(TERM).await?.0.success(), "a clean exit:\n{}", std::fs::read_to_string(&log)?);
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     assert!(validating.get_opt("wasmop").await?.is_none(), "the ValidatingWebhookConfiguration stayed");
@@ -186,7 +153,7 @@ async fn a_host_behind_a_service_keeps_its_webhook_configurations_on_exit() -> R
     let mut host = spawn_host(&cp, dir.path(), &["--admission-service", "default/wasmop-hooks", "--admission-bind", &bind])?;
     eventually("the webhook configurations", WAIT, || registered(&client)).await?;
     let log = dir.path().join("host.log");
-    assert!(host.terminate().await?, "a clean exit:\n{}", std::fs::read_to_string(&log)?);
+    assert!(host.terminate(TERM).await?.0.success(), "a clean exit:\n{}", std::fs::read_to_string(&log)?);
     assert!(registered(&client).await?.is_some(), "the other replicas behind the Service keep answering: they stay");
     Ok(())
 }

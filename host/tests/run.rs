@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -12,6 +11,7 @@ use serde_json::json;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{api_for, apply, apply_file, eventually};
 use wasmop_e2e::fixtures;
+use wasmop_e2e::host::{HostCommand, HostProcess};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -27,32 +27,6 @@ fn get(port: u16, path: &str) -> Result<(u16, String)> {
     Ok((status, body))
 }
 
-struct Host(Child);
-
-impl Host {
-    /// SIGTERM the host and wait for it to exit, at most `within`; its exit status and how long
-    /// it took.
-    async fn terminate(&mut self, within: Duration) -> Result<(std::process::ExitStatus, Duration)> {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let sent = std::time::Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait()? {
-                return Ok((status, sent.elapsed()));
-            }
-            assert!(sent.elapsed() < within, "still running {within:?} after SIGTERM");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     let cp = ControlPlane::start().await?;
@@ -63,19 +37,7 @@ async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     let dir = tempfile::tempdir()?;
     std::fs::copy(fixtures::memcached(), dir.path().join("memcached.wasm"))?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut host = Host(
-        Command::new(env!("CARGO_BIN_EXE_wasmop"))
-            .args(["run", "--plugins"])
-            .arg(dir.path())
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig_path())
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .env("WASMOP_CACHE_DIR", dir.path().join(".cache"))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?,
-    );
+    let mut host = spawn_host(&cp, dir.path(), port, &[])?;
 
     eventually("/readyz ok", WAIT, || async { Ok(get(port, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ())) }).await?;
     assert_eq!(get(port, "/healthz")?.0, 200);
@@ -111,21 +73,12 @@ async fn run_serves_metrics_and_probes_and_stops_on_sigterm() -> Result<()> {
     Ok(())
 }
 
-fn spawn_host(cp: &ControlPlane, plugins: &std::path::Path, port: u16, extra: &[&str]) -> Result<Host> {
-    Ok(Host(
-        Command::new(env!("CARGO_BIN_EXE_wasmop"))
-            .args(["run", "--plugins"])
-            .arg(plugins)
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig_path())
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env("WASMOP_CACHE_DIR", plugins.join(".cache"))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?,
-    ))
+fn spawn_host(cp: &ControlPlane, plugins: &std::path::Path, port: u16, extra: &[&str]) -> Result<HostProcess> {
+    HostCommand::new(env!("CARGO_BIN_EXE_wasmop"), cp.kubeconfig_path(), plugins)
+        .metrics_port(port)
+        .args(extra)
+        .cache_dir(plugins.join(".cache"))
+        .spawn()
 }
 
 /// Reconciles this host has counted, from its `/metrics`.
@@ -201,9 +154,7 @@ async fn a_standby_is_ready_writes_nothing_and_takes_over_when_the_leader_releas
     assert_eq!(leader_gauge(ports[1]), Some(0), "the new pod still stands by");
 
     // The rollout stops the old pod: it releases the Lease on its way out.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(old.0.id() as i32, libc::SIGTERM) };
-    let exited = old.0.wait()?;
+    let (exited, _) = old.terminate(WAIT).await?;
     assert!(exited.success(), "the old pod exits cleanly: {exited}");
     let released = std::time::Instant::now();
     apply(&client, &memcached("b", 1)).await?;
@@ -260,8 +211,7 @@ async fn only_the_leader_reconciles_and_a_follower_takes_over() -> Result<()> {
 
     // Kill the leader without letting it release the Lease: the follower takes over once the
     // Lease expires (4 s) and reconciles what is created meanwhile.
-    first.0.kill()?;
-    first.0.wait()?;
+    first.kill()?;
     let killed = std::time::Instant::now();
     apply(&client, &memcached("b")).await?;
     eventually("deployment b from the new leader", WAIT, || async { Ok(deployments.get_opt("b").await?.map(|_| ())) }).await?;
@@ -401,21 +351,13 @@ async fn run_with_secure_metrics_serves_the_probes_apart_and_refuses_an_anonymou
     std::fs::write(certs.join("tls.key"), &cert.key_pem)?;
     let [metrics, probes] = [(); 2].map(|()| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()));
     let (metrics, probes) = (metrics?, probes?);
-    let _host = Host(
-        Command::new(env!("CARGO_BIN_EXE_wasmop"))
-            .args(["run", "--plugins"])
-            .arg(dir.path().join("plugins"))
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig_path())
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics}"), "--metrics-secure", "--metrics-cert-dir"])
-            .arg(&certs)
-            .args(["--probe-addr", &format!("127.0.0.1:{probes}")])
-            .env("WASMOP_CACHE_DIR", dir.path().join(".cache"))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?,
-    );
+    let _host = HostCommand::new(env!("CARGO_BIN_EXE_wasmop"), cp.kubeconfig_path(), dir.path().join("plugins"))
+        .metrics_port(metrics)
+        .args(["--metrics-secure", "--metrics-cert-dir"])
+        .arg(&certs)
+        .args(["--probe-addr", &format!("127.0.0.1:{probes}")])
+        .cache_dir(dir.path().join(".cache"))
+        .spawn()?;
     eventually("/readyz ok on the probe port", WAIT, || async {
         Ok(get(probes, "/readyz").ok().filter(|(s, _)| *s == 200).map(|_| ()))
     })

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::objects;
+
 pub use crate::plugins::{plugin, plugin_with_features, workspace};
 
 /// The memcached example plugin as a wasm32-wasip2 component.
@@ -17,28 +19,15 @@ pub fn testbed() -> PathBuf {
     plugin("testbed", "wasm32-wasip2")
 }
 
-/// A `Memcached` object.
+/// A `Memcached` object as the cache holds it (a uid, generation 1).
 pub fn memcached_cr(name: &str, size: i64) -> Value {
-    json!({
-        "apiVersion": "cache.example.com/v1alpha1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "generation": 1},
-        "spec": {"size": size},
-    })
+    objects::memcached(name).size(size).uid(&format!("uid-{name}")).generation(1).build()
 }
 
-/// A `Testbed` object in the given mode (`plugins/testbed/src/mode.rs`), with extra spec fields.
+/// A `Testbed` object in the given mode (`plugins/testbed/src/mode.rs`), with extra spec
+/// fields, as the cache holds it (a uid).
 pub fn testbed_cr(name: &str, mode: &str, extra: Value) -> Value {
-    let mut spec = json!({"mode": mode});
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({
-        "apiVersion": "test.wasmop.dev/v1",
-        "kind": "Testbed",
-        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-        "spec": spec,
-    })
+    objects::testbed(name).mode(mode).spec_fields(extra).uid(&format!("uid-{name}")).build()
 }
 
 /// A Pod of a memcached CR, as kube-controller-manager would create it.

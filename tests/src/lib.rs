@@ -25,6 +25,8 @@
 pub mod cluster;
 pub mod figure;
 pub mod fixtures;
+pub mod host;
+pub mod objects;
 pub mod plugins;
 pub mod polyglot;
 pub mod registry;

@@ -16,7 +16,7 @@
 use serde_json::Value;
 
 use crate::contract::HOST_API_GROUP;
-use crate::controller::shard::DRAIN_LABEL;
+use crate::shard::DRAIN_LABEL;
 
 /// Why a mutated object is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

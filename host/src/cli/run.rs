@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::admission::{Admission, AdmissionConfig, CertSource, Endpoint, HostObjects, Lifetimes};
 use crate::cluster::InstallScope;
 use crate::cluster::install_scope::namespace_name;
-use crate::controller::shard::{Membership, Sharder, shard_name};
 use crate::controller::{ControllerConfig, Manager};
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::policy::limits_json;
@@ -21,6 +20,7 @@ use crate::registry::{PullCache, PullContext, PullMetrics, PullTarget, Puller};
 use crate::reload::{ReloadConfig, Reloader};
 use crate::runtime::{Compiler, Subprocess};
 use crate::server::{MetricsCerts, MetricsConfig, ServeContext};
+use crate::shard::{Membership, Sharder, shard_name};
 use crate::watch::InitialList;
 
 /// Arguments of `wasmop run`.
@@ -402,7 +402,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
         elector.acquire().await;
         manager.leadership().set(true);
         let Some(membership) = &membership else { return elector.hold().await };
-        let sharder = Sharder::new(Arc::clone(&manager), Arc::clone(membership));
+        let sharder = Sharder::new(manager.clone(), Arc::clone(membership));
         tokio::select! {
             error = elector.hold() => error,
             never = sharder.run() => match never {},
@@ -412,7 +412,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     let member = async {
         let Some(membership) = &membership else { return std::future::pending().await };
         tracing::info!(shard = membership.identity(), "shard member: reconciling the parents labelled for this replica");
-        membership.hold(&manager).await
+        membership.hold(&*manager).await
     };
     let result = tokio::select! {
         () = shutdown_signal() => Ok(()),

@@ -8,13 +8,13 @@ use super::ControllerConfig;
 use super::cpu_share::CpuShares;
 use super::plugin_controller::Serving;
 use super::plugin_controller::{HostServices, PluginController, StartError};
-use super::shard::PluginKinds;
 use crate::cluster::{Discovery, Resolved};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::objects::ObjectCache;
 use crate::policy::{HostPolicy, OnRemove};
 use crate::runtime::{LoadError, Plugin, Runtime};
+use crate::shard::{PluginKinds, ShardHost};
 use crate::watch::Watches;
 
 /// Why a plugin file was not started.
@@ -298,5 +298,27 @@ impl Manager {
         for name in self.plugins() {
             self.stop(&name).await;
         }
+    }
+}
+
+impl ShardHost for Manager {
+    fn client(&self) -> &kube::Client {
+        Manager::client(self)
+    }
+
+    fn install(&self) -> &crate::cluster::InstallScope {
+        Manager::install(self)
+    }
+
+    fn families(&self) -> futures::future::BoxFuture<'_, Vec<PluginKinds>> {
+        Box::pin(Manager::families(self))
+    }
+
+    fn cached_parents(&self) -> Vec<(String, usize)> {
+        Manager::cached_parents(self)
+    }
+
+    fn cached_objects(&self) -> Vec<(String, usize)> {
+        Manager::cached_objects(self)
     }
 }

@@ -8,12 +8,12 @@ pub mod breaker;
 mod breaker_gate;
 mod cpu_budget;
 mod cpu_share;
+mod handover;
 mod manager;
 mod mapping;
 mod plugin_controller;
 mod reconcile;
 mod retirement;
-pub mod shard;
 
 use std::time::Duration;
 

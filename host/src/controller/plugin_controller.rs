@@ -13,7 +13,6 @@ use super::breaker::BreakerOutcome;
 use super::breaker_gate::{BreakerGate, Permit};
 use super::cpu_share::{CpuGate, CpuShares};
 use super::mapping::{ObjectKey, parents_of_change};
-use super::shard::{self, Handover};
 use crate::actions::{ADOPTION_FIELD_MANAGER, Audit, EventSink, WriteTarget, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
@@ -25,6 +24,7 @@ use crate::plugin_config::{ConfigReader, PluginConfig};
 use crate::policy::ReconciledCondition;
 use crate::queue::{Lease, WorkQueue};
 use crate::runtime::Plugin;
+use crate::shard::{self, Handover};
 use crate::watch::{Subscriber, Subscription, SyncTimeout, Watches};
 
 /// Why a plugin could not be started.

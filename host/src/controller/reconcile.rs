@@ -95,7 +95,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
         };
         if let Some(me) = &controller.shard {
             // Children follow their parent: cached by its replica only.
-            super::shard::label_for_replica(&mut plan.apply, me);
+            crate::shard::label_for_replica(&mut plan.apply, me);
         }
         let written = match writer.execute(&plan).await {
             Ok(written) => written,

@@ -19,7 +19,7 @@ use serde_json::Value;
 pub use memory::MemoryCache;
 pub use selector::{LabelSelector, SelectorError};
 pub use strip::{LAST_APPLIED_ANNOTATION, strip};
-pub use visibility::{Hidden, Visibility, visible_to};
+pub use visibility::{Hidden, Sight, Visibility, visible_around, visible_to};
 pub use watched::WatchedObject;
 
 use crate::contract::{Kind, Object};

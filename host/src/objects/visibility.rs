@@ -1,7 +1,8 @@
 //! [`visible_to`]: which objects a plugin may see around one parent. One rule for the request
 //! a reconcile is given ([`Request::gather`](crate::contract::Request::gather), `wasmop run`)
 //! and for the fixtures an offline reconcile is given (`wasmop reconcile`), so the two cannot
-//! drift.
+//! drift. The lookups a plugin makes during a call (`runtime/lookup.rs`) ask the same
+//! [`Visibility`] ([`Visibility::lookup`], [`Visibility::sees`]).
 
 use serde_json::Value;
 
@@ -12,6 +13,14 @@ use crate::policy::Grants;
 /// Why an object is out of a plugin's sight for one parent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Hidden {
+    /// The object's kind is neither the parent's nor a child or related kind of the plugin.
+    #[error("{kind} is not declared in the manifest of plugin {plugin}")]
+    Undeclared {
+        /// The object's kind.
+        kind: Kind,
+        /// The plugin.
+        plugin: String,
+    },
     /// The object is not of a kind the plugin declares as a child.
     #[error("{kind} is not a child kind of plugin {plugin}")]
     NotAChildKind {
@@ -64,6 +73,18 @@ pub struct Visibility<'a> {
     grants: &'a Grants,
     namespace: Option<&'a str>,
     parent_name: &'a str,
+    admission: bool,
+}
+
+/// Which objects of a kind a lookup may see ([`Visibility::lookup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sight {
+    /// Every object (a child kind; the parent's kind in an admission call).
+    Whole,
+    /// Those the related kind's selector matches for this parent.
+    Selected(LabelSelector),
+    /// Only the parent itself (its kind is not otherwise declared).
+    ParentOnly,
 }
 
 /// What the plugin of `manifest`, granted `grants`, may see around `parent`: its children (of
@@ -76,7 +97,19 @@ pub fn visible_to<'a>(manifest: &'a Manifest, grants: &'a Grants, parent: &'a Va
         Scope::Namespaced => namespace_of(parent),
         Scope::Cluster => None,
     };
-    Visibility { manifest, grants, namespace, parent_name: name_of(parent).unwrap_or_default() }
+    visible_around(manifest, grants, namespace, name_of(parent).unwrap_or_default())
+}
+
+/// [`visible_to`] for a parent known by its namespace (`None`: a cluster-scoped parent, which
+/// sees every namespace) and name, as a call's lookups know it (in an admission call, the
+/// admitted object's).
+pub fn visible_around<'a>(
+    manifest: &'a Manifest,
+    grants: &'a Grants,
+    namespace: Option<&'a str>,
+    parent_name: &'a str,
+) -> Visibility<'a> {
+    Visibility { manifest, grants, namespace, parent_name, admission: false }
 }
 
 impl<'a> Visibility<'a> {
@@ -89,6 +122,50 @@ impl<'a> Visibility<'a> {
     /// every namespace, for a cluster-scoped parent).
     pub fn namespace(&self) -> Option<&'a str> {
         self.namespace
+    }
+
+    /// The same sight for an admission call: every object of the parent's kind in the
+    /// namespace is seen, not only the parent.
+    #[must_use]
+    pub fn admitting(self) -> Self {
+        Self { admission: true, ..self }
+    }
+
+    /// What a lookup of `kind` in `namespace` (`None`: every namespace) during a call may see:
+    /// the kind is declared (parent, child or related) and granted, and the namespace is the
+    /// parent's or one the grants add (a cluster-scoped parent reads every namespace).
+    ///
+    /// # Errors
+    /// [`Hidden`]: [`Undeclared`](Hidden::Undeclared), [`NotGranted`](Hidden::NotGranted),
+    /// [`OtherNamespace`](Hidden::OtherNamespace), or [`BadSelector`](Hidden::BadSelector) when
+    /// the related selector does not parse for this parent.
+    pub fn lookup(&self, kind: &Kind, namespace: Option<&str>) -> Result<Sight, Hidden> {
+        if !self.manifest.may_read(kind) {
+            return Err(Hidden::Undeclared { kind: kind.clone(), plugin: self.manifest.name.clone() });
+        }
+        if !self.grants.may_read_kind(kind) {
+            return Err(self.not_granted(kind.clone()));
+        }
+        if let Some(ns) = namespace.filter(|ns| !self.grants.may_read_namespace(ns, self.namespace)) {
+            let parent_namespace = self.namespace.unwrap_or_default().to_owned();
+            return Err(Hidden::OtherNamespace { namespace: ns.to_owned(), parent_namespace, related: true });
+        }
+        if self.manifest.may_write(kind) || (self.admission && &self.manifest.parent == kind) {
+            return Ok(Sight::Whole);
+        }
+        match self.manifest.related.iter().find(|r| &r.kind == kind) {
+            Some(related) => self.selector(related).map(Sight::Selected).map_err(Hidden::BadSelector),
+            None => Ok(Sight::ParentOnly),
+        }
+    }
+
+    /// Whether a lookup with `sight` (from [`Visibility::lookup`]) sees `object`.
+    pub fn sees(&self, sight: &Sight, object: &Value) -> bool {
+        match sight {
+            Sight::Whole => true,
+            Sight::Selected(selector) => selector.matches_object(object),
+            Sight::ParentOnly => name_of(object) == Some(self.parent_name) && namespace_of(object) == self.namespace,
+        }
     }
 
     /// Whether objects of the child `kind` are seen at all.

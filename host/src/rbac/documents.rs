@@ -29,32 +29,18 @@ pub fn render(
 ) -> anyhow::Result<String> {
     let names: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
     let left_out: String = manifests.iter().filter_map(|m| left_out(m, policy, kinds, &InstallScope::Cluster)).collect();
-    let role = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": name, "annotations": {"wasmop.dev/plugins": names.join(",")}},
-        "rules": rules(manifests, policy, kinds)?,
-    });
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-    });
+    let plugins = names.join(",");
+    let subject = Subject { namespace, name: service_account };
+    let (role, binding) =
+        RoleGrant { name, namespace: None, plugins: Some(&plugins), rules: json!(rules(manifests, policy, kinds)?), subject }
+            .documents();
     let (secret_role, secret_binding) = admission_secret_role(name, namespace, service_account);
     let mut writes = String::new();
     for (ns, rules) in namespace_write_rules(manifests, policy, kinds)? {
         let writes_name = format!("{name}-writes");
-        let role = json!({
-            "apiVersion": RBAC_V1, "kind": "Role",
-            "metadata": {"name": writes_name, "namespace": ns, "annotations": {"wasmop.dev/plugins": names.join(",")}},
-            "rules": rules,
-        });
-        let binding = json!({
-            "apiVersion": RBAC_V1, "kind": "RoleBinding",
-            "metadata": {"name": writes_name, "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": writes_name},
-            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-        });
+        let (role, binding) =
+            RoleGrant { name: &writes_name, namespace: Some(&ns), plugins: Some(&plugins), rules: json!(rules), subject }
+                .documents();
         writes.push_str(&format!(
             "---\n# In {ns} only: the writes of plugins with a cluster-scoped parent granted this namespace (writeNamespaces).\n{}---\n{}",
             crate::yaml::to_string(&role)?,
@@ -93,17 +79,14 @@ fn pull_secret_documents(policy: &HostPolicy, name: &str, sa_namespace: &str, se
     let mut text = String::new();
     for (ns, secrets) in pull_secrets(policy) {
         let role_name = format!("{name}-pull-secrets");
-        let role = json!({
-            "apiVersion": RBAC_V1, "kind": "Role",
-            "metadata": {"name": role_name, "namespace": ns},
-            "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}],
-        });
-        let binding = json!({
-            "apiVersion": RBAC_V1, "kind": "RoleBinding",
-            "metadata": {"name": role_name, "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
-            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": sa_namespace}],
-        });
+        let (role, binding) = RoleGrant {
+            name: &role_name,
+            namespace: Some(&ns),
+            plugins: None,
+            rules: json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}]),
+            subject: Subject { namespace: sa_namespace, name: service_account },
+        }
+        .documents();
         text.push_str(&format!(
             "---\n# In {ns}: the registry credentials of plugins pulled from registries (host policy credentials.secret), read by name.\n{}---\n{}",
             crate::yaml::to_string(&role)?,
@@ -118,21 +101,17 @@ fn pull_secret_documents(policy: &HostPolicy, name: &str, sa_namespace: &str, se
 /// --admission-cert-secret`).
 fn admission_secret_role(name: &str, namespace: &str, service_account: &str) -> (Value, Value) {
     let admission = format!("{name}-admission");
-    let role = json!({
-        "apiVersion": RBAC_V1, "kind": "Role",
-        "metadata": {"name": admission, "namespace": namespace},
-        "rules": [
+    RoleGrant {
+        name: &admission,
+        namespace: Some(namespace),
+        plugins: None,
+        rules: json!([
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [ADMISSION_SECRET], "verbs": ["get", "update"]},
-        ],
-    });
-    let binding = json!({
-        "apiVersion": RBAC_V1, "kind": "RoleBinding",
-        "metadata": {"name": admission, "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": admission},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-    });
-    (role, binding)
+        ]),
+        subject: Subject { namespace, name: service_account },
+    }
+    .documents()
 }
 
 /// The RBAC of a host run with `--namespace` for each of `namespaces`, as YAML, bound to
@@ -164,23 +143,15 @@ pub fn render_namespaced(
     let names: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
     let flags: Vec<String> = namespaces.iter().map(|ns| format!("--namespace {ns}")).collect();
     let left_out: String = manifests.iter().filter_map(|m| left_out(m, policy, kinds, &install)).collect();
-    let subject = json!({"kind": "ServiceAccount", "name": service_account, "namespace": sa_namespace});
+    let subject = Subject { namespace: sa_namespace, name: service_account };
+    let plugin_names = names.join(",");
     let [event, lease, _] = host_kinds();
     let mut documents: Vec<(String, Value)> = Vec::new();
     let mut bound = |why: String, namespace: Option<&str>, name: String, rules: Vec<Value>| {
-        let (role, binding) = if namespace.is_some() { ("Role", "RoleBinding") } else { ("ClusterRole", "ClusterRoleBinding") };
-        let metadata = match namespace {
-            Some(ns) => json!({"name": name, "namespace": ns}),
-            None => json!({"name": name}),
-        };
-        let mut role_metadata = metadata.clone();
-        role_metadata["annotations"] = json!({"wasmop.dev/plugins": names.join(",")});
-        documents.push((why, json!({"apiVersion": RBAC_V1, "kind": role, "metadata": role_metadata, "rules": rules})));
-        documents.push((
-            String::new(),
-            json!({"apiVersion": RBAC_V1, "kind": binding, "metadata": metadata,
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": name}, "subjects": [subject]}),
-        ));
+        let grant = RoleGrant { name: &name, namespace, plugins: Some(&plugin_names), rules: json!(rules), subject };
+        let (role, binding) = grant.documents();
+        documents.push((why, role));
+        documents.push((String::new(), binding));
     };
     let mut plugins = Rules::new(kinds);
     plugins.plugins(manifests, policy, &install)?;
@@ -248,6 +219,56 @@ pub fn render_namespaced(
 
 const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
+/// The ServiceAccount a host runs as, which every role is bound to.
+#[derive(Debug, Clone, Copy)]
+struct Subject<'a> {
+    /// Its namespace.
+    namespace: &'a str,
+    /// Its name.
+    name: &'a str,
+}
+
+/// A role and its binding to the host's ServiceAccount: a Role and RoleBinding in a namespace,
+/// or a ClusterRole and ClusterRoleBinding.
+#[derive(Debug)]
+struct RoleGrant<'a> {
+    /// The name of both.
+    name: &'a str,
+    /// `Some`: a Role and RoleBinding in that namespace; `None`: cluster-wide.
+    namespace: Option<&'a str>,
+    /// The plugins the rules serve (the role's `wasmop.dev/plugins` annotation), if any.
+    plugins: Option<&'a str>,
+    /// The role's rules (a JSON array).
+    rules: Value,
+    /// Who is bound.
+    subject: Subject<'a>,
+}
+
+impl RoleGrant<'_> {
+    /// The role and its binding, as the API server takes them.
+    fn documents(self) -> (Value, Value) {
+        let (role_kind, binding_kind) = match self.namespace {
+            Some(_) => ("Role", "RoleBinding"),
+            None => ("ClusterRole", "ClusterRoleBinding"),
+        };
+        let metadata = match self.namespace {
+            Some(ns) => json!({"name": self.name, "namespace": ns}),
+            None => json!({"name": self.name}),
+        };
+        let mut role_metadata = metadata.clone();
+        if let Some(plugins) = self.plugins {
+            role_metadata["annotations"] = json!({"wasmop.dev/plugins": plugins});
+        }
+        let role = json!({"apiVersion": RBAC_V1, "kind": role_kind, "metadata": role_metadata, "rules": self.rules});
+        let binding = json!({
+            "apiVersion": RBAC_V1, "kind": binding_kind, "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": self.name},
+            "subjects": [{"kind": "ServiceAccount", "name": self.subject.name, "namespace": self.subject.namespace}],
+        });
+        (role, binding)
+    }
+}
+
 /// The RBAC of secure metrics (`wasmop run --metrics-secure`), as YAML documents each with a
 /// comment saying why, to follow [`render`] or [`render_namespaced`]:
 ///
@@ -261,20 +282,17 @@ const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 /// A YAML serialization failure.
 pub fn render_metrics(name: &str, namespace: &str, service_account: &str) -> anyhow::Result<String> {
     let auth = format!("{name}-metrics-auth");
-    let role = json!({
-        "apiVersion": RBAC_V1, "kind": "ClusterRole",
-        "metadata": {"name": auth},
-        "rules": [
+    let (role, binding) = RoleGrant {
+        name: &auth,
+        namespace: None,
+        plugins: None,
+        rules: json!([
             {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
             {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
-        ],
-    });
-    let binding = json!({
-        "apiVersion": RBAC_V1, "kind": "ClusterRoleBinding",
-        "metadata": {"name": auth},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-    });
+        ]),
+        subject: Subject { namespace, name: service_account },
+    }
+    .documents();
     let reader = json!({
         "apiVersion": RBAC_V1, "kind": "ClusterRole",
         "metadata": {"name": format!("{name}-metrics-reader")},

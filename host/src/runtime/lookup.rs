@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::bindings::{v0_1, v0_2, v0_3};
 use super::state::{HostState, LookupScope};
 use crate::contract::{Kind, Scope};
-use crate::objects::{LabelSelector, name_of, namespace_of};
+use crate::objects::{Hidden, LabelSelector, Sight, Visibility, visible_around};
 
 /// Why a lookup was refused, whatever the WIT version of the plugin.
 enum Refused {
@@ -62,33 +62,44 @@ lookup_impl!(v0_3);
 
 impl HostState {
     fn get_object(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, Refused> {
-        let (lookup, ns) = self.lookup_scope(&kind, namespace)?;
+        let (lookup, ns, sight) = self.lookup_scope(&kind, namespace)?;
         let Some(object) = lookup.cache.get(&kind, ns.as_deref(), name) else { return Ok(None) };
-        match visible_part(&lookup, &kind)? {
-            Some(visible) if !visible.admits(&object) => Ok(None),
-            _ => Ok(Some(object.json().to_owned())),
-        }
+        Ok(lookup.visibility().sees(&sight, &object).then(|| object.json().to_owned()))
     }
 
     fn list_objects(&mut self, kind: Kind, namespace: Option<&str>, label_selector: &str) -> Result<Vec<String>, Refused> {
-        let (lookup, ns) = self.lookup_scope(&kind, namespace)?;
+        let (lookup, ns, sight) = self.lookup_scope(&kind, namespace)?;
         let wanted = LabelSelector::parse(label_selector).map_err(|e| Refused::InvalidSelector(e.to_string()))?;
-        let visible = visible_part(&lookup, &kind)?;
+        let visibility = lookup.visibility();
         Ok(lookup
             .cache
             .list(&kind, ns.as_deref())
             .into_iter()
-            .filter(|o| wanted.matches_object(o) && visible.as_ref().is_none_or(|v| v.admits(o)))
+            .filter(|o| wanted.matches_object(o) && visibility.sees(&sight, o))
             .map(|o| o.json().to_owned())
             .collect())
     }
 }
 
+impl LookupScope {
+    /// What the plugin may see around this call's parent: the one rule of
+    /// [`visible_to`](crate::objects::visible_to), which the request of a reconcile and
+    /// `wasmop reconcile` follow too.
+    fn visibility(&self) -> Visibility<'_> {
+        let seen = visible_around(&self.manifest, &self.grants, self.namespace.as_deref(), &self.parent_name);
+        if self.admission { seen.admitting() } else { seen }
+    }
+}
+
 impl HostState {
-    /// Check a lookup against the manifest, the grants and the parent's namespace; returns
-    /// the scope and the namespace to read. A refusal is also recorded: it fails the call once
-    /// the plugin returns.
-    fn lookup_scope(&mut self, kind: &Kind, namespace: Option<&str>) -> Result<(Arc<LookupScope>, Option<String>), Refused> {
+    /// Check a lookup against what the plugin may see around the parent ([`Visibility::lookup`]);
+    /// returns the scope, the namespace to read and which of its objects are seen. A refusal
+    /// is also recorded: it fails the call once the plugin returns.
+    fn lookup_scope(
+        &mut self,
+        kind: &Kind,
+        namespace: Option<&str>,
+    ) -> Result<(Arc<LookupScope>, Option<String>, Sight), Refused> {
         let Some(lookup) = self.lookup.clone() else {
             return Err(Refused::Forbidden("lookups are only available while reconciling or admitting".into()));
         };
@@ -96,30 +107,35 @@ impl HostState {
             (Scope::Namespaced, None) => lookup.namespace.clone(),
             (_, ns) => ns.map(str::to_owned),
         };
-        let refusal = refusal(&lookup, kind, ns.as_deref());
-        if let Some(error) = refusal {
-            let what = format!("{kind} in namespace {:?}: {}", ns.as_deref().unwrap_or_default(), lookup_error_text(&error));
-            tracing::warn!(plugin = %self.plugin, "lookup refused: {what}");
-            self.refused_lookups.push(what);
-            return Err(error);
+        let sight = lookup.visibility().lookup(kind, ns.as_deref());
+        match sight {
+            Ok(sight) => Ok((lookup, ns, sight)),
+            Err(hidden) => {
+                let error = Refused::from(hidden);
+                let what = format!("{kind} in namespace {:?}: {}", ns.as_deref().unwrap_or_default(), lookup_error_text(&error));
+                tracing::warn!(plugin = %self.plugin, "lookup refused: {what}");
+                self.refused_lookups.push(what);
+                Err(error)
+            }
         }
-        Ok((lookup, ns))
     }
 }
 
-/// Why `lookup` may not read `kind` in `ns`, if it may not: the manifest does not declare the
-/// kind, the policy does not grant it (Secrets), or the namespace is neither the parent's nor
-/// granted.
-fn refusal(lookup: &LookupScope, kind: &Kind, ns: Option<&str>) -> Option<Refused> {
-    if !lookup.manifest.may_read(kind) {
-        return Some(Refused::UndeclaredKind(kind.to_string()));
+impl From<Hidden> for Refused {
+    fn from(hidden: Hidden) -> Self {
+        match hidden {
+            Hidden::Undeclared { kind, .. } => Refused::UndeclaredKind(kind.to_string()),
+            Hidden::NotGranted { kind, .. } => {
+                Refused::Forbidden(format!("{kind} is not granted to this plugin by the host's policy"))
+            }
+            Hidden::OtherNamespace { namespace, parent_namespace, .. } => {
+                Refused::Forbidden(format!("namespace {namespace:?} is outside the parent's namespace {parent_namespace:?}"))
+            }
+            // Only a parent name that is not a valid label value makes a related selector that
+            // parsed at load time fail here.
+            other => Refused::Forbidden(other.to_string()),
+        }
     }
-    if !lookup.grants.may_read_kind(kind) {
-        return Some(Refused::Forbidden(format!("{kind} is not granted to this plugin by the host's policy")));
-    }
-    let parent_ns = lookup.namespace.as_deref();
-    let other = ns.filter(|ns| !lookup.grants.may_read_namespace(ns, parent_ns))?;
-    Some(Refused::Forbidden(format!("namespace {other:?} is outside the parent's namespace {:?}", parent_ns.unwrap_or_default())))
 }
 
 fn lookup_error_text(e: &Refused) -> String {
@@ -129,47 +145,12 @@ fn lookup_error_text(e: &Refused) -> String {
     }
 }
 
-/// Which objects of a readable kind a lookup may see.
-enum Visible {
-    /// Those the related kind's declared selector matches for this parent.
-    Selected(LabelSelector),
-    /// Only the parent itself (its kind is not otherwise declared).
-    ParentOnly(String, Option<String>),
-}
-
-impl Visible {
-    fn admits(&self, object: &serde_json::Value) -> bool {
-        match self {
-            Visible::Selected(selector) => selector.matches_object(object),
-            Visible::ParentOnly(name, ns) => name_of(object) == Some(name) && namespace_of(object) == ns.as_deref(),
-        }
-    }
-}
-
-/// The restriction on a readable kind: `None` for child kinds (readable in the namespace),
-/// and for the parent's kind in an admission call; the declared selector for related kinds;
-/// the parent alone for the parent's kind in a reconcile.
-fn visible_part(lookup: &LookupScope, kind: &Kind) -> Result<Option<Visible>, Refused> {
-    if lookup.manifest.may_write(kind) || (lookup.admission && &lookup.manifest.parent == kind) {
-        return Ok(None);
-    }
-    if let Some(related) = lookup.manifest.related.iter().find(|r| &r.kind == kind) {
-        // The selector parsed at load time with a placeholder; only a parent name that is not
-        // a valid label value can make it fail here.
-        return related
-            .selector_for(&lookup.parent_name)
-            .map(|s| Some(Visible::Selected(s)))
-            .map_err(|e| Refused::Forbidden(e.to_string()));
-    }
-    Ok(Some(Visible::ParentOnly(lookup.parent_name.clone(), lookup.namespace.clone())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    use crate::objects::MemoryCache;
-    use crate::policy::Grants;
+    use crate::objects::{MemoryCache, name_of, namespace_of, visible_to};
+    use crate::policy::{Grants, NamespaceGrant};
     use serde_json::{Value, json};
 
     /// A reconcile's lookups for a parent of `scope` in `namespace`, reading Pods `app=web`
@@ -213,5 +194,42 @@ mod tests {
         assert_eq!(listed(&mut state, None).unwrap(), ["team-a"]);
         assert_eq!(listed(&mut state, Some("team-b")), None);
         assert_eq!(state.refused_lookups.len(), 1);
+    }
+
+    #[test]
+    fn lookups_answer_exactly_the_objects_the_requests_rule_lets_the_plugin_see() {
+        let manifest = crate::contract::manifest::fixtures::memcached("app=web,cr=$(parent.name)");
+        let parent = json!({"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "metadata": {"name": "p", "namespace": "team-a"}});
+        let object = |api: &str, kind: &str, name: &str, ns: &str, labels: Value| json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns, "labels": labels}});
+        let objects = [
+            object("v1", "Pod", "selected", "team-a", json!({"app": "web", "cr": "p"})),
+            object("v1", "Pod", "for-another-parent", "team-a", json!({"app": "web", "cr": "q"})),
+            object("v1", "Pod", "elsewhere", "team-b", json!({"app": "web", "cr": "p"})),
+            object("v1", "Pod", "granted", "team-c", json!({"app": "web", "cr": "p"})),
+            object("apps/v1", "Deployment", "child", "team-a", json!({})),
+            object("v1", "ConfigMap", "undeclared", "team-a", json!({})),
+        ];
+        let mut cache = MemoryCache::default();
+        for o in &objects {
+            cache.insert(o.clone()).unwrap();
+        }
+        let cache: Arc<dyn crate::objects::ObjectCache> = Arc::new(cache);
+        let grants = Grants { namespaces: NamespaceGrant::Also(["team-c".to_owned()].into()), ..Grants::default() };
+        let seen = visible_to(&manifest, &grants, &parent);
+        for o in &objects {
+            let lookup = LookupScope {
+                manifest: Arc::new(manifest.clone()),
+                grants: grants.clone(),
+                namespace: Some("team-a".into()),
+                parent_name: "p".into(),
+                cache: Arc::clone(&cache),
+                admission: false,
+            };
+            let mut state = HostState::new(Arc::from("test"), 1 << 20, Some(lookup));
+            let kind = Kind::of_object(o).unwrap();
+            let looked_up = state.get_object(kind.clone(), namespace_of(o), name_of(o).unwrap()).ok().flatten().is_some();
+            let requested = if manifest.may_write(&kind) { seen.child(o).is_ok() } else { seen.related(o).is_ok() };
+            assert_eq!(looked_up, requested, "lookup and request disagree on {o}");
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! The owner's side of a handover: a replica lets go of a parent the sharder marked with
 //! [`DRAIN_LABEL`], and never reconciles a parent that is not labelled for it.
 //!
-//! A worker checks [`PluginController::hand_over`] after it took a key and before it
-//! reconciles. The queue hands a key to one worker at a time, so a reconcile of the parent
+//! A worker checks [`hand_over`] (through its plugin controller) after it took a key and
+//! before it reconciles. The queue hands a key to one worker at a time, so a reconcile of the parent
 //! that was running when the drain label arrived has finished by then; the worker then removes
 //! both labels (the parent leaves this replica's watch, which drops it from the cache and its
 //! children's apply fingerprints with it) instead of reconciling. The removal carries the
@@ -13,9 +13,6 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{DRAIN_LABEL, SHARD_LABEL};
-use crate::controller::mapping::ObjectKey;
-use crate::controller::plugin_controller::PluginController;
-use crate::objects::ObjectCache;
 
 /// The field manager of a replica's own label removals.
 const OWNER_MANAGER: &str = "wasmop-shard";
@@ -58,33 +55,45 @@ fn standing(parent: Option<&Value>, me: &str) -> Standing {
     }
 }
 
-impl PluginController {
-    /// Replica `me`'s handover of the parent `key`: [`Handover::Reconcile`] when it is its own
-    /// and not draining; otherwise what was done instead (see the module).
-    pub(in crate::controller) async fn hand_over(&self, key: &ObjectKey, me: &str) -> Handover {
-        let manifest = std::sync::Arc::clone(self.plugin().manifest());
-        let parent = self.shared.watches.get(&manifest.parent, key.namespace.as_deref(), &key.name);
-        let parent = match (standing(parent.as_deref().map(|p| p.value()), me), parent) {
-            (Standing::Draining, Some(parent)) => parent,
-            (Standing::Mine, _) => return Handover::Reconcile,
-            _ => return Handover::NotMine,
-        };
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(ns) => Api::namespaced_with(self.shared.client.clone(), ns, &self.parent.resource),
-            None => Api::all_with(self.shared.client.clone(), &self.parent.resource),
-        };
-        let version = parent.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
-        let body = json!({"metadata": {"resourceVersion": version, "labels": {SHARD_LABEL: null, DRAIN_LABEL: null}}});
-        let params = PatchParams { field_manager: Some(OWNER_MANAGER.to_owned()), ..PatchParams::default() };
-        match api.patch_metadata(&key.name, &params, &Patch::Merge(body)).await {
-            Ok(_) => {
-                tracing::info!(plugin = %manifest.name, parent = %key, "drained: parent handed back to the sharder");
-                Handover::Released
-            }
-            Err(e) => {
-                tracing::warn!(plugin = %manifest.name, parent = %key, error = %e, "cannot hand the parent back; retrying");
-                Handover::Retry
-            }
+/// A parent a sharded worker took from the queue, as the host sees it.
+#[derive(Debug)]
+pub struct HeldParent<'a> {
+    /// The plugin reconciling it (for the logs).
+    pub plugin: &'a str,
+    /// The API of its kind (in its namespace, for a namespaced kind).
+    pub api: Api<DynamicObject>,
+    /// Its namespace (`None`: cluster-scoped), for the logs.
+    pub namespace: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+    /// The parent as the host's cache holds it (`None`: not cached).
+    pub cached: Option<&'a Value>,
+}
+
+/// Replica `me`'s handover of `parent`: [`Handover::Reconcile`] when it is its own and not
+/// draining; otherwise what was done instead (see the module).
+pub async fn hand_over(parent: HeldParent<'_>, me: &str) -> Handover {
+    let HeldParent { plugin, api, namespace, name, cached } = parent;
+    let cached = match (standing(cached, me), cached) {
+        (Standing::Draining, Some(cached)) => cached,
+        (Standing::Mine, _) => return Handover::Reconcile,
+        _ => return Handover::NotMine,
+    };
+    let shown = match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    };
+    let version = cached.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+    let body = json!({"metadata": {"resourceVersion": version, "labels": {SHARD_LABEL: null, DRAIN_LABEL: null}}});
+    let params = PatchParams { field_manager: Some(OWNER_MANAGER.to_owned()), ..PatchParams::default() };
+    match api.patch_metadata(name, &params, &Patch::Merge(body)).await {
+        Ok(_) => {
+            tracing::info!(plugin = %plugin, parent = %shown, "drained: parent handed back to the sharder");
+            Handover::Released
+        }
+        Err(e) => {
+            tracing::warn!(plugin = %plugin, parent = %shown, error = %e, "cannot hand the parent back; retrying");
+            Handover::Retry
         }
     }
 }

@@ -35,11 +35,10 @@ use serde_json::{Value, json};
 use super::feeds::{ShardWatches, Slim};
 use super::membership::Membership;
 use super::ring::Ring;
-use super::{DRAIN_LABEL, SHARD_LABEL, SHARDER_MANAGER};
+use super::{DRAIN_LABEL, SHARD_LABEL, SHARDER_MANAGER, ShardHost};
 use crate::actions::managed_selector;
 use crate::cluster::Resolved;
 use crate::contract::Scope;
-use crate::controller::manager::Manager;
 
 /// One running plugin's kinds, as the sharder assigns them.
 #[derive(Debug, Clone)]
@@ -148,7 +147,7 @@ fn write(resource: &ApiResource, object: &Slim, body: impl FnOnce(Option<&str>) 
 
 /// The leader's assigner of parents.
 pub struct Sharder {
-    manager: Arc<Manager>,
+    manager: Arc<dyn ShardHost>,
     membership: Arc<Membership>,
     feeds: ShardWatches,
     /// The `resourceVersion` each object (by uid) had when this sharder last wrote its labels:
@@ -164,7 +163,7 @@ impl std::fmt::Debug for Sharder {
 
 impl Sharder {
     /// A sharder of the parents of `manager`'s plugins over the members `membership` reads.
-    pub fn new(manager: Arc<Manager>, membership: Arc<Membership>) -> Self {
+    pub fn new(manager: Arc<dyn ShardHost>, membership: Arc<Membership>) -> Self {
         let feeds = ShardWatches::new(manager.client().clone());
         Self { manager, membership, feeds, written: Mutex::default() }
     }

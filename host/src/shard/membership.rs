@@ -17,8 +17,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::LEASE_LABEL;
-use crate::controller::manager::Manager;
+use super::{LEASE_LABEL, ShardHost};
 use crate::leader::LeaseConfig;
 use crate::metrics::Metrics;
 
@@ -149,7 +148,7 @@ impl Membership {
     /// Renew every retry period, and count the parents `manager`'s plugins own then (the
     /// `wasmop_shard_parents` gauge), the cached objects per kind and the live members; returns when no renewal has
     /// succeeded within the renew deadline (the caller stops reconciling).
-    pub async fn hold(&self, manager: &Manager) -> MembershipError {
+    pub async fn hold(&self, manager: &dyn ShardHost) -> MembershipError {
         let mut renewed = tokio::time::Instant::now();
         loop {
             match self.renew().await {

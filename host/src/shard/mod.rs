@@ -13,16 +13,18 @@
 //!   too;
 //! - handover: a live owner is never bypassed. The sharder marks a parent to move with
 //!   [`DRAIN_LABEL`]; its owner finishes any reconcile running for it, then removes both labels
-//!   (`drain`); only then the sharder labels it for the new owner. A dead replica's parents
+//!   ([`hand_over`]); only then the sharder labels it for the new owner. A dead replica's parents
 //!   are relabelled at once.
 
 mod drain;
 mod feeds;
+mod host;
 mod membership;
 pub mod ring;
 mod sharder;
 
-pub use drain::Handover;
+pub use drain::{Handover, HeldParent, hand_over};
+pub use host::ShardHost;
 pub use membership::{Membership, MembershipError, lease_name};
 pub use ring::Ring;
 pub use sharder::{Move, PluginKinds, RESYNC, Sharder, children_owner, decide};

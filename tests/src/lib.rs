@@ -27,6 +27,7 @@ pub mod figure;
 pub mod fixtures;
 pub mod host;
 pub mod objects;
+pub mod plans;
 pub mod plugins;
 pub mod polyglot;
 pub mod registry;

@@ -7,20 +7,20 @@ use serde_json::json;
 use wasmop::actions::{add_finalizer, remove_finalizer};
 
 use super::server::mock_client;
-use super::writer::{parent, parent_resource};
+use wasmop_e2e::plans::{testbed_parent, testbed_resource};
 
 const FINALIZER: &str = "wasmop.dev/testbed";
 const MANAGER: &str = "wasmop/testbed";
 const PARENT_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb";
 
 fn api(client: kube::Client) -> Api<DynamicObject> {
-    Api::namespaced_with(client, "ns", &parent_resource())
+    Api::namespaced_with(client, "ns", &testbed_resource())
 }
 
 #[tokio::test]
 async fn adding_the_finalizer_keeps_the_others_names_the_resource_version_and_the_plugins_field_manager() {
     let (client, mut server) = mock_client();
-    let mut tb = parent();
+    let mut tb = testbed_parent();
     tb["metadata"]["finalizers"] = json!(["someone.else/keep"]);
     let api = api(client);
     let (added, ()) = tokio::join!(add_finalizer(&api, &tb, FINALIZER, MANAGER), async {
@@ -37,7 +37,7 @@ async fn adding_the_finalizer_keeps_the_others_names_the_resource_version_and_th
 #[tokio::test]
 async fn removing_the_finalizer_keeps_the_others_and_names_the_resource_version() {
     let (client, mut server) = mock_client();
-    let mut tb = parent();
+    let mut tb = testbed_parent();
     tb["metadata"]["finalizers"] = json!([FINALIZER, "someone.else/keep"]);
     tb["metadata"]["resourceVersion"] = json!("9");
     let api = api(client);
@@ -55,7 +55,7 @@ async fn removing_the_finalizer_keeps_the_others_and_names_the_resource_version(
 async fn a_conflict_fails_the_finalizer_write_and_a_parent_already_gone_does_not() {
     let (client, mut server) = mock_client();
     let api = api(client);
-    let tb = parent();
+    let tb = testbed_parent();
     let (added, ()) =
         tokio::join!(add_finalizer(&api, &tb, FINALIZER, MANAGER), async { server.next().await.fail(409, "Conflict") });
     assert!(matches!(added, Err(kube::Error::Api(s)) if s.code == 409), "a changed parent is retried, not overwritten");

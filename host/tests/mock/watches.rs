@@ -13,7 +13,7 @@ use wasmop::objects::ObjectCache;
 use wasmop::watch::{InitialList, Subscriber, Watches};
 
 use super::server::mock_client;
-use super::writer::config_map_kind;
+use wasmop_e2e::plans::config_map_kind;
 
 /// What a subscriber was told: `(old name, new data)` per change.
 #[derive(Default)]

@@ -1,17 +1,14 @@
 //! [`Writer::execute`] against the mock API server: the plan's applies, prunes, deletes and
 //! status patch as the requests they become, and API errors as the errors the reconcile sees.
 
-use kube::api::GroupVersionKind;
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use wasmop::actions::{
-    ActionError, Audit, HostConditions, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, ReconcileContext, WriteTarget, Written,
-    owner_reference, plan,
-};
+use wasmop::actions::{ActionError, Audit, PARENT_ANNOTATION, PARENT_UID_LABEL, Plan, WriteTarget, Written, owner_reference};
 use wasmop::cluster::Discovery;
-use wasmop::contract::{Condition, ConditionStatus, Kind, KnownKinds, Manifest, ObjectRef, Response, Scope};
-use wasmop::objects::MemoryCache;
+use wasmop::contract::{Condition, ConditionStatus, Kind, Manifest, ObjectRef, Response};
 use wasmop::policy::Grants;
+use wasmop_e2e::plans::{
+    NOW, Planning, config_map_kind, returned_config_map, stored_config_map, testbed_manifest, testbed_parent, testbed_resource,
+};
 
 use super::server::{ApiServer, Call, mock_client};
 
@@ -19,95 +16,35 @@ use super::server::{ApiServer, Call, mock_client};
 const AUDIT: Audit<'static> =
     Audit { plugin: "p", version: "0.1.0", digest: "sha256:0", parent: "Parent ns/p", field_manager: "wasmop/p" };
 
-const NOW: &str = "2026-01-01T00:00:00Z";
-
 /// Where the testbed plugin's writes go: the mock API server behind `client`.
 fn target(client: kube::Client) -> WriteTarget {
-    WriteTarget::new(client.clone(), std::sync::Arc::new(Discovery::new(client)), parent_resource())
+    WriteTarget::new(client.clone(), std::sync::Arc::new(Discovery::new(client)), testbed_resource())
 }
 const STATUS_PATH: &str = "/apis/test.wasmop.dev/v1/namespaces/ns/testbeds/tb/status";
 
-pub fn config_map_kind() -> Kind {
-    Kind::new("", "v1", "ConfigMap")
-}
-
-/// The testbed plugin's manifest: `Testbed` parents, ConfigMap children, pruned.
-pub fn manifest() -> Manifest {
-    Manifest {
-        name: "testbed".into(),
-        version: "0.1.0".into(),
-        description: "mock API tests".into(),
-        parent: Kind::new("test.wasmop.dev", "v1", "Testbed"),
-        scope: Scope::Namespaced,
-        children: vec![config_map_kind()],
-        related: vec![],
-        finalizer: false,
-        prune: true,
-        adopt_unowned: false,
-        config_schema: None,
-        webhooks: vec![],
-    }
-}
-
-/// Parent `ns/tb`, uid `u-tb`, generation 3, resourceVersion 7.
-pub fn parent() -> Value {
-    json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed",
-        "metadata": {"name": "tb", "namespace": "ns", "uid": "u-tb", "generation": 3, "resourceVersion": "7"},
-        "spec": {"mode": "ok"}})
-}
-
-pub fn parent_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("test.wasmop.dev", "v1", "Testbed"), "testbeds")
-}
-
-/// ConfigMap `ns/<name>` with uid `uid-<name>`, controlled by the owner with `controller` uid.
-fn config_map(name: &str, controller: Option<&str>) -> Value {
-    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")}, "data": {"k": "v"}});
-    if let Some(uid) = controller {
-        cm["metadata"]["ownerReferences"] = json!([{"apiVersion": "test.wasmop.dev/v1", "kind": "Testbed", "name": "x",
-            "uid": uid, "controller": true}]);
-    }
-    cm
-}
-
-/// A child as a plugin returns it (no namespace, no owner).
-fn child(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "tb"}}, "data": {"k": "v"}})
-}
-
-fn cache(objects: &[Value]) -> MemoryCache {
-    let mut cache = MemoryCache::default();
-    for o in objects {
-        cache.insert(o.clone()).expect("an object");
-    }
-    cache
-}
-
-/// Plan `response` for [`parent`] with `observed` in the cache, and execute the plan against
+/// Plan `response` for the testbed parent with `observed` in the cache, and execute the plan against
 /// the mock while `scenario` answers the requests.
 async fn execute(
     response: Response,
     observed: &[Value],
     scenario: impl AsyncFnOnce(&mut ApiServer),
 ) -> (Plan, Result<Written, ActionError>, ApiServer) {
-    execute_for(manifest(), &Grants::default(), response, observed, scenario).await
+    execute_for(testbed_manifest(), Grants::default(), response, observed, scenario).await
 }
 
 /// [`execute`] for the plugin of `manifest` with `grants`.
 async fn execute_for(
     manifest: Manifest,
-    grants: &Grants,
+    grants: Grants,
     response: Response,
     observed: &[Value],
     scenario: impl AsyncFnOnce(&mut ApiServer),
 ) -> (Plan, Result<Written, ActionError>, ApiServer) {
     let (client, mut server) = mock_client();
-    let (parent, cache, kinds) = (parent(), cache(observed), KnownKinds::builtin());
-    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent).grants(grants);
-    let planned = plan(&context, response, HostConditions::always(NOW)).expect("an accepted response");
+    let planning = Planning::testbed().manifest(manifest).grants(grants).observed(observed);
+    let planned = planning.plan(response);
     let target = target(client);
-    let writer = target.writer(context, AUDIT);
+    let writer = target.writer(planning.context(), AUDIT);
     let (written, ()) = tokio::join!(writer.execute(&planned), scenario(&mut server));
     (planned, written, server)
 }
@@ -115,7 +52,7 @@ async fn execute_for(
 /// Answer the status patch with the parent at resourceVersion 8.
 fn answer_status(call: Call) {
     assert_eq!((&call.method, call.path.as_str()), (&hyper::Method::PATCH, STATUS_PATH), "{call}");
-    let mut patched = parent();
+    let mut patched = testbed_parent();
     patched["metadata"]["resourceVersion"] = json!("8");
     call.answer(patched);
 }
@@ -129,7 +66,7 @@ fn api_code(err: &ActionError) -> u16 {
 
 #[tokio::test]
 async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_parent_as_controller() {
-    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let response = Response { children: vec![returned_config_map("tb-out")], ..Default::default() };
     let (_, written, server) = execute(response, &[], async |server| {
         let call = server.next().await;
         assert_eq!(call.method, hyper::Method::PATCH);
@@ -163,29 +100,28 @@ async fn a_child_is_server_side_applied_with_the_plugins_field_manager_and_the_p
 #[tokio::test]
 async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
     let (client, mut server) = mock_client();
-    let (manifest, parent) = (manifest(), parent());
-    let mut observed = child("tb-out");
+    let planning = Planning::testbed();
+    let mut observed = returned_config_map("tb-out");
     observed["metadata"]["namespace"] = json!("ns");
-    observed["metadata"]["ownerReferences"] = json!([owner_reference(&manifest, &parent, "u-tb")]);
+    observed["metadata"]["ownerReferences"] = json!([owner_reference(&planning.manifest, &planning.parent, "u-tb")]);
     // As the host left it: with the labels it stamps on every child.
     observed["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("wasmop");
     observed["metadata"]["labels"]["wasmop.dev/plugin"] = json!("testbed");
-    let cache = cache(&[observed]);
-    let kinds = KnownKinds::builtin();
-    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
+    let planning = planning.observed(&[observed]);
     let target = target(client);
-    let writer = target.writer(context, AUDIT);
+    let writer = target.writer(planning.context(), AUDIT);
     let planned = |child: Value| {
         let response = Response { children: vec![child], ..Default::default() };
-        let mut p = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
+        let mut p = planning.plan(response);
         p.status_patch = None;
         p
     };
-    let mut fewer = child("tb-out");
+    let mut fewer = returned_config_map("tb-out");
     fewer["data"] = json!({});
     // First apply, the same content again (skipped), content the observed object still
     // contains but the plugin no longer sends (applied: the field must go).
-    for (desired, expect_apply) in [(child("tb-out"), true), (child("tb-out"), false), (fewer, true)] {
+    for (desired, expect_apply) in [(returned_config_map("tb-out"), true), (returned_config_map("tb-out"), false), (fewer, true)]
+    {
         let plan = planned(desired);
         let (written, ()) = tokio::join!(writer.execute(&plan), async {
             match server.next_within(std::time::Duration::from_millis(100)).await {
@@ -204,12 +140,12 @@ async fn an_unchanged_child_is_not_applied_again_and_a_changed_one_is() {
 #[tokio::test]
 async fn a_granted_cluster_scoped_child_is_applied_without_namespace_and_names_its_parent_by_label() {
     let role = Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
-    let manifest = Manifest { children: vec![config_map_kind(), role.clone()], ..manifest() };
+    let manifest = Manifest { children: vec![config_map_kind(), role.clone()], ..testbed_manifest() };
     let grants = Grants { cluster_scoped_children: [role.clone()].into(), escalation_kinds: [role].into(), ..Grants::default() };
     let child = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "tb-role", "labels": {PARENT_UID_LABEL: "forged", "app": "tb"}}, "rules": []});
     let response = Response { children: vec![child], ..Default::default() };
-    let (_, written, _) = execute_for(manifest, &grants, response, &[], async |server| {
+    let (_, written, _) = execute_for(manifest, grants, response, &[], async |server| {
         let call = server.next().await;
         assert_eq!(call.path, "/apis/rbac.authorization.k8s.io/v1/clusterroles/tb-role");
         assert_eq!(call.query("fieldManager"), Some("wasmop/testbed"));
@@ -262,19 +198,19 @@ async fn the_status_is_a_merge_patch_of_the_subresource_by_the_plugins_field_man
 #[tokio::test]
 async fn prune_deletes_only_the_parents_absent_children_each_on_its_uid() {
     let observed = [
-        config_map("tb-out", Some("u-tb")),
-        config_map("tb-stale", Some("u-tb")),
-        config_map("theirs", Some("u-other")),
-        config_map("users", None),
+        stored_config_map("tb-out", Some("u-tb")),
+        stored_config_map("tb-stale", Some("u-tb")),
+        stored_config_map("theirs", Some("u-other")),
+        stored_config_map("users", None),
     ];
-    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let response = Response { children: vec![returned_config_map("tb-out")], ..Default::default() };
     let (planned, written, server) = execute(response, &observed, async |server| {
         server.next().await.echo("1");
         let call = server.next().await;
         assert_eq!((&call.method, call.path.as_str()), (&hyper::Method::DELETE, "/api/v1/namespaces/ns/configmaps/tb-stale"));
         assert_eq!(call.body["preconditions"], json!({"uid": "uid-tb-stale"}));
         assert_eq!(call.body["propagationPolicy"], "Background");
-        call.answer(config_map("tb-stale", Some("u-tb")));
+        call.answer(stored_config_map("tb-stale", Some("u-tb")));
         answer_status(server.next().await);
     })
     .await;
@@ -286,7 +222,11 @@ async fn prune_deletes_only_the_parents_absent_children_each_on_its_uid() {
 
 #[tokio::test]
 async fn a_delete_of_an_object_gone_or_replaced_since_is_skipped_and_a_server_error_fails() {
-    let observed = [config_map("gone", Some("u-tb")), config_map("replaced", Some("u-tb")), config_map("broken", Some("u-tb"))];
+    let observed = [
+        stored_config_map("gone", Some("u-tb")),
+        stored_config_map("replaced", Some("u-tb")),
+        stored_config_map("broken", Some("u-tb")),
+    ];
     let delete = ["gone", "replaced", "broken"].map(|n| ObjectRef::namespaced(&config_map_kind(), "ns", n)).to_vec();
     let response = Response { delete, ..Default::default() };
     let (_, written, mut server) = execute(response, &observed, async |server| {
@@ -308,8 +248,11 @@ async fn a_delete_of_an_object_gone_or_replaced_since_is_skipped_and_a_server_er
 #[tokio::test]
 async fn api_errors_of_an_apply_keep_their_code_and_stop_the_writes() {
     for (code, reason) in [(409, "Conflict"), (403, "Forbidden"), (500, "InternalError")] {
-        let response =
-            Response { children: vec![child("tb-out")], status: Some(json!({"phase": "Ready"})), ..Default::default() };
+        let response = Response {
+            children: vec![returned_config_map("tb-out")],
+            status: Some(json!({"phase": "Ready"})),
+            ..Default::default()
+        };
         let (_, written, mut server) = execute(response, &[], async |server| {
             let call = server.next().await;
             assert_eq!(call.body["metadata"]["resourceVersion"], "1", "the new child is applied only if absent");
@@ -343,7 +286,7 @@ async fn a_refused_status_patch_is_an_error() {
 
 #[tokio::test]
 async fn a_new_child_is_created_by_one_apply_naming_a_version_no_object_has() {
-    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let response = Response { children: vec![returned_config_map("tb-out")], ..Default::default() };
     let (_, written, server) = execute(response, &[], async |server| {
         let call = server.next().await;
         assert_eq!((&call.method, call.path.as_str()), (&hyper::Method::PATCH, "/api/v1/namespaces/ns/configmaps/tb-out"));
@@ -359,16 +302,14 @@ async fn a_new_child_is_created_by_one_apply_naming_a_version_no_object_has() {
 
 #[tokio::test]
 async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_and_refused() {
-    let response = Response { children: vec![child("tb-out")], ..Default::default() };
+    let response = Response { children: vec![returned_config_map("tb-out")], ..Default::default() };
     let (client, mut server) = mock_client();
     // A user's ConfigMap of that name, which nobody controls (not in the host's cache).
-    server.add(config_map("tb-out", None));
-    let (manifest, parent, cache) = (manifest(), parent(), cache(&[]));
-    let kinds = KnownKinds::builtin();
-    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
-    let planned = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
+    server.add(stored_config_map("tb-out", None));
+    let planning = Planning::testbed();
+    let planned = planning.plan(response);
     let target = target(client);
-    let writer = target.writer(context, AUDIT);
+    let writer = target.writer(planning.context(), AUDIT);
     let (written, ()) = tokio::join!(writer.execute(&planned), async {
         let call = server.next().await;
         assert_eq!(call.body["metadata"]["resourceVersion"], "1");
@@ -384,14 +325,12 @@ async fn an_existing_child_the_cache_does_not_hold_is_read_after_the_conflict_an
 #[tokio::test]
 async fn a_kind_whose_create_only_apply_is_refused_is_read_first_from_then_on() {
     let (client, mut server) = mock_client();
-    let (manifest, parent, cache) = (manifest(), parent(), cache(&[]));
-    let kinds = KnownKinds::builtin();
-    let context = ReconcileContext::new(&manifest, &kinds, &cache, &parent);
+    let planning = Planning::testbed();
     let target = target(client);
-    let writer = target.writer(context, AUDIT);
+    let writer = target.writer(planning.context(), AUDIT);
     let planned = |name: &str| {
-        let response = Response { children: vec![child(name)], ..Default::default() };
-        let mut p = plan(&context, response, HostConditions::always(NOW)).expect("a plan");
+        let response = Response { children: vec![returned_config_map(name)], ..Default::default() };
+        let mut p = planning.plan(response);
         p.status_patch = None;
         p
     };

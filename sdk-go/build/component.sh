@@ -14,8 +14,9 @@
 #   0. the world, from the registered plugin;
 #   1. `wit-bindgen go` writes the bindings of WORLD and a `main` package exporting it
 #      (`//go:wasmexport`, mainline Go, no TinyGo);
-#   2. the entry of this SDK for that contract version (_entry/vX.Y.Z/) is added beside them:
-#      it implements the exports with the registered plugin, and imports PLUGIN_DIR's package;
+#   2. the entry of this SDK for that contract version (_entry/vX.Y.Z/) and what every version's
+#      entry has (_entry_common/) are added beside them: they implement the exports with the
+#      registered plugin, and import PLUGIN_DIR's package;
 #   3. `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared` (a reactor: no main loop) in a
 #      Go workspace of the entry, the plugin, this SDK and the bindings' runtime package;
 #   4. `wizer` runs the module's `_initialize` (the Go runtime's start-up and the packages'
@@ -127,6 +128,8 @@ for dir in "$entry"/*/; do
     fi
 done
 cp "$entry"/*.go "$gen/"
+# What every contract version's entry has: the WASI adapter's allocator.
+cp "$sdk/build/_entry_common"/*.go "$gen/"
 cat >"$gen/plugin.go" <<GO
 package main
 

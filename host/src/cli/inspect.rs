@@ -118,23 +118,9 @@ pub(super) async fn run(args: InspectArgs, runtime: &RuntimeArgs) -> anyhow::Res
 fn not_served_offline(manifest: &Manifest, kinds: &KnownKinds) -> Vec<String> {
     let declared = std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind));
     let mut lines: Vec<String> = declared.filter_map(|kind| kinds.serves(kind).err()).collect();
-    for webhook in &manifest.webhooks {
-        let mut checked = Vec::new();
-        for rule in &webhook.rules {
-            for group in &rule.api_groups {
-                for version in &rule.api_versions {
-                    for resource in &rule.resources {
-                        let key = (group, version, resource);
-                        if checked.contains(&key) {
-                            continue;
-                        }
-                        checked.push(key);
-                        if let Err(why) = kinds.serves_resource(group, version, resource) {
-                            lines.push(format!("webhook {}: {why}", webhook.name));
-                        }
-                    }
-                }
-            }
+    for (webhook, group, version, resource) in manifest.webhook_rule_resources() {
+        if let Err(why) = kinds.serves_resource(group, version, resource) {
+            lines.push(format!("webhook {webhook}: {why}"));
         }
     }
     lines.dedup();

@@ -199,30 +199,15 @@ impl Discovery {
     pub async fn check_webhook_resources(&self, manifest: &Manifest) -> Result<(), Vec<DiscoveryError>> {
         self.read_snapshot().await;
         let mut errors = Vec::new();
-        let mut checked: Vec<(&str, &str, &str, &str)> = Vec::new();
-        for webhook in &manifest.webhooks {
-            for rule in &webhook.rules {
-                for group in &rule.api_groups {
-                    for version in &rule.api_versions {
-                        for resource in &rule.resources {
-                            // Once per webhook and resource, however many rules name it.
-                            let key = (webhook.name.as_str(), group.as_str(), version.as_str(), resource.as_str());
-                            if checked.contains(&key) {
-                                continue;
-                            }
-                            checked.push(key);
-                            if let Err(message) = self.serves_resource(group, version, resource).await {
-                                let group_version = if group.is_empty() { version.clone() } else { format!("{group}/{version}") };
-                                errors.push(DiscoveryError::ResourceNotServed {
-                                    webhook: webhook.name.clone(),
-                                    group_version,
-                                    resource: resource.clone(),
-                                    message,
-                                });
-                            }
-                        }
-                    }
-                }
+        for (webhook, group, version, resource) in manifest.webhook_rule_resources() {
+            if let Err(message) = self.serves_resource(group, version, resource).await {
+                let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+                errors.push(DiscoveryError::ResourceNotServed {
+                    webhook: webhook.to_owned(),
+                    group_version,
+                    resource: resource.to_owned(),
+                    message,
+                });
             }
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }

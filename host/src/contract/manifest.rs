@@ -222,6 +222,28 @@ pub enum ManifestError {
 }
 
 impl Manifest {
+    /// Every `(webhook, group, version, resource)` the rules of this plugin's webhooks name,
+    /// each once per webhook however many rules repeat it, in rule order: what the cluster
+    /// must serve for the webhooks to be registered.
+    pub fn webhook_rule_resources(&self) -> Vec<(&str, &str, &str, &str)> {
+        let mut named: Vec<(&str, &str, &str, &str)> = Vec::new();
+        for webhook in &self.webhooks {
+            for rule in &webhook.rules {
+                for group in &rule.api_groups {
+                    for version in &rule.api_versions {
+                        for resource in &rule.resources {
+                            let key = (webhook.name.as_str(), group.as_str(), version.as_str(), resource.as_str());
+                            if !named.contains(&key) {
+                                named.push(key);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        named
+    }
+
     /// Check every field; called by the runtime on what a plugin returns from `manifest()`.
     ///
     /// # Errors

@@ -95,6 +95,9 @@ def number(x):
 
 def verdict(figure):
     p = figure.get("pass")
+    if p is None and figure.get("target"):
+        # A ratio target whose baseline was zero or less in this run (lost in its noise).
+        return "not judged"
     return "**PASS**" if p is True else "**MISS**" if p is False else "—"
 
 
@@ -235,6 +238,12 @@ class Tests(unittest.TestCase):
         for doc in (f"{END}\n{BEGIN}\n", f"{BEGIN}\n", f"{BEGIN}{END}{BEGIN}{END}"):
             with self.assertRaises(SummaryError):
                 rewrite(doc, "x")
+
+    def test_a_target_without_a_verdict_is_shown_as_not_judged(self):
+        figure = dict(json.loads(FIGURE), target="ratio ≤ 1.5", ratio=None, baseline=-2.7, value=1.2)
+        figure["pass"] = None
+        self.assertEqual(verdict(figure), "not judged")
+        self.assertEqual(verdict(dict(figure, target=None)), "—")
 
     def test_figure_lines_are_picked_out_of_human_output(self):
         text = f"human line\n{FIGURE}\n{{not a figure}}\n" + '{"baseline":null,"bench":"b","metric":"sorted keys","unit":"","value":1}\n'

@@ -22,15 +22,44 @@ pub enum Goal {
 
 /// Print the figure line of `metric` of `bench`: `value` (in `unit`) next to `baseline`
 /// measured in the same run, if any, their ratio, the goal as text and whether it is met.
+///
+/// A ratio needs a baseline above zero: a baseline of zero or less (an added latency lost in the
+/// run's noise, say) gives the line no ratio, so a ratio goal is shown but neither met nor missed.
 pub fn figure(bench: &str, metric: &str, value: f64, baseline: Option<f64>, unit: &str, goal: Goal) {
-    let ratio = baseline.filter(|b| *b != 0.0).map(|b| value / b);
+    println!("{}", line(bench, metric, value, baseline, unit, goal));
+}
+
+/// The JSON object [`figure`] prints.
+fn line(bench: &str, metric: &str, value: f64, baseline: Option<f64>, unit: &str, goal: Goal) -> serde_json::Value {
+    let ratio = baseline.filter(|b| *b > 0.0).map(|b| value / b);
     let (target, pass) = match goal {
         Goal::None => (None, None),
         Goal::RatioAtMost(x) => (Some(format!("ratio ≤ {x}")), ratio.map(|r| r <= x)),
         Goal::RatioAtLeast(x) => (Some(format!("ratio ≥ {x}")), ratio.map(|r| r >= x)),
         Goal::AtMost(x) => (Some(format!("≤ {x} {unit}")), Some(value <= x)),
     };
-    let line = json!({"bench": bench, "metric": metric, "value": value, "baseline": baseline, "ratio": ratio,
-        "unit": unit, "target": target, "pass": pass});
-    println!("{line}");
+    json!({"bench": bench, "metric": metric, "value": value, "baseline": baseline, "ratio": ratio,
+        "unit": unit, "target": target, "pass": pass})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ratio_goal_is_judged_against_a_positive_baseline() {
+        let met = line("b", "m", 1.2, Some(1.0), "ms", Goal::RatioAtMost(1.5));
+        assert_eq!((met["ratio"].as_f64(), met["pass"].as_bool()), (Some(1.2), Some(true)));
+        let missed = line("b", "m", 2.0, Some(1.0), "ms", Goal::RatioAtMost(1.5));
+        assert_eq!(missed["pass"], json!(false));
+    }
+
+    #[test]
+    fn a_baseline_of_zero_or_less_gives_no_ratio_and_no_verdict() {
+        for baseline in [0.0, -2.7] {
+            let noise = line("b", "m", 1.16, Some(baseline), "ms", Goal::RatioAtMost(1.5));
+            assert_eq!((&noise["ratio"], &noise["pass"]), (&json!(null), &json!(null)), "baseline {baseline}");
+            assert_eq!(noise["target"], "ratio ≤ 1.5");
+        }
+    }
 }

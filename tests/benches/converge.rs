@@ -1711,14 +1711,13 @@ fn print_workload_summary(results: &[RunResult]) {
         };
         row("controller CPU per minute", &|i| format!("{:.3} s", i.cpu_per_minute()));
         row("API requests (leases apart)", &|i| {
-            format!(
-                "{}",
-                i.requests
-                    .iter()
-                    .filter(|(k, _)| !k.starts_with("server ms: ") && !k.starts_with("watch events"))
-                    .map(|(_, v)| v)
-                    .sum::<f64>()
-            )
+            // Requests are whole numbers; `fold` from 0.0 (an empty `sum` of floats is -0.0).
+            let n = i
+                .requests
+                .iter()
+                .filter(|(k, _)| !k.starts_with("server ms: ") && !k.starts_with("watch events"))
+                .fold(0.0, |sum, (_, v)| sum + v);
+            format!("{n:.0}")
         });
         row("RSS at the end (peer: own process; A–E: the bench's)", &|i| {
             i.rss_end.map_or_else(|| "—".to_owned(), |m| format!("{m:.1} MiB"))

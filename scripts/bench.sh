@@ -40,7 +40,7 @@ server_bin=${KUBEBUILDER_ASSETS:-$(bash scripts/control-plane.sh install | tail 
 server=$("$server_bin/kube-apiserver" --version 2>/dev/null | awk '{print $2}')
 
 # The order of the table.
-benches=(reconcile languages containment memory converge converge-10k converge-pods admission reload pull churn sharding sharding-scale cpu_share)
+benches=(reconcile languages containment memory converge converge-10k converge-pods converge-rollout converge-idle admission reload pull churn sharding sharding-scale cpu_share)
 
 wanted() {
     [ -z "${BENCH_ONLY:-}" ] && return 0
@@ -61,6 +61,10 @@ knobs() {
     quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AKLP" ;;
     full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AKLPPLKA" ;;
     full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEKLPPLKEDCA" ;;
+    quick:converge-rollout) echo "N=100 SIZE=3 ROLLOUT=4 LAT=0 QUIET=3 RUNS=AKLP" ;;
+    full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AKLPPLKA" ;;
+    quick:converge-idle) echo "N=500 IDLE=30 LAT=0 QUIET=3 RUNS=AKLP" ;;
+    full:converge-idle) echo "N=10000 IDLE=300 LAT=0 RUNS=AKLPPLKA" ;;
     quick:admission) echo "N=50" ;;
     full:admission) echo "N=400" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;
@@ -119,7 +123,7 @@ for name in "${benches[@]}"; do
     wanted "$name" || continue
     case "$name" in
     converge-10k) [ "$mode" = full ] && run "$name" converge ;;
-    converge-pods) run "$name" converge ;;
+    converge-pods | converge-rollout | converge-idle) run "$name" converge ;;
     sharding-scale) run "$name" sharding ;;
     *) run "$name" "$name" ;;
     esac

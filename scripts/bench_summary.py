@@ -291,3 +291,23 @@ class Tests(unittest.TestCase):
             self.assertIn("| memory | RSS per extra plugin | 1.50 MiB |", out)
             self.assertIn("| sharding | not measured in this run |", out)
             self.assertTrue(out.endswith(DOC[len("# Benchmarks\n"):]))
+
+    def test_rollout_and_idle_figures_get_rows_of_their_own_bench_in_table_order(self):
+        rollout = ('{"bench":"converge","metric":"throughput to re-converged (rollout size 3 → 4 of N = 100, median of 1 A / 1 K '
+                   'runs, baseline K controller-runtime)","value":2.5,"baseline":2.0,"ratio":1.25,"unit":"parents/s",'
+                   '"target":"ratio ≥ 1","pass":true}')
+        idle = ('{"bench":"converge","metric":"controller CPU per minute, idle (idle 30 s, N = 500, median of 1 A / 1 P runs, '
+                'baseline P kopf)","value":0.3,"baseline":0.2,"ratio":1.5,"unit":"CPU-s/min","target":"ratio ≤ 1","pass":false}')
+        with tempfile.TemporaryDirectory() as d:
+            files = {"converge-rollout.out": f"## Rollout\n| | A |\n{rollout}\n", "converge-rollout.cmd": "ROLLOUT=4 cargo bench\n",
+                     "converge-rollout.rc": "0\n", "converge-idle.out": f"(run Z runs no controller)\n{idle}\n",
+                     "converge-idle.cmd": "IDLE=30 cargo bench\n", "converge-idle.rc": "0\n"}
+            for name, text in files.items():
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    f.write(text)
+            table = render(load_results(d, ["converge-pods", "converge-rollout", "converge-idle"]), {}, "quick")
+        rows = [line for line in table.splitlines() if line.startswith("| converge")]
+        self.assertEqual([r.split(" | ")[0] for r in rows], ["| converge-pods", "| converge-rollout", "| converge-idle"])
+        self.assertIn("not measured in this run", rows[0])
+        self.assertIn("| 2.50 parents/s | 2.00 parents/s | 1.25× | ratio ≥ 1 | **PASS** | `ROLLOUT=4 cargo bench` |", rows[1])
+        self.assertIn("| 0.30 CPU-s/min | 0.20 CPU-s/min | 1.50× | ratio ≤ 1 | **MISS** | `IDLE=30 cargo bench` |", rows[2])

@@ -26,6 +26,18 @@
 //!   new CRD, which LISTs Memcacheds) is over before the clock starts;
 //! - `GATHER_PROBE=1`: instead of the runs, time the host's `Request::gather` (per reconcile)
 //!   and `parents_of_change` for a Pod event against in-memory caches of growing size;
+//! - `ROLLOUT=S` (default unset: no rollout): the rollout workload — once the bulk has
+//!   converged (and kube-controller-manager caught up), every bulk parent's `spec.size` is
+//!   patched to `S` (`INFLIGHT` patches in flight) and the clock runs until every one is
+//!   re-converged: `Available=True` for the new generation, `status.nodes` naming `S` Pods and
+//!   the Deployment at `S` replicas. Reported: time, parents/s, the controller's CPU and writes
+//!   per parent over the rollout, peak RSS; e.g. `SIZE=3 ROLLOUT=4` (one more Pod per parent);
+//! - `IDLE=SECONDS` (default unset: no idle window): the idle workload — afterwards, the
+//!   converged parents are left alone for that long; reported: the controller's CPU per minute
+//!   and the API requests over the window, its RSS at the end. The host then runs with its
+//!   default resync period (as users get it), the other runs as their frameworks default.
+//!   A run with `ROLLOUT` or `IDLE` prints the figure lines of those workloads only; run Z
+//!   (no controller) skips both;
 //! - `RUST_LOG` (default `warn`): e.g. `wasmop=debug` for the host's reconcile lines;
 //!   `SPAN_TIMES=1` adds the busy/idle time of each closed span (the host's `reconcile`).
 //!
@@ -85,7 +97,22 @@ fn size() -> i32 {
     static SIZE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
     *SIZE.get_or_init(|| env_usize("SIZE", 0).ok().and_then(|s| i32::try_from(s).ok()).unwrap_or(0))
 }
+/// The rollout workload's new `spec.size`: env `ROLLOUT` (unset: no rollout phase). After the
+/// bulk has converged, every parent's size is patched to it and the bench times until every
+/// parent is re-converged at the new generation (see [`Seen::check`]).
+fn rollout_size() -> Option<i32> {
+    static ROLLOUT: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    *ROLLOUT
+        .get_or_init(|| std::env::var("ROLLOUT").ok().filter(|v| !v.trim().is_empty()).and_then(|v| v.trim().parse::<i32>().ok()))
+}
+/// The idle workload's window, seconds: env `IDLE` (unset or 0: no idle phase).
+fn idle_window() -> Option<Duration> {
+    static IDLE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *IDLE.get_or_init(|| env_usize("IDLE", 0).ok().filter(|s| *s > 0).map(|s| Duration::from_secs(s as u64)))
+}
 const BULK_TIMEOUT: Duration = Duration::from_secs(900);
+/// How long the rollout may take before the run fails.
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(900);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(600);
 const ONE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after each latency sample converges, so the trailing work (the controller's
@@ -275,7 +302,23 @@ async fn bench() -> Result<()> {
     if size() > 0 && runs.contains(&Which::Limit) {
         bail!("the limit run Z writes Available=True at once: it measures SIZE=0 only");
     }
-    eprintln!("[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?}; building the memcached plugin…");
+    if let Ok(v) = std::env::var("ROLLOUT")
+        && !v.trim().is_empty()
+    {
+        match rollout_size() {
+            None => bail!("ROLLOUT={v:?} is not a size (the new spec.size of every parent)"),
+            Some(to) if to < 0 => bail!("ROLLOUT={to}: a size is not negative"),
+            Some(to) if to == size() => bail!("ROLLOUT={to} is the size the parents already have (SIZE={})", size()),
+            Some(_) => {}
+        }
+    }
+    env_usize("IDLE", 0)?;
+    eprintln!(
+        "[converge] N={n} LAT={lat} INFLIGHT={inflight} RUNS={runs:?} SIZE={} ROLLOUT={:?} IDLE={:?}; building the memcached plugin…",
+        size(),
+        rollout_size(),
+        idle_window()
+    );
     let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
 
     let mut results = Vec::new();
@@ -286,8 +329,15 @@ async fn bench() -> Result<()> {
         results.push(r);
     }
     print_summary(&results, n, lat, inflight);
-    print_figures(&results, n);
-    print_peer_figures(&results, n);
+    if rollout_size().is_none() && idle_window().is_none() {
+        print_figures(&results, n);
+        print_peer_figures(&results, n);
+    } else {
+        // The bulk of such a run is the one `converge-pods` / `converge-10k` measure: only the
+        // figure lines of the workloads asked for, so the summary has no duplicate rows.
+        print_workload_summary(&results);
+        print_workload_figures(&results, n);
+    }
     Ok(())
 }
 
@@ -323,6 +373,63 @@ struct RunResult {
     /// A peer's peak resident memory over the run and its resident memory at the end of the
     /// run, MiB (in-process controllers share the bench's process: not measured here).
     rss: Option<(f64, f64)>,
+    /// The rollout workload (`ROLLOUT`), when it ran.
+    rollout: Option<RolloutResult>,
+    /// The idle workload (`IDLE`), when it ran.
+    idle: Option<IdleResult>,
+}
+
+/// The rollout workload of one run: every parent's size changed at once, until every parent is
+/// re-converged ([`Seen::rolled_at`]).
+#[derive(Debug)]
+struct RolloutResult {
+    /// The parents' size before and after.
+    from: i32,
+    to: i32,
+    /// Parents changed (the bulk's).
+    n: usize,
+    /// First size patch sent → last parent re-converged.
+    time: Duration,
+    /// First size patch sent → last patch call returned.
+    patches: Duration,
+    requests: BTreeMap<String, f64>,
+    cpu: BTreeMap<String, f64>,
+    work: BTreeMap<String, f64>,
+    /// Peak resident memory during the rollout, MiB: the peer's process, or the bench's own
+    /// process for an in-process controller (the controller plus the bench's watches: an upper
+    /// bound of the controller's).
+    peak_rss: Option<f64>,
+}
+
+/// The idle workload of one run: the converged parents left alone for a window.
+#[derive(Debug)]
+struct IdleResult {
+    window: Duration,
+    requests: BTreeMap<String, f64>,
+    cpu: BTreeMap<String, f64>,
+    work: BTreeMap<String, f64>,
+    /// Resident memory at the end of the window, MiB (the same processes as
+    /// [`RolloutResult::peak_rss`]).
+    rss_end: Option<f64>,
+}
+
+/// (VmHWM, VmRSS) of process `pid` (`None`: this process), MiB.
+fn process_rss(pid: Option<u32>) -> Option<(f64, f64)> {
+    let path = pid.map_or_else(|| "/proc/self/status".to_owned(), |p| format!("/proc/{p}/status"));
+    let status = std::fs::read_to_string(path).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? / 1024.0)
+    };
+    Some((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+/// Reset the peak resident memory (VmHWM) of process `pid` (`None`: this process) to its
+/// current resident memory, so a later VmHWM is the peak of what follows (Linux's
+/// `clear_refs` 5). False when the kernel refuses.
+fn reset_peak_rss(pid: Option<u32>) -> bool {
+    let path = pid.map_or_else(|| "/proc/self/clear_refs".to_owned(), |p| format!("/proc/{p}/clear_refs"));
+    std::fs::write(path, "5").is_ok()
 }
 
 enum Running {
@@ -365,12 +472,7 @@ impl Peer {
 
     /// (VmHWM, VmRSS) of the process, MiB.
     fn rss(&self) -> Option<(f64, f64)> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let field = |name: &str| -> Option<f64> {
-            let line = status.lines().find(|l| l.starts_with(name))?;
-            Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? / 1024.0)
-        };
-        Some((field("VmHWM:")?, field("VmRSS:")?))
+        process_rss(Some(self.child.id()))
     }
 }
 
@@ -415,7 +517,10 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
                         } else {
                             HostPolicy::default()
                         };
-                        let config = ControllerConfig { concurrency: 16, resync: None, policy, ..ControllerConfig::default() };
+                        // The idle workload measures what a controller does on its own while nothing
+                        // changes: the host then resyncs as users get it (its default period).
+                        let resync = if idle_window().is_some() { ControllerConfig::default().resync } else { None };
+                        let config = ControllerConfig { concurrency: 16, resync, policy, ..ControllerConfig::default() };
                         Ok::<_, anyhow::Error>(Running::Host(Host::start(ctrl_client, &[&wasm], config).await?))
                     }
                     Which::Native | Which::NativeGeneration | Which::NativeSameStatus => {
@@ -504,7 +609,8 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     // ---- settle: kube-controller-manager catches up (ReplicaSets, Deployment status) ----
     // (Skipped without a latency phase: a bulk-only run needs no idle system afterwards.)
     let s0 = Instant::now();
-    while lat > 0 && tracker.deployments_observed(&names) < n {
+    let workloads = rollout_size().is_some() || idle_window().is_some();
+    while (lat > 0 || workloads) && tracker.deployments_observed(&names) < n {
         if s0.elapsed() > SETTLE_TIMEOUT {
             bail!("kube-controller-manager did not catch up within {SETTLE_TIMEOUT:?}");
         }
@@ -545,6 +651,22 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     }
     let metrics3 = request_counts(&client).await?;
 
+    // ---- the rollout and idle workloads, on the converged parents ----
+    // The run's peak before the rollout resets it (the rollout reports its own peak).
+    let peak_before = running.peer_pid().and_then(|pid| process_rss(Some(pid))).map(|(peak, _)| peak);
+    let phase = PhaseCtx { which, client: &client, crs: &crs, tracker: &tracker, names: &names, inflight };
+    let rollout = match rollout_size() {
+        Some(to) if which != Which::Limit => Some(rollout_phase(&phase, &mut running, to).await?),
+        _ => None,
+    };
+    let idle = match idle_window() {
+        Some(window) if which != Which::Limit => Some(idle_phase(&phase, &mut running, window).await?),
+        _ => None,
+    };
+    if which == Which::Limit && workloads {
+        eprintln!("[converge]   run Z runs no controller: no rollout or idle workload (skipped)");
+    }
+
     let mut rss = None;
     let native = match running {
         Running::Host(host) => {
@@ -556,7 +678,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
             Some(ctx.counts())
         }
         Running::Peer(peer) => {
-            rss = peer.rss();
+            rss = peer.rss().map(|(peak, end)| (peak.max(peak_before.unwrap_or(0.0)), end));
             drop(peer);
             None
         }
@@ -584,6 +706,159 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
         work_bulk: diff(&work0, &work1),
         native,
         rss,
+        rollout,
+        idle,
+    })
+}
+
+/// What the rollout and idle workloads of a run work on.
+struct PhaseCtx<'a> {
+    which: Which,
+    client: &'a kube::Client,
+    crs: &'a Api<DynamicObject>,
+    tracker: &'a Tracker,
+    /// The bulk's parents, all converged.
+    names: &'a [String],
+    inflight: usize,
+}
+
+/// The rollout workload: patch every parent's `spec.size` to `to` (`inflight` patches in
+/// flight) and wait until every one is re-converged ([`Seen::rolled_at`]).
+///
+/// # Errors
+/// A patch fails, the peer exits, the rollout takes longer than [`ROLLOUT_TIMEOUT`], or a list
+/// afterwards disagrees with the watch.
+async fn rollout_phase(ctx: &PhaseCtx<'_>, running: &mut Running, to: i32) -> Result<RolloutResult> {
+    let n = ctx.names.len();
+    eprintln!("[converge]   rollout: every parent's size {} → {to}", size());
+    let pid = running.peer_pid();
+    let rss_reset = reset_peak_rss(pid);
+    if !rss_reset {
+        eprintln!("[converge]   (the kernel refused to reset the peak RSS: the rollout's peak is the run's)");
+    }
+    let metrics0 = request_counts(ctx.client).await?;
+    let work0 = controller_work(running);
+    let cpu0 = cpu_snapshot(pid);
+    ctx.tracker.start_rollout(to);
+    let t0 = Instant::now();
+    let patch = json!({"spec": {"size": to}});
+    let patches = futures::stream::iter(ctx.names.iter().cloned())
+        .map(|name| {
+            let (crs, patch) = (ctx.crs.clone(), &patch);
+            async move {
+                crs.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await.with_context(|| format!("resizing {name}"))
+            }
+        })
+        .buffer_unordered(ctx.inflight)
+        .try_for_each(|_| async { Ok(()) });
+    let mut progress = tokio::time::interval(Duration::from_secs(5));
+    progress.tick().await;
+    tokio::pin!(patches);
+    let mut patches_done: Option<Duration> = None;
+    loop {
+        tokio::select! {
+            r = &mut patches, if patches_done.is_none() => { r?; patches_done = Some(t0.elapsed()); }
+            _ = progress.tick() => {
+                if let Running::Peer(p) = running {
+                    p.check()?;
+                }
+                eprintln!("[converge]   {:>5.1} s: {} / {n} re-converged at size {to}", t0.elapsed().as_secs_f64(),
+                    ctx.tracker.rolled_count(ctx.names));
+            }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        if patches_done.is_some() && ctx.tracker.rolled_count(ctx.names) == n {
+            break;
+        }
+        if t0.elapsed() > ROLLOUT_TIMEOUT {
+            bail!("not re-converged after {ROLLOUT_TIMEOUT:?}: {} / {n}", ctx.tracker.rolled_count(ctx.names));
+        }
+    }
+    let time = ctx.tracker.last_rolled(ctx.names).expect("all re-converged").saturating_duration_since(t0);
+    let cpu1 = cpu_snapshot(pid);
+    let work1 = controller_work(running);
+    let metrics1 = request_counts(ctx.client).await?;
+    let peak_rss = if rss_reset { process_rss(pid).map(|(peak, _)| peak) } else { None };
+    eprintln!("[converge]   all {n} re-converged at size {to} in {:.3} s ({})", time.as_secs_f64(), ctx.which.label());
+    verify_rollout_by_listing(ctx, to).await?;
+    // The trailing work of the rollout (kube-controller-manager's ReplicaSet status, the
+    // controller's last reconciles) is over before anything else is measured.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(RolloutResult {
+        from: size(),
+        to,
+        n,
+        time,
+        patches: patches_done.unwrap_or_default(),
+        requests: diff(&metrics0, &metrics1),
+        cpu: diff(&cpu0, &cpu1),
+        work: diff(&work0, &work1),
+        peak_rss,
+    })
+}
+
+/// Check the watch's verdict on the rollout with plain lists: every parent at the new size,
+/// `Available=True` for its generation, `status.nodes` naming `to` Pods, its Deployment with
+/// `to` replicas.
+///
+/// # Errors
+/// A list fails or finds a parent that is not re-converged.
+async fn verify_rollout_by_listing(ctx: &PhaseCtx<'_>, to: i32) -> Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+    let crs: HashMap<String, DynamicObject> =
+        ctx.crs.list(&ListParams::default()).await?.items.into_iter().map(|o| (o.name_any(), o)).collect();
+    let deployments: HashMap<String, Deployment> =
+        deployments.list(&ListParams::default()).await?.items.into_iter().map(|o| (o.name_any(), o)).collect();
+    let bad = ctx
+        .names
+        .iter()
+        .filter(|name| {
+            let cr_ok = crs.get(*name).is_some_and(|cr| {
+                available_observed_generation(cr) == cr.metadata.generation
+                    && available_condition(cr).is_some_and(|c| c["status"] == "True")
+                    && cr.data.pointer("/spec/size").and_then(Value::as_i64) == Some(i64::from(to))
+                    && cr.data.pointer("/status/nodes").and_then(Value::as_array).map_or(0, Vec::len)
+                        == usize::try_from(to).unwrap_or(0)
+            });
+            let d_ok = deployments.get(*name).is_some_and(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(to));
+            !(cr_ok && d_ok)
+        })
+        .count();
+    if bad > 0 {
+        bail!("the watch said re-converged, but listing finds {bad} parents not re-converged at size {to}");
+    }
+    Ok(())
+}
+
+/// The idle workload: leave the converged parents alone for `window` and measure what the
+/// controller does meanwhile (resyncs, heartbeats, leases): its CPU, the API requests, its
+/// resident memory at the end.
+///
+/// # Errors
+/// The peer exits during the window, or the API server's metrics cannot be read.
+async fn idle_phase(ctx: &PhaseCtx<'_>, running: &mut Running, window: Duration) -> Result<IdleResult> {
+    eprintln!("[converge]   idle: {} converged parents left alone for {:.0} s", ctx.names.len(), window.as_secs_f64());
+    let pid = running.peer_pid();
+    let metrics0 = request_counts(ctx.client).await?;
+    let work0 = controller_work(running);
+    let cpu0 = cpu_snapshot(pid);
+    let t0 = Instant::now();
+    while t0.elapsed() < window {
+        tokio::time::sleep((window - t0.elapsed()).min(Duration::from_secs(5))).await;
+        if let Running::Peer(p) = running {
+            p.check()?;
+        }
+    }
+    let cpu1 = cpu_snapshot(pid);
+    let work1 = controller_work(running);
+    let metrics1 = request_counts(ctx.client).await?;
+    let window = t0.elapsed();
+    Ok(IdleResult {
+        window,
+        requests: diff(&metrics0, &metrics1),
+        cpu: diff(&cpu0, &cpu1),
+        work: diff(&work0, &work1),
+        rss_end: process_rss(pid).map(|(_, rss)| rss),
     })
 }
 
@@ -645,10 +920,23 @@ async fn verify_by_listing(client: &kube::Client, ar: &ApiResource, names: &[Str
 /// (spec.replicas, metadata.generation, status.observedGeneration) of a Deployment.
 type DeploymentSeen = (Option<i32>, Option<i64>, Option<i64>);
 
+/// What the bench's watch last saw of a Memcached.
+#[derive(Debug, Default, Clone, Copy)]
+struct CrSeen {
+    generation: Option<i64>,
+    /// The `Available` condition's `observedGeneration`.
+    observed: Option<i64>,
+    /// `Available.status == "True"`.
+    available: bool,
+    /// `spec.size`.
+    size: Option<i64>,
+    /// How many Pods `status.nodes` names.
+    nodes: usize,
+}
+
 #[derive(Debug, Default)]
 struct Seen {
-    /// name → (generation, Available.observedGeneration, Available.status == "True")
-    crs: HashMap<String, (Option<i64>, Option<i64>, bool)>,
+    crs: HashMap<String, CrSeen>,
     /// name → (spec.replicas, generation, status.observedGeneration)
     deployments: HashMap<String, DeploymentSeen>,
     deployment_seen: HashMap<String, Instant>,
@@ -658,19 +946,33 @@ struct Seen {
     /// When the CR first had, in addition, `Available=True`: the status reflects the
     /// Deployment (the controller's second reconcile, triggered by the Deployment's creation).
     settled_at: HashMap<String, Instant>,
+    /// The rollout's new size, once the rollout phase has begun.
+    rollout: Option<i32>,
+    /// When the CR was first re-converged at the rollout's size: `spec.size` is the new size
+    /// (so its generation is the rollout's), the `Available` condition is `True` for that
+    /// generation, `status.nodes` names that many Pods and the Deployment has that many replicas.
+    rolled_at: HashMap<String, Instant>,
 }
 
 impl Seen {
     fn check(&mut self, name: &str, now: Instant) {
-        let cr = self.crs.get(name).filter(|(g, o, _)| g.is_some() && g == o);
-        let d = self.deployments.get(name).is_some_and(|(r, _, _)| *r == Some(size()));
-        if let Some(&(_, _, available)) = cr
-            && d
+        let cr = self.crs.get(name).filter(|c| c.generation.is_some() && c.generation == c.observed).copied();
+        let replicas = self.deployments.get(name).and_then(|(r, _, _)| *r);
+        if let Some(cr) = cr
+            && replicas == Some(size())
         {
             self.converged_at.entry(name.to_owned()).or_insert(now);
-            if available {
+            if cr.available {
                 self.settled_at.entry(name.to_owned()).or_insert(now);
             }
+        }
+        if let (Some(to), Some(cr)) = (self.rollout, cr)
+            && replicas == Some(to)
+            && cr.size == Some(i64::from(to))
+            && cr.available
+            && cr.nodes == usize::try_from(to).unwrap_or(0)
+        {
+            self.rolled_at.entry(name.to_owned()).or_insert(now);
         }
     }
 }
@@ -729,8 +1031,14 @@ impl Tracker {
             spawn_watch(crs, "memcached", ready_tx.clone(), move |obj, now| {
                 let name = obj.name_any();
                 let mut s = seen.lock().expect("seen lock");
-                let available = available_condition(&obj).is_some_and(|c| c["status"] == "True");
-                s.crs.insert(name.clone(), (obj.metadata.generation, available_observed_generation(&obj), available));
+                let cr_seen = CrSeen {
+                    generation: obj.metadata.generation,
+                    observed: available_observed_generation(&obj),
+                    available: available_condition(&obj).is_some_and(|c| c["status"] == "True"),
+                    size: obj.data.pointer("/spec/size").and_then(Value::as_i64),
+                    nodes: obj.data.pointer("/status/nodes").and_then(Value::as_array).map_or(0, Vec::len),
+                };
+                s.crs.insert(name.clone(), cr_seen);
                 s.check(&name, now);
                 drop(s);
                 tx.send_modify(|v| *v += 1);
@@ -775,6 +1083,21 @@ impl Tracker {
     fn last_settled(&self, names: &[String]) -> Option<Instant> {
         let s = self.seen.lock().expect("seen lock");
         names.iter().map(|n| s.settled_at.get(n).copied()).collect::<Option<Vec<_>>>()?.into_iter().max()
+    }
+
+    /// From now on, also watch for every parent re-converged at size `to` ([`Seen::rolled_at`]).
+    fn start_rollout(&self, to: i32) {
+        self.seen.lock().expect("seen lock").rollout = Some(to);
+    }
+
+    fn rolled_count(&self, names: &[String]) -> usize {
+        let s = self.seen.lock().expect("seen lock");
+        names.iter().filter(|n| s.rolled_at.contains_key(*n)).count()
+    }
+
+    fn last_rolled(&self, names: &[String]) -> Option<Instant> {
+        let s = self.seen.lock().expect("seen lock");
+        names.iter().map(|n| s.rolled_at.get(n).copied()).collect::<Option<Vec<_>>>()?.into_iter().max()
     }
 
     fn settled(&self, name: &str) -> Option<Instant> {
@@ -1033,23 +1356,101 @@ impl RunResult {
     /// The controller's writes of the bulk phase per CR: Deployment applies, Memcached patches
     /// (status and metadata). kube-controller-manager writes neither.
     fn writes_per_parent(&self) -> f64 {
-        // The peers' writes too: controller-runtime creates and updates, kopf patches.
-        // (`PUT deployments` is left out: kube-controller-manager writes the revision annotation.)
-        let writes: f64 = [
-            "APPLY deployments",
-            "POST deployments",
-            "PATCH deployments",
-            "PATCH memcacheds/status",
-            "PUT memcacheds/status",
-            "PATCH memcacheds",
-            "PUT memcacheds",
-        ]
-        .iter()
-        .filter_map(|k| self.requests_bulk.get(*k))
-        .sum();
-        writes / self.n as f64
+        controller_writes(&self.requests_bulk) / self.n as f64
+    }
+}
+
+/// The controller's writes among `requests` (by `VERB resource`): Deployment applies, creates
+/// and patches, Memcached patches and updates (status and metadata). kube-controller-manager
+/// writes none of them.
+fn controller_writes(requests: &BTreeMap<String, f64>) -> f64 {
+    // The peers' writes too: controller-runtime creates and updates, kopf patches.
+    // (`PUT deployments` is left out: kube-controller-manager writes the revision annotation.)
+    [
+        "APPLY deployments",
+        "POST deployments",
+        "PATCH deployments",
+        "PATCH memcacheds/status",
+        "PUT memcacheds/status",
+        "PATCH memcacheds",
+        "PUT memcacheds",
+    ]
+    .iter()
+    .filter_map(|k| requests.get(*k))
+    .sum()
+}
+
+impl RolloutResult {
+    fn throughput(&self) -> f64 {
+        self.n as f64 / self.time.as_secs_f64()
     }
 
+    fn controller_cpu(&self) -> f64 {
+        self.cpu.get(CONTROLLER).copied().unwrap_or(0.0)
+    }
+
+    /// The controller's writes per parent; the bench's own size patches (`PATCH memcacheds`,
+    /// one per parent) are taken out. `PUT deployments` counts here: a resize is how
+    /// controller-runtime's operator changes its Deployment (`Update`); whatever
+    /// kube-controller-manager puts is the same in every run (run A shows it: the host only applies).
+    fn writes_per_parent(&self) -> f64 {
+        let puts = self.requests.get("PUT deployments").copied().unwrap_or(0.0);
+        (controller_writes(&self.requests) + puts - self.n as f64).max(0.0) / self.n as f64
+    }
+}
+
+/// `requests`, `work` and `cpu` of a workload, one line each.
+fn print_phase(requests: &BTreeMap<String, f64>, work: &BTreeMap<String, f64>, cpu: &BTreeMap<String, f64>, n: usize) {
+    println!("  API requests:");
+    for (k, v) in requests.iter().filter(|(k, _)| !k.starts_with("server ms: ")) {
+        println!("    {k:<28} {v:>7}");
+    }
+    println!("  the controller's own counts (per parent):");
+    for (k, v) in work {
+        println!("    {k:<28} {v:>7} ({:.2})", v / n as f64);
+    }
+    println!("  CPU seconds:");
+    for (k, v) in cpu {
+        println!("    {k:<28} {v:>7.2}");
+    }
+}
+
+impl RolloutResult {
+    fn print(&self) {
+        println!(
+            "rollout, size {} → {} of {} parents: re-converged in {:.3} s ({:.1} parents/s); patches returned after {:.3} s; {:.2} controller writes per parent; controller CPU {:.2} s{}",
+            self.from,
+            self.to,
+            self.n,
+            self.time.as_secs_f64(),
+            self.throughput(),
+            self.patches.as_secs_f64(),
+            self.writes_per_parent(),
+            self.controller_cpu(),
+            self.peak_rss.map_or_else(String::new, |m| format!("; peak RSS {m:.1} MiB"))
+        );
+        print_phase(&self.requests, &self.work, &self.cpu, self.n);
+    }
+}
+
+impl IdleResult {
+    fn print(&self) {
+        println!(
+            "idle for {:.0} s: controller CPU {:.3} s per minute{}",
+            self.window.as_secs_f64(),
+            self.cpu_per_minute(),
+            self.rss_end.map_or_else(String::new, |m| format!("; RSS at the end {m:.1} MiB"))
+        );
+        print_phase(&self.requests, &self.work, &self.cpu, 1);
+    }
+
+    /// The controller's CPU seconds per minute of the window.
+    fn cpu_per_minute(&self) -> f64 {
+        self.cpu.get(CONTROLLER).copied().unwrap_or(0.0) * 60.0 / self.window.as_secs_f64()
+    }
+}
+
+impl RunResult {
     fn throughput(&self) -> f64 {
         self.n as f64 / self.converge.as_secs_f64()
     }
@@ -1089,6 +1490,12 @@ impl RunResult {
             println!("  {k:<28} {v:>7.2}");
         }
         println!("  {:<28} {:>7.2}", "(others: not this bench)", self.foreign_cpu());
+        if let Some(r) = &self.rollout {
+            r.print();
+        }
+        if let Some(i) = &self.idle {
+            i.print();
+        }
         if !self.to_deployment.is_empty() {
             println!(
                 "latency over {} creates: create call p50 {}; returned → Deployment seen p50 {} p90 {} max {}; → converged p50 {} p90 {}; → Available=True p50 {} p90 {}",
@@ -1163,9 +1570,7 @@ fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
 
 /// Median of `f` over the runs of `which`, `None` without such a run.
 fn median_of(results: &[RunResult], which: Which, f: impl Fn(&RunResult) -> f64) -> Option<f64> {
-    let mut v: Vec<f64> = results.iter().filter(|r| r.which == which).map(f).collect();
-    v.sort_by(f64::total_cmp);
-    (!v.is_empty()).then(|| if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 })
+    median_of_values(results.iter().filter(|r| r.which == which).map(f).collect())
 }
 
 /// The figure lines for `scripts/bench.sh`: the host (A) against the stronger native baseline
@@ -1271,6 +1676,136 @@ fn print_peer_figures(results: &[RunResult], n: usize) {
             }
         }
     }
+}
+
+/// The rollout and idle workloads of every run side by side. RSS: a peer's own process; for an
+/// in-process controller (A–E) the bench's process, which also holds the bench's watches.
+fn print_workload_summary(results: &[RunResult]) {
+    let header: Vec<&str> = results.iter().map(|r| r.which.label()).collect();
+    if let Some(r) = results.iter().find_map(|r| r.rollout.as_ref()) {
+        println!("\n## Rollout: size {} → {} of {} converged parents\n", r.from, r.to, r.n);
+        println!("| | {} |", header.join(" | "));
+        println!("|---|{}", "---:|".repeat(results.len()));
+        let row = |name: &str, f: &dyn Fn(&RolloutResult) -> String| {
+            let cells: Vec<String> =
+                results.iter().map(|r| r.rollout.as_ref().map_or_else(|| "— (no controller)".to_owned(), f)).collect();
+            println!("| {name} | {} |", cells.join(" | "));
+        };
+        row("time to re-converged", &|r| format!("{:.2} s", r.time.as_secs_f64()));
+        row("throughput", &|r| format!("{:.1} parents/s", r.throughput()));
+        row("controller CPU", &|r| format!("{:.2} s", r.controller_cpu()));
+        row("controller writes per parent", &|r| format!("{:.2}", r.writes_per_parent()));
+        row("peak RSS (peer: own process; A–E: the bench's)", &|r| {
+            r.peak_rss.map_or_else(|| "—".to_owned(), |m| format!("{m:.1} MiB"))
+        });
+        row("kube-apiserver CPU", &|r| format!("{:.2} s", r.cpu.get("kube-apiserver").copied().unwrap_or(0.0)));
+    }
+    if let Some(i) = results.iter().find_map(|r| r.idle.as_ref()) {
+        println!("\n## Idle: the converged parents left alone for {:.0} s\n", i.window.as_secs_f64());
+        println!("| | {} |", header.join(" | "));
+        println!("|---|{}", "---:|".repeat(results.len()));
+        let row = |name: &str, f: &dyn Fn(&IdleResult) -> String| {
+            let cells: Vec<String> =
+                results.iter().map(|r| r.idle.as_ref().map_or_else(|| "— (no controller)".to_owned(), f)).collect();
+            println!("| {name} | {} |", cells.join(" | "));
+        };
+        row("controller CPU per minute", &|i| format!("{:.3} s", i.cpu_per_minute()));
+        row("API requests (leases apart)", &|i| {
+            // Requests are whole numbers; `fold` from 0.0 (an empty `sum` of floats is -0.0).
+            let n = i
+                .requests
+                .iter()
+                .filter(|(k, _)| !k.starts_with("server ms: ") && !k.starts_with("watch events"))
+                .fold(0.0, |sum, (_, v)| sum + v);
+            format!("{n:.0}")
+        });
+        row("RSS at the end (peer: own process; A–E: the bench's)", &|i| {
+            i.rss_end.map_or_else(|| "—".to_owned(), |m| format!("{m:.1} MiB"))
+        });
+    }
+}
+
+/// The figure lines of the rollout and idle workloads: the host (A, as users get it) against
+/// each peer that ran, medians over the runs of each — rollout throughput (target ≥ 1.0×) and
+/// controller CPU (≤ 1.0×), writes per parent (information); idle controller CPU per minute
+/// (≤ 1.0×). Memory is information only: the host runs inside the bench's process, whose
+/// resident memory also holds the bench's own watches (an upper bound of the host's).
+fn print_workload_figures(results: &[RunResult], n: usize) {
+    let sz = size_label();
+    let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
+    let median = |w: Which, f: &dyn Fn(&RunResult) -> Option<f64>| {
+        let v: Vec<f64> = results.iter().filter(|r| r.which == w).filter_map(f).collect();
+        median_of_values(v)
+    };
+    if runs(Which::Limit) > 0 {
+        println!("(run Z runs no controller: it has no rollout or idle figures)");
+    }
+    for peer in [Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
+        if runs(peer) == 0 || runs(Which::Host) == 0 {
+            continue;
+        }
+        let letter = &peer.label()[..1];
+        let pair = |f: &dyn Fn(&RunResult) -> Option<f64>| (median(Which::Host, f), median(peer, f));
+        if let Some(r) = results.iter().find_map(|r| r.rollout.as_ref()) {
+            let what = format!(
+                "rollout size {} → {} of N = {n}, median of {} A / {} {letter} runs, baseline {}",
+                r.from,
+                r.to,
+                runs(Which::Host),
+                runs(peer),
+                peer.label()
+            );
+            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().map(RolloutResult::throughput)) {
+                figure(
+                    "converge",
+                    &format!("throughput to re-converged ({what})"),
+                    a,
+                    Some(b),
+                    "parents/s",
+                    Goal::RatioAtLeast(1.0),
+                );
+            }
+            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().map(RolloutResult::controller_cpu)) {
+                figure("converge", &format!("controller CPU, rollout ({what})"), a, Some(b), "CPU-s", Goal::RatioAtMost(1.0));
+            }
+            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().map(RolloutResult::writes_per_parent)) {
+                figure("converge", &format!("controller writes per parent, rollout ({what})"), a, Some(b), "writes", Goal::None);
+            }
+            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().and_then(|r| r.peak_rss)) {
+                let what = format!("{what}; A: the bench's process, an upper bound");
+                figure("converge", &format!("peak RSS, rollout ({what})"), a, Some(b), "MiB", Goal::None);
+            }
+        }
+        if let Some(i) = results.iter().find_map(|r| r.idle.as_ref()) {
+            let what = format!(
+                "idle {:.0} s, N = {n}{sz}, median of {} A / {} {letter} runs, baseline {}",
+                i.window.as_secs_f64(),
+                runs(Which::Host),
+                runs(peer),
+                peer.label()
+            );
+            if let (Some(a), Some(b)) = pair(&|r| r.idle.as_ref().map(IdleResult::cpu_per_minute)) {
+                figure(
+                    "converge",
+                    &format!("controller CPU per minute, idle ({what})"),
+                    a,
+                    Some(b),
+                    "CPU-s/min",
+                    Goal::RatioAtMost(1.0),
+                );
+            }
+            if let (Some(a), Some(b)) = pair(&|r| r.idle.as_ref().and_then(|i| i.rss_end)) {
+                let what = format!("{what}; A: the bench's process, an upper bound");
+                figure("converge", &format!("RSS at the end, idle ({what})"), a, Some(b), "MiB", Goal::None);
+            }
+        }
+    }
+}
+
+/// The median of `v`, `None` when empty.
+fn median_of_values(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    (!v.is_empty()).then(|| if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 })
 }
 
 /// ", size S" in a figure's name when the parents run Pods (`SIZE` > 0), else nothing.

@@ -287,7 +287,7 @@ impl Sharder {
         // Every feed is asked for (and so kept running) even when another has not listed yet.
         let parents = self.feeds.objects(&family.parent.resource, place, None);
         let selector = managed_selector();
-        let listed: Vec<(Arc<ApiResource>, Option<Vec<Arc<Slim>>>)> = family
+        let listed: Vec<_> = family
             .children
             .iter()
             .map(|child| {
@@ -299,7 +299,7 @@ impl Sharder {
         let Some(listed) = listed.into_iter().map(|(r, objects)| Some((r, objects?))).collect::<Option<Vec<_>>>() else {
             return Vec::new();
         };
-        let mut children: HashMap<&str, Vec<(&Arc<ApiResource>, &Arc<Slim>)>> = HashMap::new();
+        let mut children: HashMap<&str, Vec<_>> = HashMap::new();
         for (resource, objects) in &listed {
             let mine = objects.iter().filter(|o| o.plugin.as_deref() == Some(family.plugin.as_str()));
             for object in mine {

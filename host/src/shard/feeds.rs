@@ -20,6 +20,7 @@
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -193,6 +194,8 @@ impl Drop for Feed {
 pub struct ShardWatches {
     client: kube::Client,
     changed: Arc<Notify>,
+    /// Whether a feed has completed a list since [`ShardWatches::take_listed`] last said.
+    listed: Arc<AtomicBool>,
     interner: Arc<Interner>,
     feeds: Mutex<HashMap<FeedKey, Feed>>,
 }
@@ -206,7 +209,7 @@ impl std::fmt::Debug for ShardWatches {
 impl ShardWatches {
     /// No feed yet.
     pub fn new(client: kube::Client) -> Self {
-        Self { client, changed: Arc::default(), interner: Arc::default(), feeds: Mutex::default() }
+        Self { client, changed: Arc::default(), listed: Arc::default(), interner: Arc::default(), feeds: Mutex::default() }
     }
 
     /// Notified on every change any feed sees that may change an assignment (an object added,
@@ -214,6 +217,12 @@ impl ShardWatches {
     /// a list.
     pub fn changed(&self) -> &Notify {
         &self.changed
+    }
+
+    /// Whether a feed has completed a list (its first, or a relist) since the last call: a list
+    /// decodes every object's whole metadata, page by page, and frees it again.
+    pub fn take_listed(&self) -> bool {
+        self.listed.swap(false, Ordering::Relaxed)
     }
 
     /// What is kept of the objects of `resource` (in `namespace`, else in the whole cluster)
@@ -244,6 +253,7 @@ impl ShardWatches {
         };
         let table = Arc::new(Mutex::new(Table::default()));
         let (changed, interner, kind) = (Arc::clone(&self.changed), Arc::clone(&self.interner), resource.kind.clone());
+        let listed = Arc::clone(&self.listed);
         let events = crate::watch::backoff::with_backoff(watcher(api, config));
         let fed = Arc::clone(&table);
         let task = tokio::spawn(async move {
@@ -251,6 +261,9 @@ impl ShardWatches {
                 .for_each(|event| {
                     match event {
                         Ok(event) => {
+                            if matches!(event, watcher::Event::InitDone) {
+                                listed.store(true, Ordering::Relaxed);
+                            }
                             if fed.lock().expect("table lock").apply(event, &interner) {
                                 changed.notify_one();
                             }

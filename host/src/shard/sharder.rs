@@ -111,21 +111,42 @@ fn follow(member: &str, resource_version: Option<&str>) -> Value {
     json!({"metadata": {"resourceVersion": resource_version, "labels": { SHARD_LABEL: member }}})
 }
 
-/// Writes at once per pass.
+/// Label writes in flight at once: a pass prepares each write only when one of these slots
+/// frees, so its memory stays bounded however many parents it relabels.
 const CONCURRENT_WRITES: usize = 16;
 /// How long a pass waits after a change, so a burst of changes makes one pass.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 /// How often the watches are relisted from scratch.
 pub const RESYNC: Duration = Duration::from_secs(300);
+/// The least time between two returns of the allocator's free memory to the kernel.
+const TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
-/// One label write.
+/// The labels one write sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Label {
+    /// A child follows its parent to this member.
+    Follow(Arc<str>),
+    /// A parent moves.
+    Move(Move),
+}
+
+/// One label write, as a pass decides it: what it names is shared with the watch's table and
+/// with the other writes of the pass; its body is built when it is sent.
 struct Write {
-    resource: ApiResource,
-    namespace: Option<String>,
-    name: String,
-    uid: String,
-    version: String,
-    body: Value,
+    resource: Arc<ApiResource>,
+    object: Arc<Slim>,
+    label: Label,
+}
+
+impl Write {
+    /// The merge patch of the labels, under the watched `resourceVersion` as a precondition.
+    fn body(&self) -> Value {
+        let version = Some(&*self.object.resource_version).filter(|v| !v.is_empty());
+        match &self.label {
+            Label::Follow(member) => follow(member, version),
+            Label::Move(to) => patch(to, version),
+        }
+    }
 }
 
 /// The writes of one parent: its children's first, then its own.
@@ -134,15 +155,15 @@ struct Job {
     parent: Option<Write>,
 }
 
-fn write(resource: &ApiResource, object: &Slim, body: impl FnOnce(Option<&str>) -> Value) -> Write {
-    Write {
-        resource: resource.clone(),
-        namespace: object.namespace.as_deref().map(str::to_owned),
-        name: object.name.to_string(),
-        uid: object.uid.to_string(),
-        version: object.resource_version.to_string(),
-        body: body(Some(&object.resource_version).filter(|v| !v.is_empty()).map(|v| &**v)),
-    }
+/// Run `task` on each of `items`, at most `bound` at once, taking the next item only when a
+/// task finishes; the outputs in completion order.
+async fn bounded<I, F, Fut>(items: I, bound: usize, task: F) -> Vec<Fut::Output>
+where
+    I: IntoIterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: std::future::Future,
+{
+    futures::stream::iter(items).map(task).buffer_unordered(bound.max(1)).collect().await
 }
 
 /// The leader's assigner of parents.
@@ -152,7 +173,10 @@ pub struct Sharder {
     feeds: ShardWatches,
     /// The `resourceVersion` each object (by uid) had when this sharder last wrote its labels:
     /// a watch that has not caught up with the write yet does not make it write again.
-    written: Mutex<HashMap<String, String>>,
+    written: Mutex<HashMap<Box<str>, Box<str>>>,
+    /// When the allocator's free memory was last given back, and whether a pass has written
+    /// since (see [`Sharder::give_back`]).
+    trim: Mutex<(Option<tokio::time::Instant>, bool)>,
 }
 
 impl std::fmt::Debug for Sharder {
@@ -165,7 +189,7 @@ impl Sharder {
     /// A sharder of the parents of `manager`'s plugins over the members `membership` reads.
     pub fn new(manager: Arc<dyn ShardHost>, membership: Arc<Membership>) -> Self {
         let feeds = ShardWatches::new(manager.client().clone());
-        Self { manager, membership, feeds, written: Mutex::default() }
+        Self { manager, membership, feeds, written: Mutex::default(), trim: Mutex::default() }
     }
 
     /// Pass after pass until dropped (the caller runs it while leading): after every change
@@ -216,21 +240,38 @@ impl Sharder {
                 jobs.extend(self.jobs(family, place.as_deref(), &ring, &mut written, &mut kept));
             }
         }
+        drop(written);
         self.feeds.retain_used();
         *self.written.lock().expect("written lock") = kept;
-        if jobs.is_empty() {
-            return Ok(());
+        if !jobs.is_empty() {
+            let parents = jobs.iter().filter(|j| j.parent.is_some()).count();
+            let children: usize = jobs.iter().map(|j| j.children.len()).sum();
+            tracing::info!(parents, children, "sharder relabels");
+            let client = self.manager.client().clone();
+            let done = bounded(jobs, CONCURRENT_WRITES, |job| run_job(&client, job)).await;
+            let mut written = self.written.lock().expect("written lock");
+            written.extend(done.into_iter().flatten().map(|o| (o.uid.clone(), o.resource_version.clone())));
+            self.trim.lock().expect("trim lock").1 = true;
         }
-        let parents = jobs.iter().filter(|j| j.parent.is_some()).count();
-        let children: usize = jobs.iter().map(|j| j.children.len()).sum();
-        tracing::info!(parents, children, "sharder relabels");
-        let client = self.manager.client().clone();
-        let done: Vec<Vec<(String, String)>> = futures::stream::iter(jobs.into_iter().map(|job| run_job(&client, job)))
-            .buffer_unordered(CONCURRENT_WRITES)
-            .collect()
-            .await;
-        self.written.lock().expect("written lock").extend(done.into_iter().flatten());
+        if self.feeds.take_listed() {
+            self.trim.lock().expect("trim lock").1 = true;
+        }
+        self.give_back();
         Ok(())
+    }
+
+    /// After a pass that wrote, or that follows a completed list of a watch, give the
+    /// allocator's free memory back to the kernel (at most every [`TRIM_INTERVAL`]; a pass
+    /// skipped for that leaves it to a later one): a burst of relabels, the watch events it
+    /// causes and a list of every object's metadata free far more than the leader keeps, and
+    /// the allocator would otherwise hold that peak for good.
+    fn give_back(&self) {
+        let mut trim = self.trim.lock().expect("trim lock");
+        let (last, due) = &mut *trim;
+        if *due && last.is_none_or(|at| at.elapsed() >= TRIM_INTERVAL) {
+            crate::allocator::trim();
+            (*last, *due) = (Some(tokio::time::Instant::now()), false);
+        }
     }
 
     /// The writes for `family`'s parents in `place`; `written` holds what earlier passes
@@ -240,30 +281,30 @@ impl Sharder {
         family: &PluginKinds,
         place: Option<&str>,
         ring: &Ring,
-        written: &mut HashMap<String, String>,
-        kept: &mut HashMap<String, String>,
+        written: &mut HashMap<Box<str>, Box<str>>,
+        kept: &mut HashMap<Box<str>, Box<str>>,
     ) -> Vec<Job> {
         // Every feed is asked for (and so kept running) even when another has not listed yet.
         let parents = self.feeds.objects(&family.parent.resource, place, None);
         let selector = managed_selector();
-        let listed: Vec<(&ApiResource, Option<Vec<Arc<Slim>>>)> = family
+        let listed: Vec<_> = family
             .children
             .iter()
             .map(|child| {
                 let child_place = if child.scope == Scope::Namespaced { place } else { None };
-                (&child.resource, self.feeds.objects(&child.resource, child_place, Some(&selector)))
+                (Arc::new(child.resource.clone()), self.feeds.objects(&child.resource, child_place, Some(&selector)))
             })
             .collect();
         let Some(parents) = parents else { return Vec::new() };
         let Some(listed) = listed.into_iter().map(|(r, objects)| Some((r, objects?))).collect::<Option<Vec<_>>>() else {
             return Vec::new();
         };
-        let mut children: HashMap<&str, Vec<(&ApiResource, &Slim)>> = HashMap::new();
+        let mut children: HashMap<&str, Vec<_>> = HashMap::new();
         for (resource, objects) in &listed {
             let mine = objects.iter().filter(|o| o.plugin.as_deref() == Some(family.plugin.as_str()));
             for object in mine {
                 if let Some(uid) = object.parent_uid.as_deref() {
-                    children.entry(uid).or_default().push((*resource, &**object));
+                    children.entry(uid).or_default().push((resource, object));
                 }
             }
         }
@@ -275,28 +316,44 @@ impl Sharder {
             }
             _ => false,
         };
+        let parent_resource = Arc::new(family.parent.resource.clone());
+        let mut key = String::new();
         let mut jobs = Vec::new();
         for parent in &parents {
             if parent.name.is_empty() {
                 continue;
             }
-            let key = match &parent.namespace {
-                Some(ns) => format!("{ns}/{}", parent.name),
-                None => parent.name.to_string(),
-            };
+            key.clear();
+            if let Some(ns) = &parent.namespace {
+                key.push_str(ns);
+                key.push('/');
+            }
+            key.push_str(&parent.name);
             let to = assignment(&key, parent.shard.as_deref(), parent.draining, ring);
             let relabel: Vec<Write> = match follower(parent.shard.as_deref(), parent.draining, to.as_ref(), ring) {
-                Some(owner) => children
-                    .get(&*parent.uid)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(_, c)| c.shard.as_deref() != Some(owner))
-                    .filter(|(_, c)| !pending(c))
-                    .map(|(resource, c)| write(resource, c, |version| follow(owner, version)))
-                    .collect(),
+                Some(owner) => {
+                    // Made once per parent, and only when one of its children moves.
+                    let mut label = None;
+                    children
+                        .get(&*parent.uid)
+                        .into_iter()
+                        .flatten()
+                        .filter(|(_, c)| c.shard.as_deref() != Some(owner))
+                        .filter(|(_, c)| !pending(c))
+                        .map(|(resource, c)| Write {
+                            resource: Arc::clone(*resource),
+                            object: Arc::clone(*c),
+                            label: label.get_or_insert_with(|| Label::Follow(Arc::from(owner))).clone(),
+                        })
+                        .collect()
+                }
                 None => Vec::new(),
             };
-            let own = to.filter(|_| !pending(parent)).map(|to| write(&family.parent.resource, parent, |v| patch(&to, v)));
+            let own = to.filter(|_| !pending(parent)).map(|to| Write {
+                resource: Arc::clone(&parent_resource),
+                object: Arc::clone(parent),
+                label: Label::Move(to),
+            });
             if own.is_some() || !relabel.is_empty() {
                 jobs.push(Job { children: relabel, parent: own });
             }
@@ -305,22 +362,22 @@ impl Sharder {
     }
 }
 
-/// Write `job`'s children, then (when they all succeeded) its parent; returns the written
-/// objects' uids with the versions they were written over.
-async fn run_job(client: &kube::Client, job: Job) -> Vec<(String, String)> {
+/// Write `job`'s children, then (when they all succeeded) its parent, each body built as it is
+/// sent; returns the written objects (with the versions they were written over).
+async fn run_job(client: &kube::Client, job: Job) -> Vec<Arc<Slim>> {
     let params = PatchParams { field_manager: Some(SHARDER_MANAGER.to_owned()), ..PatchParams::default() };
     let mut done = Vec::new();
     for w in job.children.into_iter().chain(job.parent) {
-        let api: Api<DynamicObject> = match &w.namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &w.resource),
-            None => Api::all_with(client.clone(), &w.resource),
+        let api: Api<DynamicObject> = match &w.object.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &*w.resource),
+            None => Api::all_with(client.clone(), &*w.resource),
         };
-        if let Err(e) = api.patch_metadata(&w.name, &params, &Patch::Merge(&w.body)).await {
-            tracing::debug!(kind = %w.resource.kind, name = %w.name, error = %e, "shard label not written; next pass");
+        if let Err(e) = api.patch_metadata(&w.object.name, &params, &Patch::Merge(&w.body())).await {
+            tracing::debug!(kind = %w.resource.kind, name = %w.object.name, error = %e, "shard label not written; next pass");
             // A parent is labelled for its new owner only once its children are.
             return done;
         }
-        done.push((w.uid, w.version));
+        done.push(w.object);
     }
     done
 }
@@ -387,6 +444,50 @@ mod tests {
         assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "b")]), None, &ring), Some("b"));
         assert_eq!(children_owner(&labels(&[(SHARD_LABEL, "dead")]), None, &ring), None);
         assert_eq!(children_owner(&labels(&[]), None, &ring), None);
+    }
+
+    #[tokio::test]
+    async fn the_writes_in_flight_never_exceed_the_bound_and_each_is_made_only_when_sent() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (made, finished, most) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        let mut done = bounded(0..1000_usize, CONCURRENT_WRITES, |i| {
+            // Made (its body with it) only now: count what is made and not yet finished.
+            let outstanding = made.fetch_add(1, Ordering::SeqCst) + 1 - finished.load(Ordering::SeqCst);
+            most.fetch_max(outstanding, Ordering::SeqCst);
+            let finished = &finished;
+            async move {
+                // Finish out of order, after other writes have had their turn.
+                for _ in 0..(i % 7) {
+                    tokio::task::yield_now().await;
+                }
+                finished.fetch_add(1, Ordering::SeqCst);
+                i
+            }
+        })
+        .await;
+        done.sort_unstable();
+        assert_eq!(done, (0..1000).collect::<Vec<_>>(), "every write ran once");
+        assert_eq!(most.load(Ordering::SeqCst), CONCURRENT_WRITES, "writes made and not finished at once");
+    }
+
+    #[test]
+    fn a_write_body_is_the_labels_under_the_version_the_watch_saw() {
+        let resource = Arc::new(ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()));
+        let slim: Slim = Slim {
+            namespace: Some(Arc::from("default")),
+            name: "d".into(),
+            uid: "u1".into(),
+            resource_version: "17".into(),
+            shard: None,
+            draining: false,
+            plugin: None,
+            parent_uid: None,
+        };
+        let object = Arc::new(slim);
+        let child = Write { resource: Arc::clone(&resource), object: Arc::clone(&object), label: Label::Follow(Arc::from("b")) };
+        assert_eq!(child.body(), follow("b", Some("17")));
+        let parent = Write { resource, object, label: Label::Move(Move::Drain) };
+        assert_eq!(parent.body(), patch(&Move::Drain, Some("17")));
     }
 
     #[test]

@@ -132,10 +132,9 @@ func Reconcile(req wasmop.Request) (wasmop.Response, error) {
 	}
 	name, config := req.Name(), req.Name()+"-config"
 	labels := obj{"app.kubernetes.io/name": "webapp", "app.kubernetes.io/instance": name}
-	child := func(apiVersion, kind, childName string, fields obj) obj {
-		fields["apiVersion"], fields["kind"] = apiVersion, kind
-		fields["metadata"] = obj{"name": childName, "namespace": req.Namespace(), "labels": labels}
-		return fields
+	labelled := func(body obj) obj {
+		body["metadata"] = obj{"labels": labels}
+		return body
 	}
 	data := app.Spec.Config
 	if data == nil {
@@ -145,17 +144,18 @@ func Reconcile(req wasmop.Request) (wasmop.Response, error) {
 		"name": "app", "image": *app.Spec.Image, "ports": []obj{{"name": "http", "containerPort": port}},
 		"envFrom": []obj{{"configMapRef": obj{"name": config}}}}}}}
 	var resp wasmop.Response
-	resp.Apply(child("v1", "ServiceAccount", name, obj{"automountServiceAccountToken": false}))
-	resp.Apply(child("v1", "ConfigMap", config, obj{"data": data}))
-	resp.Apply(child("apps/v1", "Deployment", name, obj{"spec": obj{"replicas": replicas,
-		"selector": obj{"matchLabels": labels}, "template": pod}}))
-	resp.Apply(child("v1", "Service", name, obj{"spec": obj{"selector": labels,
-		"ports": []obj{{"name": "http", "port": 80, "targetPort": "http"}}}}))
-	resp.Apply(child("policy/v1", "PodDisruptionBudget", name, obj{"spec": obj{"maxUnavailable": 1,
-		"selector": obj{"matchLabels": labels}}}))
+	deployment := wasmop.NewKind("apps", "v1", "Deployment")
+	resp.Apply(req.NewChild(Children[0], name, labelled(obj{"automountServiceAccountToken": false})))
+	resp.Apply(req.NewChild(Children[1], config, labelled(obj{"data": data})))
+	resp.Apply(req.NewChild(deployment, name, labelled(obj{"spec": obj{"replicas": replicas,
+		"selector": obj{"matchLabels": labels}, "template": pod}})))
+	resp.Apply(req.NewChild(Children[3], name, labelled(obj{"spec": obj{"selector": labels,
+		"ports": []obj{{"name": "http", "port": 80, "targetPort": "http"}}}})))
+	resp.Apply(req.NewChild(Children[4], name, labelled(obj{"spec": obj{"maxUnavailable": 1,
+		"selector": obj{"matchLabels": labels}}})))
 	var ready int64
-	if deployment, ok := req.Child(wasmop.NewKind("apps", "v1", "Deployment"), name); ok {
-		ready, _ = deployment.Int("status", "readyReplicas")
+	if observed, ok := req.Child(deployment, name); ok {
+		ready, _ = observed.Int("status", "readyReplicas")
 	}
 	message = fmt.Sprintf("%d/%d replicas ready", ready, replicas)
 	if ready >= replicas {

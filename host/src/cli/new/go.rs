@@ -301,6 +301,8 @@ mod tests {
         assert!(build.contains(r#"out=$(realpath -m "${1:-$(dirname "$0")/my-db.wasm}")"#), "{build}");
         assert!(build.contains("(world `controller`:"), "{build}");
         assert!(!logic.contains("Admit") && !logic.contains("Webhooks"), "{logic}");
+        // The host stamps `app.kubernetes.io/managed-by: wasmop` over any value a plugin sets.
+        assert!(!logic.contains("managed-by") && logic.contains(r#""app.kubernetes.io/name": "my-db""#), "{logic}");
     }
 
     #[test]

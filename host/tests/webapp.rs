@@ -177,9 +177,9 @@ fn every_language_plans_and_admits_exactly_what_the_rust_webapp_does() {
             .iter()
             .map(|(language, plugin)| {
                 let args = ["reconcile", "-o", "json", "--now", NOW];
-                let mut files = vec![("--plugin", plugin.as_path()), ("--object", &parent)];
+                let mut files = vec![("--plugin", plugin.as_path()), ("--object", parent.as_path())];
                 if !children.is_empty() {
-                    files.push(("--children", &observed));
+                    files.push(("--children", observed.as_path()));
                 }
                 (*language, wasmop(&args, &files))
             })
@@ -241,7 +241,7 @@ fn every_language_plans_and_admits_exactly_what_the_rust_webapp_does() {
     for (spec, expected) in admissions() {
         let object = write(dir.path(), "object.yaml", &[webapp(spec.clone())]);
         for (language, plugin) in &plugins {
-            let files = [("--plugin", plugin.as_path()), ("--object", &object), ("--crds", &crd)];
+            let files = [("--plugin", plugin.as_path()), ("--object", object.as_path()), ("--crds", crd.as_path())];
             let out = wasmop(&["admit", "--webhook", "validate"], &files);
             let said = String::from_utf8_lossy(&out.stdout);
             assert_eq!(said.trim_end(), expected, "{language} on {spec}: {}", String::from_utf8_lossy(&out.stderr));

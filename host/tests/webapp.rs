@@ -170,6 +170,7 @@ fn kinds(plan: &Value) -> Vec<(&str, &str)> {
 fn every_language_plans_and_admits_exactly_what_the_rust_webapp_does() {
     let plugins = built();
     let dir = tempfile::tempdir().unwrap();
+    let crd = example("rust").join("crd.yaml");
     for (case, spec, children, failure) in cases() {
         let parent = write(dir.path(), "parent.yaml", &[webapp(spec)]);
         let observed = write(dir.path(), "children.yaml", &children);
@@ -177,7 +178,7 @@ fn every_language_plans_and_admits_exactly_what_the_rust_webapp_does() {
             .iter()
             .map(|(language, plugin)| {
                 let args = ["reconcile", "-o", "json", "--now", NOW];
-                let mut files = vec![("--plugin", plugin.as_path()), ("--object", parent.as_path())];
+                let mut files = vec![("--plugin", plugin.as_path()), ("--object", parent.as_path()), ("--crds", crd.as_path())];
                 if !children.is_empty() {
                     files.push(("--children", observed.as_path()));
                 }
@@ -237,7 +238,6 @@ fn every_language_plans_and_admits_exactly_what_the_rust_webapp_does() {
         }
     }
 
-    let crd = example("rust").join("crd.yaml");
     for (spec, expected) in admissions() {
         let object = write(dir.path(), "object.yaml", &[webapp(spec.clone())]);
         for (language, plugin) in &plugins {

@@ -491,8 +491,7 @@ mod tests {
     #[test]
     fn the_readme_gives_every_next_step_and_fills_every_placeholder() {
         let mut new = args("my-db", "example.com/v1/Database", &["v1/ConfigMap"], Lang::Rust);
-        new.webhooks =
-            vec![super::super::NewWebhook { type_: wasmop_types::WebhookType::Validating, name: "check".into() }];
+        new.webhooks = vec![super::super::NewWebhook { type_: wasmop_types::WebhookType::Validating, name: "check".into() }];
         let readme = file(&generate(&new).unwrap(), "README.md");
         for step in next_steps(&new) {
             assert!(readme.contains(&format!("    {step}")), "{step}\nnot in\n{readme}");

@@ -66,12 +66,14 @@ unit() {
     cargo test --locked -p testbed --no-fail-fast \
         --features test-v2,declares-secrets,declares-cluster-role,declares-deployments,declares-resource-claims,finalizer,admission,admits-secrets ||
         status=$?
-    # The Go SDK and the Go example: formatted, vetted, their unit tests (native).
-    for module in sdk-go plugins/memcached-go plugins/sidecarset-go; do
+    # The Go SDK and the Go examples: formatted, vetted, their unit tests (native).
+    for module in sdk-go plugins/memcached-go plugins/sidecarset-go examples/webapp/go; do
         unformatted=$(gofmt -l "$module")
         [[ -z "$unformatted" ]] || { echo "[test] gofmt: $unformatted" >&2; status=1; }
         (cd "$module" && go vet ./... && go test ./...) || status=$?
     done
+    # The Rust WebApp example, outside the workspace: its own unit tests (runtime builds it).
+    (cd examples/webapp/rust && cargo test --locked --offline --quiet) || status=$?
     # The Python and JavaScript SDK modules (shipped by `wasmop new --lang python|js`) against
     # the shared vectors, which the Rust SDK's tests read too (guest-sdk/vectors): plain python3
     # and node (scripts/polyglot.sh installs them with the toolchains), no build.

@@ -89,6 +89,30 @@ func (r Request) Child(k Kind, name string) (Object, bool) {
 	return nil, false
 }
 
+// NewChild is a child for the response: an object of kind k named name in the parent's
+// namespace (none for a cluster-scoped parent), with the fields of body beside its apiVersion,
+// kind and metadata; body["metadata"] (labels, annotations; a map[string]any) is merged into
+// the metadata, whose name and namespace stay these. body is not changed.
+func (r Request) NewChild(k Kind, name string, body map[string]any) Object {
+	child := Object{}
+	for key, value := range body {
+		child[key] = value
+	}
+	metadata := map[string]any{}
+	if given, ok := body["metadata"].(map[string]any); ok {
+		for key, value := range given {
+			metadata[key] = value
+		}
+	}
+	metadata["name"] = name
+	delete(metadata, "namespace")
+	if r.Namespace() != "" {
+		metadata["namespace"] = r.Namespace()
+	}
+	child["apiVersion"], child["kind"], child["metadata"] = k.APIVersion(), k.Kind, metadata
+	return child
+}
+
 // ParentAs decodes the parent into v (a struct with json tags). A parent that does not fit is
 // a terminal failure: the spec is wrong until the object changes.
 func (r Request) ParentAs(v any) error {

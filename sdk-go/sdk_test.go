@@ -1,6 +1,7 @@
 package wasmop
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -165,5 +166,25 @@ func TestWebhooksAreDeclaredWithKubernetesDefaults(t *testing.T) {
 	}
 	if w.MatchConditions[0].Name != "not-opted-out" || ValidatingWebhook("check").Type != Validating {
 		t.Errorf("%+v", w.MatchConditions)
+	}
+}
+
+func TestANewChildLivesInTheParentsNamespaceWhateverItsBodySays(t *testing.T) {
+	deployment := NewKind("apps", "v1", "Deployment")
+	body := map[string]any{"metadata": map[string]any{"name": "other", "namespace": "x", "labels": map[string]any{"a": "b"}},
+		"spec": map[string]any{"replicas": 1}}
+	namespaced := NewRequest(Object{"metadata": map[string]any{"name": "p", "namespace": "prod"}})
+	child := namespaced.NewChild(deployment, "web", body)
+	got, _ := json.Marshal(child)
+	want := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"labels":{"a":"b"},"name":"web","namespace":"prod"},"spec":{"replicas":1}}`
+	if string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	if name, _ := body["metadata"].(map[string]any)["name"].(string); name != "other" {
+		t.Errorf("the body was changed: %v", body)
+	}
+	cluster := NewRequest(Object{"metadata": map[string]any{"name": "p"}})
+	if metadata, _ := json.Marshal(cluster.NewChild(deployment, "web", nil)["metadata"]); string(metadata) != `{"name":"web"}` {
+		t.Errorf("cluster-scoped: %s", metadata)
 	}
 }

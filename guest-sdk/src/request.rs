@@ -183,6 +183,48 @@ impl Request {
         }
     }
 
+    /// A child for the response: an object of `kind` named `name` in the parent's namespace
+    /// (none for a cluster-scoped parent), with the fields of `body` beside its `apiVersion`,
+    /// `kind` and `metadata`; `body.metadata` (labels, annotations) is merged into the
+    /// metadata, whose name and namespace stay these.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use wasmop_sdk::{Kind, Request};
+    ///
+    /// let req = Request::new(json!({"metadata": {"name": "shop", "namespace": "prod"}}));
+    /// let labels = json!({"app.kubernetes.io/instance": req.name()});
+    /// let cm = req.new_child(&Kind::new("", "v1", "ConfigMap"), "shop-config",
+    ///     json!({"metadata": {"labels": labels}, "data": {"MODE": "live"}}));
+    /// assert_eq!(cm, json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"MODE": "live"},
+    ///     "metadata": {"name": "shop-config", "namespace": "prod", "labels": labels}}));
+    /// ```
+    ///
+    /// # Panics
+    /// When `body` is neither an object nor `null`, or its `metadata` is not an object: a bug
+    /// in the plugin's code, not in its input.
+    pub fn new_child(&self, kind: &Kind, name: &str, body: Value) -> Value {
+        let mut object = match body {
+            Value::Object(fields) => fields,
+            Value::Null => serde_json::Map::new(),
+            other => panic!("the body of a new child must be a JSON object, got {other}"),
+        };
+        let mut metadata = match object.remove("metadata") {
+            Some(Value::Object(metadata)) => metadata,
+            None | Some(Value::Null) => serde_json::Map::new(),
+            Some(other) => panic!("the metadata of a new child must be a JSON object, got {other}"),
+        };
+        metadata.insert("name".into(), name.into());
+        match self.namespace() {
+            Some(namespace) => metadata.insert("namespace".into(), namespace.into()),
+            None => metadata.remove("namespace"),
+        };
+        object.insert("apiVersion".into(), kind.api_version().into());
+        object.insert("kind".into(), kind.kind.clone().into());
+        object.insert("metadata".into(), Value::Object(metadata));
+        Value::Object(object)
+    }
+
     /// The observed related objects of one kind.
     pub fn related_of<'a>(&'a self, kind: &Kind) -> impl Iterator<Item = &'a Value> {
         self.related.iter().filter(move |o| kind.matches(o))
@@ -226,6 +268,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_new_child_lives_in_the_parents_namespace_whatever_its_body_says() {
+        let kind = Kind::new("apps", "v1", "Deployment");
+        let namespaced = Request::new(json!({"metadata": {"name": "p", "namespace": "prod"}}));
+        let body = json!({"metadata": {"name": "other", "namespace": "x", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
+        let child = namespaced.new_child(&kind, "web", body.clone());
+        assert_eq!(
+            child,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 1},
+                   "metadata": {"name": "web", "namespace": "prod", "labels": {"a": "b"}}})
+        );
+        let cluster = Request::new(json!({"metadata": {"name": "p"}}));
+        assert_eq!(cluster.new_child(&kind, "web", body)["metadata"], json!({"name": "web", "labels": {"a": "b"}}));
+        assert_eq!(cluster.new_child(&kind, "web", Value::Null)["metadata"], json!({"name": "web"}));
+    }
 
     fn cm(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}})

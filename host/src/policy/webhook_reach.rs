@@ -45,6 +45,13 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
         std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind)),
     );
     let writable = resources(kinds, std::iter::once(&manifest.parent).chain(&manifest.children));
+    // Declared kinds whose resource name is unknown here (offline, without their CRD): a rule
+    // naming their group is then refused with a hint at what is missing.
+    let unresolved: Vec<&Kind> = std::iter::once(&manifest.parent)
+        .chain(&manifest.children)
+        .chain(manifest.related.iter().map(|r| &r.kind))
+        .filter(|kind| kinds.plural_of(kind).is_none())
+        .collect();
     let mut missing = Vec::new();
     let mut note = |line: String| {
         if !missing.contains(&line) {
@@ -66,6 +73,9 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
             let is_declared = !wildcard && declared.contains(&(group.clone(), resource.to_owned()));
             if !is_declared && !grants.webhook_resources.covers(group, resource, mode) {
                 let key = key(group, resource);
+                let unknown = unresolved.iter().find(|kind| !wildcard && &kind.group == group).map_or_else(String::new, |kind| {
+                    format!("; the resource of the declared {kind} is not known (install its CRD; offline, give it with --crds)")
+                });
                 let grant = match mode {
                     WebhookMode::Validate => format!("\"{key}\""),
                     WebhookMode::Mutate => format!("{{resource: \"{key}\", mode: mutate}}"),
@@ -77,11 +87,11 @@ pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindSc
                     ),
                     (false, WebhookMode::Validate) => format!(
                         "admits {key} in webhook {name:?}, a resource its manifest does not declare (declare the kind, or \
-                         grant webhookResources: [{key}])"
+                         grant webhookResources: [{key}]){unknown}"
                     ),
                     (false, WebhookMode::Mutate) => format!(
                         "mutates {key} in webhook {name:?}, a resource it does not write (declare the kind as a child, or \
-                         grant webhookResources: [{grant}])"
+                         grant webhookResources: [{grant}]){unknown}"
                     ),
                 });
             }
@@ -276,6 +286,19 @@ mod tests {
             "admits Secrets in webhook \"all\" (grant secrets: read)"
         );
         assert!(judge(&["*"], false, vec![webhook("apps", "apps", "*")]).is_empty(), "no Secrets outside the core group");
+    }
+
+    #[test]
+    fn a_rule_on_a_declared_kind_whose_crd_is_missing_says_the_crd_is_what_is_missing() {
+        let manifest =
+            Manifest { webhooks: vec![webhook("validate", "cache.example.com", "memcacheds")], ..fixtures::memcached("") };
+        assert_eq!(
+            uncovered(&granted(&[], false), &manifest, &KnownKinds::builtin()),
+            ["admits memcacheds.cache.example.com in webhook \"validate\", a resource its manifest does not declare \
+              (declare the kind, or grant webhookResources: [memcacheds.cache.example.com]); the resource of the declared \
+              cache.example.com/v1alpha1/Memcached is not known (install its CRD; offline, give it with --crds)"]
+        );
+        assert!(uncovered(&granted(&[], false), &manifest, &kinds()).is_empty(), "with the CRD the rule is the parent's");
     }
 
     #[test]

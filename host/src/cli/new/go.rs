@@ -297,9 +297,12 @@ mod tests {
         let checkout = checkout_sdk().expect("this checkout's sdk-go");
         assert!(go_mod.ends_with(&format!("\nreplace github.com/wasmop/wasmop/sdk-go => {}\n", checkout.display())), "{go_mod}");
         let build = file(&files, "build.sh");
-        assert!(build.contains("\nbash \"$sdk/build/component.sh\" . my-db.wasm wit\n"), "{build}");
+        assert!(build.contains("\nbash \"$sdk/build/component.sh\" . \"$out\" wit\n"), "{build}");
+        assert!(build.contains(r#"out=$(realpath -m "${1:-$(dirname "$0")/my-db.wasm}")"#), "{build}");
         assert!(build.contains("(world `controller`:"), "{build}");
         assert!(!logic.contains("Admit") && !logic.contains("Webhooks"), "{logic}");
+        // The host stamps `app.kubernetes.io/managed-by: wasmop` over any value a plugin sets.
+        assert!(!logic.contains("managed-by") && logic.contains(r#""app.kubernetes.io/name": "my-db""#), "{logic}");
     }
 
     #[test]
@@ -322,7 +325,7 @@ mod tests {
         let tests = file(&files, "plugin_test.go");
         assert!(tests.contains("func TestWebhookCheckRefusesAnEmptyMessage(t *testing.T) {"), "{tests}");
         assert!(tests.contains("func TestWebhookSetDefaultsSetsAnAbsentMessage(t *testing.T) {"), "{tests}");
-        assert!(file(&files, "build.sh").contains("(world `operator`:"));
+        assert!(file(&files, "build.sh").contains("(world `operator`: the build"));
         let readme = file(&files, "README.md");
         assert!(
             readme.contains("    wasmop admit --plugin my-db.wasm --webhook set-defaults --object sample.yaml --crds crd.yaml\n"),

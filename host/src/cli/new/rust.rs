@@ -9,6 +9,9 @@ use anyhow::{Context as _, bail};
 use super::NewArgs;
 use crate::contract::Kind;
 
+/// The crate's README (`{{placeholders}}` filled by `render`).
+const README: &str = include_str!("../templates/rust/README.md");
+
 /// The git repository of the SDK, for the default dependency line.
 const REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
 
@@ -67,10 +70,11 @@ fn choose_sdk(sdk_path: Option<&Path>, checkout: Option<PathBuf>) -> anyhow::Res
 /// # Errors
 /// An `--sdk-path` that is not a directory with a `Cargo.toml`.
 pub(super) fn files(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
-    let sdk = sdk_dependency(args)?.line;
+    let sdk = sdk_dependency(args)?;
     Ok(vec![
-        ("Cargo.toml".into(), CARGO_TOML.replace("{name}", &args.name).replace("{sdk}", &sdk)),
+        ("Cargo.toml".into(), CARGO_TOML.replace("{name}", &args.name).replace("{sdk}", &sdk.line)),
         ("src/lib.rs".into(), lib_rs(args)),
+        ("README.md".into(), readme(args, &sdk)),
         (".gitignore".into(), "/target\n".to_owned()),
         (".cargo/config.toml".into(), CARGO_CONFIG.to_owned()),
     ])
@@ -87,6 +91,25 @@ pub(super) fn next_steps(args: &NewArgs) -> Vec<String> {
     ];
     steps.extend(super::admit_steps(args, &wasm));
     steps
+}
+
+/// The crate's README: its files and the commands that test, build and try it.
+fn readme(args: &NewArgs, sdk: &SdkDependency) -> String {
+    let lib = args.name.replace('-', "_");
+    let wasm = format!("target/wasm32-wasip2/release/{lib}.wasm");
+    let admit_commands: String = super::admit_steps(args, &wasm).iter().map(|c| format!("    {c}\n")).collect();
+    let readme_admit = if args.webhooks.is_empty() { "" } else { ", `admit` (its webhooks)" };
+    let sdk_note = format!(" ({})", sdk.source);
+    let mut values: Vec<(&str, &str)> = vec![
+        ("lib", &lib),
+        ("admit_commands", &admit_commands),
+        ("readme_admit", readme_admit),
+        ("sdk_note", &sdk_note),
+        ("crds_flag", super::crds_flag(args)),
+    ];
+    let common = super::common_values(args);
+    values.extend(common.iter().map(|(k, v)| (*k, v.as_str())));
+    super::render(README, &values)
 }
 
 /// `Kind::new("group", "version", "Kind")` as Rust source.
@@ -418,7 +441,10 @@ mod tests {
     fn the_crate_declares_parent_and_children_and_depends_on_this_checkouts_sdk() {
         let files =
             generate(&args("my-db", "example.com/v1/Database", &["v1/ConfigMap", "apps/v1/Deployment"], Lang::Rust)).unwrap();
-        assert_eq!(paths(&files), [".cargo/config.toml", ".gitignore", "Cargo.toml", "crd.yaml", "sample.yaml", "src/lib.rs"]);
+        assert_eq!(
+            paths(&files),
+            [".cargo/config.toml", ".gitignore", "Cargo.toml", "README.md", "crd.yaml", "sample.yaml", "src/lib.rs"]
+        );
         let lib = file(&files, "src/lib.rs");
         assert!(lib.contains(r#"Kind::new("example.com", "v1", "Database")"#), "{lib}");
         assert!(lib.contains(r#".child(Kind::new("", "v1", "ConfigMap"))"#), "{lib}");
@@ -460,6 +486,18 @@ mod tests {
         assert!(cargo.contains("`k8s-openapi` feature, off by default"), "{cargo}");
         let sdk_manifest = include_str!("../../../../guest-sdk/Cargo.toml");
         assert!(sdk_manifest.contains("default = [\"bump-alloc\"]"), "the SDK's default features changed: update the comment");
+    }
+
+    #[test]
+    fn the_readme_gives_every_next_step_and_fills_every_placeholder() {
+        let mut new = args("my-db", "example.com/v1/Database", &["v1/ConfigMap"], Lang::Rust);
+        new.webhooks = vec![super::super::NewWebhook { type_: wasmop_types::WebhookType::Validating, name: "check".into() }];
+        let readme = file(&generate(&new).unwrap(), "README.md");
+        for step in next_steps(&new) {
+            assert!(readme.contains(&format!("    {step}")), "{step}\nnot in\n{readme}");
+        }
+        assert!(readme.contains("kubectl get databases"), "{readme}");
+        assert!(!readme.contains("{{"), "{readme}");
     }
 
     #[test]

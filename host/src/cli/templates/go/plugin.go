@@ -69,7 +69,7 @@ func SpecOf(parent wasmop.Object) (Spec, error) {
 func Desired(kind wasmop.Kind, parent wasmop.Object, spec Spec) map[string]any {
 	metadata := map[string]any{
 		"name":   parent.Name(),
-		"labels": map[string]string{"app.kubernetes.io/managed-by": "{{name}}"},
+		"labels": map[string]string{"app.kubernetes.io/name": "{{name}}", "app.kubernetes.io/instance": parent.Name()},
 	}
 	if parent.Namespace() != "" {
 		metadata["namespace"] = parent.Namespace()

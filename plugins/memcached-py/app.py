@@ -10,7 +10,7 @@ that both plugins plan the same actions, and show the same failures, on the same
 World `controller` of `wasmop:plugin@0.3.0`. Build (the commands `scripts/polyglot.sh` installs
 the tool for):
 
-    componentize-py -d wit/v0.3.0 -w controller componentize app -p plugins/memcached-py -o memcached-py.wasm
+    componentize-py -d wit/v0.3.0 -w controller componentize app -p plugins/memcached-py -p guest-sdk/python -o memcached-py.wasm
 """
 
 import json

@@ -15,6 +15,10 @@
 //   writes them.
 // - `Terminal`, `Retryable`: a failed reconcile, with the status and conditions the parent shows
 //   beside it (`withStatus`, `withCondition`); `payload` is the contract's error result.
+// - `Request`: the parent, its observed children, the related objects and the configuration as
+//   plain objects (`Request.fromContract(request)` from the contract's record), with `name`,
+//   `namespace`, `child(kind, name)` and `newChild(kind, name, body)`, which builds a child in
+//   the parent's namespace.
 // - `Response`: children, deletions, status, conditions, events, requeue, built with chained
 //   calls that check the shapes the host needs; `validate()` throws the first mistake as
 //   `Terminal`; `toContract()` is the contract's response record.
@@ -339,6 +343,83 @@ export class Terminal extends Failure {
 export class Retryable extends Failure {
   constructor(message, shown) {
     super('retryable', message, shown);
+  }
+}
+
+// Requests
+
+const nameOfObject = (object) => (typeof object?.metadata?.name === 'string' ? object.metadata.name : undefined);
+const namespaceOfObject = (object) =>
+  typeof object?.metadata?.namespace === 'string' ? object.metadata.namespace : undefined;
+
+/** One reconcile's input as plain values: the `parent` (as `kubectl get -o json` prints it), the
+ * observed `children` it controls and the `related` objects its selectors picked, the operator's
+ * `config` (`{}` when none) and `finalizing`. In a unit test build it directly:
+ * `new Request(parent, { children: [deployment] })`. */
+export class Request {
+  constructor(parent, { children = [], related = [], config = {}, finalizing = false } = {}) {
+    this.parent = parent;
+    this.children = [...children];
+    this.related = [...related];
+    this.config = config;
+    this.finalizing = finalizing;
+  }
+
+  /** The contract's request record (JSON text fields), as the component is called with it. */
+  static fromContract(request) {
+    return new Request(JSON.parse(request.parent), {
+      children: request.children.map((c) => JSON.parse(c)),
+      related: request.related.map((o) => JSON.parse(o)),
+      config: request.config ? JSON.parse(request.config) : {},
+      finalizing: request.finalizing,
+    });
+  }
+
+  /** The parent's name. */
+  get name() {
+    return nameOfObject(this.parent);
+  }
+
+  /** The parent's namespace, or `undefined` for a cluster-scoped parent. */
+  get namespace() {
+    return namespaceOfObject(this.parent);
+  }
+
+  /** The parent's `metadata.generation`, or `undefined`. */
+  get generation() {
+    const generation = this.parent?.metadata?.generation;
+    return Number.isInteger(generation) ? generation : undefined;
+  }
+
+  /** The observed children of kind `k`. */
+  childrenOf(k) {
+    return this.children.filter((c) => matchesKind(k, c));
+  }
+
+  /** The observed child of kind `k` named `name`, or `undefined`. */
+  child(k, name) {
+    return this.children.find((c) => matchesKind(k, c) && nameOfObject(c) === name);
+  }
+
+  /** The related objects of kind `k`. */
+  relatedOf(k) {
+    return this.related.filter((o) => matchesKind(k, o));
+  }
+
+  /** A child for the response: an object of kind `k` named `name` in the parent's namespace
+   * (none for a cluster-scoped parent), with the fields of `body` beside its `apiVersion`,
+   * `kind` and `metadata`; `body.metadata` (labels, annotations) is merged into the metadata,
+   * whose name and namespace stay these. `body` is not changed. Throws a `TypeError` when `body`
+   * or its metadata is not an object (a bug in the plugin). */
+  newChild(k, name, body = {}) {
+    if (body === null || body === undefined) body = {};
+    if (!isObject(body)) throw new TypeError(`the body of a new child must be a JSON object, got ${jsonType(body)}`);
+    const given = body.metadata ?? {};
+    if (!isObject(given)) throw new TypeError(`the metadata of a new child must be a JSON object, got ${jsonType(given)}`);
+    const { namespace: _ignored, ...metadata } = { ...given, name };
+    if (this.namespace !== undefined) metadata.namespace = this.namespace;
+    const { apiVersion: _a, kind: _k, metadata: _m, ...rest } = body;
+    return { apiVersion: apiVersion(k), kind: k.kind, metadata, ...rest };
   }
 }
 

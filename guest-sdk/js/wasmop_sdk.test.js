@@ -168,3 +168,34 @@ test('a cluster-scoped parent reads every namespace', () => {
   const pods = new sdk.Fixture(VECTORS.fixture.objects, { manifest }).list(sdk.kind('', 'v1', 'Pod'), undefined, 'app=web');
   assert.deepEqual(pods.map((p) => `${p.metadata.namespace}/${p.metadata.name}`), ['default/web-1', 'default/web-2', 'other/web-1']);
 });
+
+test("a new child is named in the parent's namespace with the body's fields", () => {
+  for (const c of VECTORS.newChild) {
+    const body = structuredClone(c.body);
+    assert.deepEqual(new sdk.Request(c.parent).newChild(c.kind, c.name, body), c.child, c.about);
+    assert.deepEqual(body, c.body, `${c.about}: the body is not changed`);
+  }
+  assert.throws(() => new sdk.Request({ metadata: { name: 'p' } }).newChild(sdk.kind('', 'v1', 'Pod'), 'p', []), {
+    name: 'TypeError',
+    message: 'the body of a new child must be a JSON object, got an array',
+  });
+});
+
+test('children and related objects are found by kind and name', () => {
+  const deployment = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' } };
+  const config = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'web' } };
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web-1' } };
+  const parent = { metadata: { name: 'web', namespace: 'prod', generation: 3 } };
+  const req = sdk.Request.fromContract({
+    parent: JSON.stringify(parent),
+    children: [config, deployment].map((o) => JSON.stringify(o)),
+    related: [JSON.stringify(pod)],
+    finalizing: false,
+    config: '{}',
+  });
+  assert.deepEqual([req.name, req.namespace, req.generation, req.config], ['web', 'prod', 3, {}]);
+  assert.deepEqual(req.child(sdk.kind('apps', 'v1', 'Deployment'), 'web'), deployment);
+  assert.equal(req.child(sdk.kind('apps', 'v1', 'Deployment'), 'other'), undefined);
+  assert.deepEqual(req.childrenOf(sdk.kind('', 'v1', 'ConfigMap')), [config]);
+  assert.deepEqual(req.relatedOf(sdk.kind('', 'v1', 'Pod')), [pod]);
+});

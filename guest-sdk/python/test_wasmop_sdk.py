@@ -156,5 +156,37 @@ class FixtureVectors(unittest.TestCase):
         self.assertEqual([(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods], [("default", "web-1"), ("default", "web-2"), ("other", "web-1")])
 
 
+class RequestVectors(unittest.TestCase):
+    def test_a_new_child_is_named_in_the_parents_namespace_with_the_bodys_fields(self):
+        for case in VECTORS["newChild"]:
+            with self.subTest(case["about"]):
+                body = json.loads(json.dumps(case["body"]))
+                self.assertEqual(sdk.Request(case["parent"]).new_child(case["kind"], case["name"], body), case["child"])
+                self.assertEqual(body, case["body"], "the body is not changed")
+
+    def test_a_new_child_refuses_a_body_that_is_not_an_object(self):
+        with self.assertRaisesRegex(TypeError, "the body of a new child must be a JSON object, got an array"):
+            sdk.Request({"metadata": {"name": "p"}}).new_child(sdk.kind("", "v1", "Pod"), "p", [])
+
+    def test_children_and_related_objects_are_found_by_kind_and_name(self):
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "status": {"readyReplicas": 2}}
+        config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1"}}
+        req = sdk.Request({"metadata": {"name": "web", "namespace": "prod", "generation": 3}}, [config, deployment], [pod])
+        self.assertEqual((req.name, req.namespace, req.generation, req.config), ("web", "prod", 3, {}))
+        self.assertIs(req.child(sdk.kind("apps", "v1", "Deployment"), "web"), deployment)
+        self.assertIsNone(req.child(sdk.kind("apps", "v1", "Deployment"), "other"))
+        self.assertEqual(req.children_of(sdk.kind("", "v1", "ConfigMap")), [config])
+        self.assertEqual(req.related_of(sdk.kind("", "v1", "Pod")), [pod])
+
+    def test_a_field_is_read_through_missing_steps_as_the_default(self):
+        deployment = {"status": {"readyReplicas": 2, "conditions": None}}
+        self.assertEqual(sdk.field(deployment, "status", "readyReplicas", default=0), 2)
+        self.assertEqual(sdk.field(deployment, "status", "availableReplicas", default=0), 0)
+        self.assertEqual(sdk.field(deployment, "status", "conditions", default=[]), [])
+        self.assertEqual(sdk.field(None, "status", "readyReplicas", default=0), 0)
+        self.assertEqual(sdk.field({"status": "x"}, "status", "readyReplicas"), None)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -12,8 +12,14 @@ vectors (`guest-sdk/vectors/sdk.json` in the wasmop repository), so a plugin's u
   writes them.
 - `Terminal`, `Retryable`: a failed reconcile, with the status and conditions the parent shows
   beside it (`with_status`, `with_condition`).
+- `Request`: the parent, its observed children, the related objects and the configuration as
+  dicts (`Request.from_contract(request)` in the component's entry), with `name`, `namespace`,
+  `child(kind, name)` and `new_child(kind, name, body)`, which builds a child in the parent's
+  namespace; `field(obj, "status", "readyReplicas", default=0)` reads a nested field.
 - `Response`: children, deletions, status, conditions, events, requeue, built with chained calls
   that check the shapes the host needs; `validate()` raises the first mistake as `Terminal`.
+  `to_contract()` (on a response, or on a failure, to raise) turns it into the contract's
+  records inside the component.
 - `LabelSelector`: kubectl selector syntax, as the host parses and matches it.
 - `Fixture`: lookups answered from a list of objects, as the host answers from its cache,
   refusing kinds the manifest does not declare (`LookupRefused`).
@@ -30,6 +36,7 @@ __all__ = [
     "LookupRefused",
     "Quantity",
     "QuantityError",
+    "Request",
     "Response",
     "Retryable",
     "SelectorError",
@@ -37,6 +44,7 @@ __all__ = [
     "api_version",
     "condition",
     "false_",
+    "field",
     "kind",
     "kind_of",
     "kind_text",
@@ -371,6 +379,24 @@ class Failure(Exception):
         """The message, status and conditions, as the contract's failure carries them."""
         return {"message": self.message, "status": self.status, "conditions": list(self.conditions)}
 
+    def to_contract(self):
+        """The contract's error result, for the component's entry to raise (`raise
+        error.to_contract()`). Only inside the component: it imports componentize-py's bindings."""
+        from componentize_py_types import Err
+        from wit_world.exports import reconciler as r
+
+        status = None if self.status is None else json.dumps(self.status)
+        failure = r.Failure(message=self.message, status=status, conditions=[_contract_condition(c) for c in self.conditions])
+        return Err(r.ReconcileError_Retryable(failure) if self.retryable else r.ReconcileError_Terminal(failure))
+
+
+def _contract_condition(c):
+    """A condition dict as the contract's record (inside the component only)."""
+    from wit_world.exports import reconciler as r
+
+    status = {"True": r.ConditionStatus.TRUE, "False": r.ConditionStatus.FALSE, "Unknown": r.ConditionStatus.UNKNOWN}
+    return r.Condition(c["type"], status[c["status"]], c["reason"], c["message"])
+
 
 class Terminal(Failure):
     """A permanent failure for this version of the parent (an invalid spec): the host records
@@ -381,6 +407,96 @@ class Retryable(Failure):
     """A transient failure (something not ready yet): the host retries with backoff."""
 
     retryable = True
+
+
+# Requests
+
+_MISSING = object()
+
+
+def field(obj, *path, default=None):
+    """The value at `path` (keys of nested dicts) in `obj`, or `default` when `obj` is None or a
+    step is missing or not a dict: `field(observed, "status", "readyReplicas", default=0)`."""
+    value = obj
+    for key in path:
+        value = value.get(key, _MISSING) if isinstance(value, dict) else _MISSING
+        if value is _MISSING:
+            return default
+    return default if value is None else value
+
+
+class Request:
+    """One reconcile's input as plain values: the `parent` (a dict, as `kubectl get -o json`
+    prints it), the observed `children` it controls and the `related` objects its selectors
+    picked (lists of dicts), the operator's `config` (a dict, `{}` when none) and `finalizing`.
+    In a unit test build it directly: `Request(parent, children=[deployment])`."""
+
+    def __init__(self, parent, children=(), related=(), config=None, finalizing=False):
+        self.parent = parent
+        self.children = list(children)
+        self.related = list(related)
+        self.config = {} if config is None else config
+        self.finalizing = finalizing
+
+    @classmethod
+    def from_contract(cls, request):
+        """The contract's request record (JSON text fields), in the component's entry."""
+        return cls(
+            json.loads(request.parent),
+            [json.loads(c) for c in request.children],
+            [json.loads(o) for o in request.related],
+            json.loads(request.config) if request.config else {},
+            request.finalizing,
+        )
+
+    @property
+    def name(self):
+        """The parent's name."""
+        return _name_of(self.parent)
+
+    @property
+    def namespace(self):
+        """The parent's namespace, or None for a cluster-scoped parent."""
+        return _namespace_of(self.parent)
+
+    @property
+    def generation(self):
+        """The parent's `metadata.generation`, or None."""
+        generation = field(self.parent, "metadata", "generation")
+        return generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+
+    def children_of(self, k):
+        """The observed children of kind `k`."""
+        return [c for c in self.children if matches_kind(k, c)]
+
+    def child(self, k, name):
+        """The observed child of kind `k` named `name`, or None."""
+        return next((c for c in self.children if matches_kind(k, c) and _name_of(c) == name), None)
+
+    def related_of(self, k):
+        """The related objects of kind `k`."""
+        return [o for o in self.related if matches_kind(k, o)]
+
+    def new_child(self, k, name, body=None):
+        """A child for the response: an object of kind `k` named `name` in the parent's
+        namespace (none for a cluster-scoped parent), with the fields of `body` beside its
+        `apiVersion`, `kind` and `metadata`; `body["metadata"]` (labels, annotations) is merged
+        into the metadata, whose name and namespace stay these. `body` is not changed.
+        Raises `TypeError` when `body` or its metadata is not a dict (a bug in the plugin)."""
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise TypeError(f"the body of a new child must be a JSON object, got {_json_type(body)}")
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"the metadata of a new child must be a JSON object, got {_json_type(metadata)}")
+        metadata = dict(metadata or {})
+        metadata["name"] = name
+        metadata.pop("namespace", None)
+        if self.namespace is not None:
+            metadata["namespace"] = self.namespace
+        rest = {key: value for key, value in body.items() if key not in ("apiVersion", "kind", "metadata")}
+        return {"apiVersion": api_version(k), "kind": k["kind"], "metadata": metadata, **rest}
 
 
 # Responses
@@ -475,6 +591,28 @@ class Response:
         if self.error is not None:
             raise Terminal(self.error)
         return self
+
+    def to_contract(self):
+        """The contract's response record, after `validate()` (so a mistake raises `Terminal`).
+        Only inside the component: it imports componentize-py's bindings."""
+        from wit_world.exports import reconciler as r
+        from wit_world.imports import types
+
+        self.validate()
+        event_type = {"Normal": r.EventType.NORMAL, "Warning": r.EventType.WARNING}
+        deletions = [
+            types.ObjectRef(api_version=api_version(d["kind"]), kind=d["kind"]["kind"], namespace=d.get("namespace"), name=d["name"])
+            for d in self.deletions
+        ]
+        return r.Response(
+            children=[json.dumps(c) for c in self.children],
+            delete=deletions,
+            status=None if self.status_patch is None else json.dumps(self.status_patch),
+            conditions=[_contract_condition(c) for c in self.conditions],
+            events=[r.Event(type=event_type[e["type"]], reason=e["reason"], action=e["action"], note=e["note"]) for e in self.events],
+            requeue_after_ms=self.requeue_after_ms,
+            finalized=self.finalized,
+        )
 
     def _fail(self, message):
         if self.error is None:

@@ -141,12 +141,18 @@ fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
     }
 }
 
-/// A copy of the plugin in `plugins/<dir>` (in a temporary directory named `<dir>-failing`),
-/// with `edit` applied to its entry file.
+/// A copy of the plugin in `plugins/<dir>` (its files, links to the SDK modules followed, in a
+/// temporary directory named `<dir>-failing`), with `edit` applied to its entry file.
 fn variant(dir: &str, entry: &str, edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
     let temp = tempfile::tempdir().unwrap();
     let target = temp.path().join(format!("{dir}-failing"));
     std::fs::create_dir_all(&target).unwrap();
+    for file in std::fs::read_dir(workspace().join("plugins").join(dir)).unwrap() {
+        let path = file.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, target.join(path.file_name().unwrap())).unwrap();
+        }
+    }
     let source = std::fs::read_to_string(workspace().join("plugins").join(dir).join(entry)).unwrap();
     let edited = edit(&source);
     assert_ne!(edited, source, "the edit must change {dir}/{entry}");
@@ -159,14 +165,14 @@ fn variant(dir: &str, entry: &str, edit: impl Fn(&str) -> String) -> (tempfile::
 fn a_python_exception_and_a_javascript_error_end_in_one_line_naming_them() {
     let py_dir = variant("memcached-py", "app.py", |s| {
         s.replace(
-            "        size = desired_size(parent)\n",
-            "        size = desired_size(parent)\n        raise ValueError(f\"unlucky size {size}\")\n",
+            "    size = desired_size(req.parent)\n",
+            "    size = desired_size(req.parent)\n    raise ValueError(f\"unlucky size {size}\")\n",
         )
     });
     let js_dir = variant("memcached-js", "memcached.js", |s| {
         s.replace(
-            "    const size = desiredSize(parent);\n",
-            "    const size = desiredSize(parent);\n    throw new TypeError(`unlucky size ${size}`);\n",
+            "    const size = desiredSize(req.parent);\n",
+            "    const size = desiredSize(req.parent);\n    throw new TypeError(`unlucky size ${size}`);\n",
         )
     });
     let py = build(Language::Python, &py_dir.1, "app", PY_JS_WIT, "controller");

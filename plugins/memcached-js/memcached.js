@@ -1,4 +1,5 @@
-// The Memcached operator as a wasmop plugin written in JavaScript.
+// The Memcached operator as a wasmop plugin written in JavaScript, on the SDK module
+// (`wasmop_sdk.js`, a link to `guest-sdk/js/wasmop_sdk.js`).
 //
 // The same logic as the Rust example (`plugins/memcached`): for every `Memcached`
 // (`cache.example.com/v1alpha1`, namespaced) one Deployment of `spec.size` memcached pods, the
@@ -12,75 +13,44 @@
 
 import { log } from 'wasmop:plugin/log@0.3.0';
 
+import { Request, Response, Terminal, falseCondition, kind, trueCondition } from './wasmop_sdk.js';
+
 const IMAGE = 'memcached:1.6.17-alpine';
 const PORT = 11211;
 const INT32_MAX = 2 ** 31 - 1;
 
-const MEMCACHED = { group: 'cache.example.com', version: 'v1alpha1', kind: 'Memcached' };
-const DEPLOYMENT = { group: 'apps', version: 'v1', kind: 'Deployment' };
-const POD = { group: '', version: 'v1', kind: 'Pod' };
+const MEMCACHED = kind('cache.example.com', 'v1alpha1', 'Memcached');
+const DEPLOYMENT = kind('apps', 'v1', 'Deployment');
+const POD = kind('', 'v1', 'Pod');
 
-/** A terminal failure for an invalid spec: the host records it and waits for the object to
- * change; the Memcached shows `Available=False InvalidSpec` with the same message (the next
- * valid reconcile replaces it). */
-class InvalidSpec extends Error {
-  constructor(message) {
-    super(message);
-    const shown = { type: 'Available', status: 'false', reason: 'InvalidSpec', message };
-    this.payload = { tag: 'terminal', val: { message, status: undefined, conditions: [shown] } };
-  }
-}
+/** A terminal failure for an invalid spec, shown on the Memcached as `Available=False
+ * InvalidSpec` with the same message (the next valid reconcile replaces it). */
+const invalid = (message) => new Terminal(message).withCondition(falseCondition('Available', 'InvalidSpec', message));
 
 /** `spec.size`: required, within 0..=i32::MAX. */
 function desiredSize(memcached) {
   const spec = memcached.spec ?? {};
-  if (typeof spec !== 'object' || Array.isArray(spec)) throw new InvalidSpec('spec must be an object');
+  if (typeof spec !== 'object' || Array.isArray(spec)) throw invalid('spec must be an object');
   const size = spec.size;
-  if (size === undefined || size === null) throw new InvalidSpec('spec.size is required');
-  if (!Number.isInteger(size)) throw new InvalidSpec(`spec.size must be an integer, got ${JSON.stringify(size)}`);
-  if (size < 0) throw new InvalidSpec(`spec.size must be 0 or more, got ${size}`);
-  if (size > INT32_MAX) throw new InvalidSpec(`spec.size must be at most ${INT32_MAX}, got ${size}`);
+  if (size === undefined || size === null) throw invalid('spec.size is required');
+  if (!Number.isInteger(size)) throw invalid(`spec.size must be an integer, got ${JSON.stringify(size)}`);
+  if (size < 0) throw invalid(`spec.size must be 0 or more, got ${size}`);
+  if (size > INT32_MAX) throw invalid(`spec.size must be at most ${INT32_MAX}, got ${size}`);
   return size;
-}
-
-const labels = (name) => ({ app: 'memcached', memcached_cr: name });
-
-function deployment(name, namespace, size) {
-  const metadata = { name, labels: labels(name) };
-  if (namespace !== undefined) metadata.namespace = namespace;
-  const container = {
-    name: 'memcached',
-    image: IMAGE,
-    command: ['memcached', '-m=64', '-o', 'modern', '-v'],
-    ports: [{ name: 'memcached', containerPort: PORT }],
-  };
-  return {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata,
-    spec: {
-      replicas: size,
-      selector: { matchLabels: labels(name) },
-      template: { metadata: { labels: labels(name) }, spec: { containers: [container] } },
-    },
-  };
 }
 
 /** The `Available` condition from the observed Deployment (if any). */
 function available(observed, size) {
   if (observed === undefined) {
     const message = `0/${size} replicas available: the Deployment does not exist yet`;
-    return { type: 'Available', status: 'false', reason: 'DeploymentMissing', message };
+    return falseCondition('Available', 'DeploymentMissing', message);
   }
   const ready = observed.status?.availableReplicas ?? 0;
   const message = `${ready}/${size} replicas available`;
   return ready >= size
-    ? { type: 'Available', status: 'true', reason: 'MinimumReplicasAvailable', message }
-    : { type: 'Available', status: 'false', reason: 'Progressing', message };
+    ? trueCondition('Available', 'MinimumReplicasAvailable', message)
+    : falseCondition('Available', 'Progressing', message);
 }
-
-const isKind = (obj, kind) =>
-  obj.apiVersion === (kind.group ? `${kind.group}/${kind.version}` : kind.version) && obj.kind === kind.kind;
 
 export const plugin = {
   manifest() {
@@ -102,28 +72,30 @@ export const plugin = {
 
 export const reconciler = {
   reconcile(request) {
-    const parent = JSON.parse(request.parent);
-    const size = desiredSize(parent);
-    const { name, namespace } = parent.metadata;
-    log('debug', `memcached ${namespace ?? ''}/${name}: want ${size} replicas`);
-
-    const nodes = request.related
-      .map((o) => JSON.parse(o))
-      .filter((p) => isKind(p, POD) && p.metadata?.name !== undefined)
-      .map((p) => p.metadata.name)
-      .sort();
-    const observed = request.children
-      .map((o) => JSON.parse(o))
-      .find((c) => isKind(c, DEPLOYMENT) && c.metadata?.name === name);
-
-    return {
-      children: [JSON.stringify(deployment(name, namespace, size))],
-      delete: [],
-      status: JSON.stringify({ nodes }),
-      conditions: [available(observed, size)],
-      events: [],
-      requeueAfterMs: undefined,
-      finalized: false,
+    const req = Request.fromContract(request);
+    const size = desiredSize(req.parent);
+    log('debug', `memcached ${req.namespace ?? ''}/${req.name}: want ${size} replicas`);
+    const labels = { app: 'memcached', memcached_cr: req.name };
+    const container = {
+      name: 'memcached',
+      image: IMAGE,
+      command: ['memcached', '-m=64', '-o', 'modern', '-v'],
+      ports: [{ name: 'memcached', containerPort: PORT }],
     };
+    const spec = {
+      replicas: size,
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [container] } },
+    };
+    const nodes = req
+      .relatedOf(POD)
+      .map((pod) => pod.metadata?.name)
+      .filter((name) => name !== undefined)
+      .sort();
+    return new Response()
+      .apply(req.newChild(DEPLOYMENT, req.name, { metadata: { labels }, spec }))
+      .status({ nodes })
+      .condition(available(req.child(DEPLOYMENT, req.name), size))
+      .toContract();
   },
 };

@@ -1,4 +1,5 @@
-"""The Memcached operator as a wasmop plugin written in Python.
+"""The Memcached operator as a wasmop plugin written in Python, on the SDK module
+(`wasmop_sdk.py`, a link to `guest-sdk/python/wasmop_sdk.py`).
 
 The same logic as the Rust example (`plugins/memcached`): for every `Memcached`
 (`cache.example.com/v1alpha1`, namespaced) one Deployment of `spec.size` memcached pods, the
@@ -9,91 +10,85 @@ that both plugins plan the same actions, and show the same failures, on the same
 World `controller` of `wasmop:plugin@0.3.0`. Build (the commands `scripts/polyglot.sh` installs
 the tool for):
 
-    componentize-py -d wit/v0.3.0 -w controller componentize app -p plugins/memcached-py -o memcached-py.wasm
+    componentize-py -d wit/v0.3.0 -w controller componentize app -p plugins/memcached-py -p guest-sdk/python -o memcached-py.wasm
 """
 
 import json
 
-from componentize_py_types import Err
+from wasmop_sdk import Failure, Request, Response, Terminal, false_, field, kind, true_
 from wit_world import exports
 from wit_world.exports import plugin as p
-from wit_world.exports import reconciler as r
 from wit_world.imports import log, types
 
 IMAGE = "memcached:1.6.17-alpine"
 PORT = 11211
 INT32_MAX = 2**31 - 1
 
-MEMCACHED = types.KindRef(group="cache.example.com", version="v1alpha1", kind="Memcached")
-DEPLOYMENT = types.KindRef(group="apps", version="v1", kind="Deployment")
-POD = types.KindRef(group="", version="v1", kind="Pod")
+MEMCACHED = kind("cache.example.com", "v1alpha1", "Memcached")
+DEPLOYMENT = kind("apps", "v1", "Deployment")
+POD = kind("", "v1", "Pod")
 
 
-def terminal(message):
+def invalid(message):
     """A terminal failure for an invalid spec, shown on the Memcached as `Available=False
     InvalidSpec` with the same message (the next valid reconcile replaces it)."""
-    shown = r.Condition("Available", r.ConditionStatus.FALSE, "InvalidSpec", message)
-    return Err(r.ReconcileError_Terminal(r.Failure(message=message, status=None, conditions=[shown])))
+    return Terminal(message).with_condition(false_("Available", "InvalidSpec", message))
 
 
 def desired_size(memcached):
     """`spec.size`: required, within 0..=i32::MAX."""
     spec = memcached.get("spec") or {}
     if not isinstance(spec, dict):
-        raise terminal("spec must be an object")
+        raise invalid("spec must be an object")
     size = spec.get("size")
     if size is None:
-        raise terminal("spec.size is required")
+        raise invalid("spec.size is required")
     if not isinstance(size, int) or isinstance(size, bool):
-        raise terminal(f"spec.size must be an integer, got {json.dumps(size)}")
+        raise invalid(f"spec.size must be an integer, got {json.dumps(size)}")
     if size < 0:
-        raise terminal(f"spec.size must be 0 or more, got {size}")
+        raise invalid(f"spec.size must be 0 or more, got {size}")
     if size > INT32_MAX:
-        raise terminal(f"spec.size must be at most {INT32_MAX}, got {size}")
+        raise invalid(f"spec.size must be at most {INT32_MAX}, got {size}")
     return size
 
 
-def labels(name):
-    return {"app": "memcached", "memcached_cr": name}
+def available(observed, size):
+    """The `Available` condition from the observed Deployment (if any)."""
+    if observed is None:
+        return false_("Available", "DeploymentMissing", f"0/{size} replicas available: the Deployment does not exist yet")
+    ready = field(observed, "status", "availableReplicas", default=0)
+    message = f"{ready}/{size} replicas available"
+    if ready >= size:
+        return true_("Available", "MinimumReplicasAvailable", message)
+    return false_("Available", "Progressing", message)
 
 
-def deployment(name, namespace, size):
-    metadata = {"name": name, "labels": labels(name)}
-    if namespace is not None:
-        metadata["namespace"] = namespace
+def reconcile(req):
+    size = desired_size(req.parent)
+    log.log(types.Level.DEBUG, f"memcached {req.namespace or ''}/{req.name}: want {size} replicas")
+    labels = {"app": "memcached", "memcached_cr": req.name}
     container = {
         "name": "memcached",
         "image": IMAGE,
         "command": ["memcached", "-m=64", "-o", "modern", "-v"],
         "ports": [{"name": "memcached", "containerPort": PORT}],
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": metadata,
-        "spec": {
-            "replicas": size,
-            "selector": {"matchLabels": labels(name)},
-            "template": {"metadata": {"labels": labels(name)}, "spec": {"containers": [container]}},
-        },
+    spec = {
+        "replicas": size,
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
     }
+    nodes = sorted(pod["metadata"]["name"] for pod in req.related_of(POD) if field(pod, "metadata", "name") is not None)
+    return (
+        Response()
+        .apply(req.new_child(DEPLOYMENT, req.name, {"metadata": {"labels": labels}, "spec": spec}))
+        .status({"nodes": nodes})
+        .condition(available(req.child(DEPLOYMENT, req.name), size))
+    )
 
 
-def available(observed, size):
-    """The `Available` condition from the observed Deployment (if any)."""
-    if observed is None:
-        message = f"0/{size} replicas available: the Deployment does not exist yet"
-        return r.Condition("Available", r.ConditionStatus.FALSE, "DeploymentMissing", message)
-    ready = (observed.get("status") or {}).get("availableReplicas") or 0
-    message = f"{ready}/{size} replicas available"
-    if ready >= size:
-        return r.Condition("Available", r.ConditionStatus.TRUE, "MinimumReplicasAvailable", message)
-    return r.Condition("Available", r.ConditionStatus.FALSE, "Progressing", message)
-
-
-def is_kind(obj, kind):
-    api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
-    return obj.get("apiVersion") == api_version and obj.get("kind") == kind.kind
+def kind_ref(k):
+    return types.KindRef(group=k["group"], version=k["version"], kind=k["kind"])
 
 
 class Plugin(exports.Plugin):
@@ -102,9 +97,9 @@ class Plugin(exports.Plugin):
             name="memcached",
             version="0.1.0",
             description="Runs a memcached Deployment of spec.size pods for each Memcached",
-            parent=p.ParentKind(kind=MEMCACHED, scope=types.Scope.NAMESPACED),
-            children=[DEPLOYMENT],
-            related=[p.RelatedKind(kind=POD, label_selector="app=memcached,memcached_cr=$(parent.name)")],
+            parent=p.ParentKind(kind=kind_ref(MEMCACHED), scope=types.Scope.NAMESPACED),
+            children=[kind_ref(DEPLOYMENT)],
+            related=[p.RelatedKind(kind=kind_ref(POD), label_selector="app=memcached,memcached_cr=$(parent.name)")],
             finalizer=False,
             prune=True,
             adopt_unowned=False,
@@ -115,23 +110,7 @@ class Plugin(exports.Plugin):
 
 class Reconciler(exports.Reconciler):
     def reconcile(self, request):
-        parent = json.loads(request.parent)
-        size = desired_size(parent)
-        name = parent["metadata"]["name"]
-        namespace = parent["metadata"].get("namespace")
-        log.log(types.Level.DEBUG, f"memcached {namespace or ''}/{name}: want {size} replicas")
-
-        related = (json.loads(o) for o in request.related)
-        nodes = sorted(pod["metadata"]["name"] for pod in related if is_kind(pod, POD) and "name" in pod.get("metadata", {}))
-        children = (json.loads(o) for o in request.children)
-        observed = next((c for c in children if is_kind(c, DEPLOYMENT) and c["metadata"].get("name") == name), None)
-
-        return r.Response(
-            children=[json.dumps(deployment(name, namespace, size))],
-            delete=[],
-            status=json.dumps({"nodes": nodes}),
-            conditions=[available(observed, size)],
-            events=[],
-            requeue_after_ms=None,
-            finalized=False,
-        )
+        try:
+            return reconcile(Request.from_contract(request)).to_contract()
+        except Failure as error:
+            raise error.to_contract() from None

@@ -133,6 +133,12 @@ pub fn build_with(language: Language, source_dir: &Path, entry: &str, wit: &str,
         return out;
     }
     let partial = out.with_extension("wasm.partial");
+    // componentize-py and componentize-js read the sources through a sandboxed view of their
+    // directory, in which a link out of it (to an SDK module) resolves to nothing: build from a
+    // copy with the links followed.
+    let staged = tempfile::tempdir().expect("a directory for the sources");
+    let source_dir = if language == Language::Go { source_dir.to_owned() } else { stage(source_dir, staged.path()) };
+    let source_dir = source_dir.as_path();
     let mut command = Command::new(if language == Language::Go { Path::new("bash") } else { &tool });
     match language {
         Language::Go => command
@@ -159,6 +165,18 @@ pub fn build_with(language: Language, source_dir: &Path, entry: &str, wit: &str,
     );
     std::fs::rename(&partial, &out).expect("moving the built plugin into place");
     out
+}
+
+/// A copy of the files of `dir` (links followed; subdirectories but `__pycache__` and
+/// `node_modules`) in `into`, returned as `into/<dir's name>`.
+fn stage(dir: &Path, into: &Path) -> PathBuf {
+    let target = into.join(dir.file_name().unwrap_or_default());
+    for file in files(dir) {
+        let copy = target.join(file.strip_prefix(dir).expect("a file under the directory"));
+        std::fs::create_dir_all(copy.parent().expect("a parent")).expect("a directory for the copy");
+        std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("copying {}: {e}", file.display()));
+    }
+    target
 }
 
 /// The Python memcached example (`plugins/memcached-py`), WIT 0.3.0 (world `controller`).

@@ -230,7 +230,11 @@ mod tests {
         let package: Value = serde_json::from_str(&file(&files, "package.json")).unwrap();
         assert_eq!(package["name"], "my-db");
         assert_eq!(package["type"], "module", "the plugin and its test are ES modules");
-        assert_eq!(package["scripts"]["build"], "componentize-js --wit wit --world-name controller -o my-db.wasm my-db.js");
+        // `OUT=/abs/path.wasm npm run build` writes the component elsewhere (npm runs it with sh).
+        assert_eq!(
+            package["scripts"]["build"],
+            r#"componentize-js --wit wit --world-name controller -o "${OUT:-my-db.wasm}" my-db.js"#
+        );
         assert_eq!(package["scripts"]["test"], "node --test");
         assert_eq!(package["devDependencies"]["@bytecodealliance/componentize-js"], "0.23.0");
     }

@@ -232,7 +232,10 @@ mod tests {
         let test = file(&files, "test_reconcile.py");
         assert!(test.contains(r#""apiVersion": "example.com/v1","#) && test.contains(r#""kind": "Database","#), "{test}");
         let build = file(&files, "build.sh");
-        assert!(build.contains("\ncomponentize-py -d wit -w controller componentize app -p . -o my-db.wasm\n"), "{build}");
+        assert!(build.contains("\ncomponentize-py -d wit -w controller componentize app -p . -o \"$out\"\n"), "{build}");
+        // Beside build.sh by default, else where its argument says (relative to the caller).
+        assert!(build.contains(r#""") out="$(cd "$(dirname "$0")" && pwd)/my-db.wasm" ;;"#), "{build}");
+        assert!(build.contains(r#"*) out="$PWD/$1" ;;"#), "{build}");
     }
 
     #[test]

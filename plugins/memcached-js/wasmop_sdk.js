@@ -1,0 +1,1 @@
+../../guest-sdk/js/wasmop_sdk.js

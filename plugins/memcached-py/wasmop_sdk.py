@@ -1,0 +1,1 @@
+../../guest-sdk/python/wasmop_sdk.py

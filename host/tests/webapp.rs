@@ -11,14 +11,17 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use wasmop_e2e::fixtures::workspace;
-use wasmop_e2e::polyglot::{go_caches, go_toolchain};
+use wasmop_e2e::polyglot::{go_caches, go_toolchain, toolchain};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
+
+/// Builds the example in a directory into an output directory; returns the component's path.
+type Build = fn(&Path, &Path) -> PathBuf;
 
 /// A language's example and how it is built: `(directory under examples/webapp, build)`, the
 /// build taking the directory to write into and returning the component. Rust first: the
 /// others are compared with it.
-const LANGUAGES: &[(&str, fn(&Path, &Path) -> PathBuf)] = &[("rust", build_rust), ("go", build_go)];
+const LANGUAGES: &[(&str, Build)] = &[("rust", build_rust), ("go", build_go), ("python", build_python), ("js", build_js)];
 
 /// The example of `language`.
 fn example(language: &str) -> PathBuf {
@@ -84,6 +87,39 @@ fn build_go(dir: &Path, out: &Path) -> PathBuf {
     let mut envs = vec![("WASMOP_GO_TOOLCHAIN", go_toolchain())];
     envs.extend(go_caches());
     run(dir, &format!("{command} {}", wasm.display()), &envs);
+    wasm
+}
+
+/// `PATH` with the Python and JavaScript toolchains (componentize-py, componentize-js) first.
+fn path_with_polyglot() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(toolchain()).chain(std::env::split_paths(&path));
+    PathBuf::from(std::env::join_paths(dirs).unwrap())
+}
+
+/// The SDK module `wasmop new` copied into a Python or JavaScript project is the repository's:
+/// an example built on an older copy would test an SDK nobody gets any more.
+fn assert_sdk_module_is_current(dir: &Path, module: &str, sdk: &str) {
+    let copied = std::fs::read_to_string(dir.join(module)).unwrap_or_else(|e| panic!("{}/{module}: {e}", dir.display()));
+    let current = std::fs::read_to_string(workspace().join(sdk).join(module)).unwrap();
+    assert!(copied == current, "{}/{module} differs from {sdk}/{module}: copy the current one in", dir.display());
+}
+
+/// `sh build.sh OUT`, as the Python README gives it, with componentize-py on `PATH`.
+fn build_python(dir: &Path, out: &Path) -> PathBuf {
+    assert_sdk_module_is_current(dir, "wasmop_sdk.py", "guest-sdk/python");
+    let command = readme_command(dir, "sh build.sh");
+    let wasm = out.join("webapp-python.wasm");
+    run(dir, &format!("{command} {}", wasm.display()), &[("PATH", path_with_polyglot())]);
+    wasm
+}
+
+/// `npm run build` with `OUT`, as the JavaScript README gives it, with componentize-js on `PATH`.
+fn build_js(dir: &Path, out: &Path) -> PathBuf {
+    assert_sdk_module_is_current(dir, "wasmop_sdk.js", "guest-sdk/js");
+    let command = readme_command(dir, "npm run build");
+    let wasm = out.join("webapp-js.wasm");
+    run(dir, &command, &[("PATH", path_with_polyglot()), ("OUT", wasm.clone())]);
     wasm
 }
 
@@ -166,7 +202,7 @@ fn kinds(plan: &Value) -> Vec<(&str, &str)> {
 }
 
 #[test]
-#[ignore = "builds every language's example (Go and its toolchain from scripts/setup.sh): scripts/test.sh runtime runs it"]
+#[ignore = "builds every language's example (the Go, Python and JavaScript toolchains from scripts/setup.sh): scripts/test.sh runtime runs it"]
 fn every_language_plans_and_admits_exactly_what_the_rust_webapp_does() {
     let plugins = built();
     let dir = tempfile::tempdir().unwrap();

@@ -167,7 +167,8 @@ pub enum Command {
     /// Print the CustomResourceDefinitions the host itself needs (the `WasmPlugin` CRD), for
     /// `kubectl apply -f -`.
     Crds(crds::CrdsArgs),
-    /// Write a new plugin crate: Cargo.toml, reconcile skeleton, unit tests, CRD and sample.
+    /// Write a new plugin project in Rust, Go, Python or JavaScript: the logic's skeleton, its
+    /// unit tests, the build command, README, CRD and sample.
     New(new::NewArgs),
     /// Print the webhook configurations a host registers for a plugins directory (YAML).
     Webhooks(webhooks::WebhooksArgs),

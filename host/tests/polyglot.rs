@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use wasmop_e2e::fixtures::{memcached, workspace};
-use wasmop_e2e::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py};
+use wasmop_e2e::polyglot::{Language, build, memcached_go_for, memcached_js, memcached_py, stage};
 
 const NOW: &str = "2024-01-01T00:00:00Z";
 
@@ -146,13 +146,7 @@ fn python_javascript_and_go_memcached_plan_exactly_what_the_rust_one_plans() {
 fn variant(dir: &str, entry: &str, edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
     let temp = tempfile::tempdir().unwrap();
     let target = temp.path().join(format!("{dir}-failing"));
-    std::fs::create_dir_all(&target).unwrap();
-    for file in std::fs::read_dir(workspace().join("plugins").join(dir)).unwrap() {
-        let path = file.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, target.join(path.file_name().unwrap())).unwrap();
-        }
-    }
+    std::fs::rename(stage(&workspace().join("plugins").join(dir), temp.path()), &target).unwrap();
     let source = std::fs::read_to_string(workspace().join("plugins").join(dir).join(entry)).unwrap();
     let edited = edit(&source);
     assert_ne!(edited, source, "the edit must change {dir}/{entry}");

@@ -169,7 +169,7 @@ pub fn build_with(language: Language, source_dir: &Path, entry: &str, wit: &str,
 
 /// A copy of the files of `dir` (links followed; subdirectories but `__pycache__` and
 /// `node_modules`) in `into`, returned as `into/<dir's name>`.
-fn stage(dir: &Path, into: &Path) -> PathBuf {
+pub fn stage(dir: &Path, into: &Path) -> PathBuf {
     let target = into.join(dir.file_name().unwrap_or_default());
     for file in files(dir) {
         let copy = target.join(file.strip_prefix(dir).expect("a file under the directory"));

@@ -40,18 +40,13 @@ fn resources<'k>(kinds: &dyn KindScopes, declared: impl Iterator<Item = &'k Kind
 /// Declared kinds are resolved to resource names by `kinds`; a declared kind it does not know
 /// covers nothing (the host resolves every kind by discovery first).
 pub(super) fn uncovered(grants: &Grants, manifest: &Manifest, kinds: &dyn KindScopes) -> Vec<String> {
-    let readable = resources(
-        kinds,
-        std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind)),
-    );
+    let declared_kinds =
+        || std::iter::once(&manifest.parent).chain(&manifest.children).chain(manifest.related.iter().map(|r| &r.kind));
+    let readable = resources(kinds, declared_kinds());
     let writable = resources(kinds, std::iter::once(&manifest.parent).chain(&manifest.children));
     // Declared kinds whose resource name is unknown here (offline, without their CRD): a rule
     // naming their group is then refused with a hint at what is missing.
-    let unresolved: Vec<&Kind> = std::iter::once(&manifest.parent)
-        .chain(&manifest.children)
-        .chain(manifest.related.iter().map(|r| &r.kind))
-        .filter(|kind| kinds.plural_of(kind).is_none())
-        .collect();
+    let unresolved: Vec<&Kind> = declared_kinds().filter(|kind| kinds.plural_of(kind).is_none()).collect();
     let mut missing = Vec::new();
     let mut note = |line: String| {
         if !missing.contains(&line) {

@@ -7,7 +7,9 @@
 #   BENCH_QUICK=1 scripts/bench.sh   small sizes, same figures (~15 min on 2 cores)
 #
 # Other environment:
-#   BENCH_ONLY=memory,converge  run only these benches (the others show "not measured");
+#   BENCH_ONLY=memory,converge  run only these benches; the others keep their rows from the
+#                               summary's earlier runs (each row names its run), so a full
+#                               table can be filled bench by bench;
 #   BENCH_OUT=DIR               where each bench's output goes (default
 #                               $CARGO_TARGET_DIR/bench-results, else target/bench-results):
 #                               <bench>.out (stdout, with its figure lines), .err, .cmd, .rc;
@@ -55,12 +57,12 @@ knobs() {
     full:languages) echo "N=300" ;;
     quick:memory) echo "N=200 PLUGINS=1,10 FOREIGN=500" ;;
     full:memory) echo "N=1000 PLUGINS=1,10,50 FOREIGN=5000" ;;
-    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDEKLP" ;;
-    full:converge) echo "N=1000 LAT=0 RUNS=ACDEKLPPLKEDCA" ;;
+    quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDEKLPZ" ;;
+    full:converge) echo "N=1000 LAT=0 RUNS=ACDEKLPZZPLKEDCA" ;;
     quick:converge-10k) echo "" ;;
     quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AKLP" ;;
     full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AKLPPLKA" ;;
-    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEKLPPLKEDCA" ;;
+    full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEKLPZZPLKEDCA" ;;
     quick:converge-rollout) echo "N=100 SIZE=3 ROLLOUT=4 LAT=0 QUIET=3 RUNS=AKLP" ;;
     full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AKLPPLKA" ;;
     quick:converge-idle) echo "N=500 IDLE=30 LAT=0 QUIET=3 RUNS=AKLP" ;;

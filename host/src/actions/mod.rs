@@ -15,6 +15,7 @@ mod patch;
 mod plan;
 mod scope;
 mod status;
+mod status_writes;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ pub use patch::{Target, patch};
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
 pub use status::{HostConditions, RECONCILED, failure_status_patch, merge_conditions, status_patch, timestamp_now};
+pub use status_writes::StatusWrites;
 
 use crate::cluster::{Discovery, DiscoveryError};
 use crate::contract::{Event, Kind, ObjectRef};
@@ -105,13 +107,23 @@ pub struct WriteTarget {
     pub applied: AppliedChildren,
     /// The kinds whose new children may be created in one request ([`CreateOnly`]).
     pub creates: CreateOnly,
+    /// The parents as the host's status writes left them, until the watch delivers those
+    /// writes, so that a reconcile in between does not write the same status again.
+    pub statuses: StatusWrites,
 }
 
 impl WriteTarget {
     /// Writes through `client` for a plugin whose parents are `parent_resource`, remembering
     /// nothing yet.
     pub fn new(client: kube::Client, discovery: Arc<Discovery>, parent_resource: ApiResource) -> Self {
-        Self { client, discovery, parent_resource, applied: AppliedChildren::default(), creates: CreateOnly::default() }
+        Self {
+            client,
+            discovery,
+            parent_resource,
+            applied: AppliedChildren::default(),
+            creates: CreateOnly::default(),
+            statuses: StatusWrites::default(),
+        }
     }
 
     /// The writer of one reconcile's plan.
@@ -300,7 +312,9 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Merge-patch the parent's status subresource; the parent's new `resourceVersion`.
+    /// Merge-patch the parent's status subresource; the parent's new `resourceVersion`. The
+    /// parent as the patch left it is what the next reconcile reads until the watch delivers
+    /// the patch ([`StatusWrites`]).
     ///
     /// # Errors
     /// The API error.
@@ -310,11 +324,15 @@ impl Writer<'_> {
         let params = PatchParams { field_manager: Some(self.context.manifest.field_manager()), ..PatchParams::default() };
         let patched = patch::patch(&api, Target::Status, name, &params, &Patch::Merge(patch)).await;
         self.audit.wrote(Verb::Status, self.parent_object(), "", patched.as_ref().map(drop));
-        patched.map_err(|source| ActionError::Api {
+        let version = patched.map_err(|source| ActionError::Api {
             action: "patch status of",
             object: format!("{} {}", self.context.manifest.parent, name),
             source,
-        })
+        })?;
+        if let Some(version) = &version {
+            self.target.statuses.record(self.context.parent, patch, version);
+        }
+        Ok(version)
     }
 
     /// The parent, as an audited object.

@@ -216,6 +216,10 @@ impl Subscriber for WatchForwarder {
             if let (Some(gone), None) = (old, new) {
                 controller.forget_applied(plugin.manifest(), kind, gone);
             }
+            if kind == &plugin.manifest().parent {
+                let gone = old.and_then(|o| o.pointer("/metadata/uid")).and_then(Value::as_str);
+                controller.writes.statuses.observed(new, gone);
+            }
             for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
                 controller.queue.add(key);
             }

@@ -26,9 +26,11 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
     let plugin = controller.plugin();
     let manifest = Arc::clone(plugin.manifest());
     let watches = Arc::clone(&controller.shared.watches);
-    let Some(parent) = watches.get(&manifest.parent, key.namespace.as_deref(), &key.name) else {
+    let Some(cached) = watches.get(&manifest.parent, key.namespace.as_deref(), &key.name) else {
         return ReconcileOutcome::Done { requeue_after: None, wrote: false };
     };
+    // The host's own last status write, when the watch has not delivered it yet.
+    let parent = controller.writes.statuses.freshest(cached);
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
         namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);

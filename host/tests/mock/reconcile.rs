@@ -92,6 +92,45 @@ async fn a_parent_is_reconciled_into_an_apply_of_its_child_and_a_status_patch() 
 }
 
 #[tokio::test]
+async fn a_reconcile_before_the_watch_delivers_the_hosts_status_write_does_not_write_it_again() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("ok"));
+    let (_manager, _controller, apply) = start(&mut server, client).await;
+    let mut child = apply.body.clone();
+    apply.echo("6");
+    let status = server.next().await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"));
+    let mut patched = testbed("ok");
+    patched["metadata"]["resourceVersion"] = json!("7");
+    patched["status"] = status.body["status"].clone();
+    status.answer(patched.clone());
+
+    // The child's watch event queues the parent again while the cache still holds the parent at
+    // resourceVersion 5: the host's status write has not come back through the watch yet.
+    child["metadata"]["resourceVersion"] = json!("6");
+    server.event("ADDED", child.clone());
+    assert!(
+        server.next_within(Duration::from_millis(500)).await.is_none(),
+        "the same status is not patched again: {:#?}",
+        server.requests()
+    );
+
+    // Once the watch has delivered the write and someone else changed the status, the cached
+    // parent counts again: the next reconcile restores what the plugin reports.
+    server.event("MODIFIED", patched.clone());
+    let mut changed = patched;
+    changed["metadata"]["resourceVersion"] = json!("8");
+    changed["status"]["phase"] = json!("Overwritten");
+    server.event("MODIFIED", changed);
+    child["metadata"]["resourceVersion"] = json!("9");
+    server.event("MODIFIED", child);
+    let status = server.next().await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"), "{status}");
+    assert_eq!(status.body["status"]["phase"], "Ready");
+    status.echo("10");
+}
+
+#[tokio::test]
 async fn a_refused_response_writes_nothing_of_it_and_records_why_on_the_parent() {
     let (client, mut server) = mock_client();
     server.add(testbed("other-namespace"));

@@ -13,7 +13,10 @@
 #   BENCH_OUT=DIR               where each bench's output goes (default
 #                               $CARGO_TARGET_DIR/bench-results, else target/bench-results):
 #                               <bench>.out (stdout, with its figure lines), .err, .cmd, .rc;
-#   BENCH_NO_REWRITE=1          leave BENCHMARKS.md alone (results only in BENCH_OUT).
+#   BENCH_NO_REWRITE=1          leave BENCHMARKS.md alone (results only in BENCH_OUT);
+#   BENCH_KNOBS='NAME=KNOBS;…'  other sizes for some benches, e.g.
+#                               BENCH_KNOBS='converge-rollout=N=300 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AKLPPLKA':
+#                               the summary's command column shows them and its run says so.
 #
 # Each bench prints one JSON line per figure on stdout ({"bench", "metric", "value", "baseline",
 # "ratio", "unit", "target", "pass"}) besides its human output; the host's reconcile bench prints
@@ -50,8 +53,19 @@ wanted() {
     return 1
 }
 
+# The knobs BENCH_KNOBS sets for bench $1, if any.
+knobs_set() {
+    local entry
+    local IFS=';'
+    for entry in ${BENCH_KNOBS:-}; do
+        [ "${entry%%=*}" = "$1" ] && { echo "${entry#*=}"; return 0; }
+    done
+    return 1
+}
+
 # Knobs per bench: quick, then full.
 knobs() {
+    knobs_set "$1" && return 0
     case "$mode:$1" in
     quick:languages) echo "N=100" ;;
     full:languages) echo "N=300" ;;
@@ -143,6 +157,9 @@ json.dump({"date": date, "commit": commit, "load_before": before, "load_after": 
            "server": server}, open(path, "w"))
 EOF
 
+if [ -n "${BENCH_KNOBS:-}" ]; then
+    mode="$mode, with sizes set by BENCH_KNOBS for $(IFS=';'; for e in $BENCH_KNOBS; do printf '%s ' "${e%%=*}"; done | sed 's/ $//; s/ /, /g')"
+fi
 if [ -z "${BENCH_NO_REWRITE:-}" ]; then
     python3 scripts/bench_summary.py --results "$out" --benchmarks BENCHMARKS.md --mode "$mode" \
         --benches "$(IFS=,; echo "${benches[*]}")"

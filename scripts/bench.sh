@@ -82,7 +82,7 @@ knobs() {
     quick:converge-idle) echo "N=500 IDLE=30 LAT=0 QUIET=3 RUNS=AKLP" ;;
     full:converge-idle) echo "N=10000 IDLE=300 LAT=0 RUNS=AKLPPLKA" ;;
     quick:admission) echo "N=50" ;;
-    full:admission) echo "N=400" ;;
+    full:admission) echo "N=1000" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;
     full:reload) echo "RELOADS=20 RUN_RELOADS=10" ;;
     quick:pull) echo "PUSHES=4" ;;

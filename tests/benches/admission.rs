@@ -11,7 +11,8 @@
 //! sidecarset plugin loaded by a host `Manager`, whose admission `Handler` is served on loopback
 //! (hyper + rustls). Each variant is a label value (`bench-admission=<variant>`) that one
 //! configuration selects, so the variants share the control plane and are interleaved, one
-//! create of each per round, each timed from the client's `create` call to its answer.
+//! create of each per round (each round starting with the next variant), each timed from the
+//! client's `create` call to its answer.
 //!
 //! SidecarSet creates (valid objects, as dry runs: admitted and validated by the API server, not
 //! stored, so the plugin's cache of SidecarSets, which the Pod webhook reads, stays the same
@@ -323,7 +324,10 @@ async fn main() -> Result<()> {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     let calls_before = inject_calls(&wasm_metrics);
     for i in 0..n {
-        for (slot, variant) in variants.iter().enumerate() {
+        // Each round starts with the next variant, so that none always goes first.
+        for k in 0..variants.len() {
+            let slot = (i + k) % variants.len();
+            let variant = variants[slot];
             let name = format!("{variant}-{i}");
             let started = Instant::now();
             if variant.starts_with("pod-") {

@@ -206,26 +206,35 @@ def render(results, meta, mode, previous=""):
     return "\n".join(out)
 
 
-def current_summary(document):
-    """The text between the markers of `document`, empty without them."""
-    if document.count(BEGIN) != 1 or document.count(END) != 1:
-        return ""
-    return document[document.index(BEGIN) + len(BEGIN):document.index(END)]
-
-
-def rewrite(document, summary):
-    """`document` with the text between the markers replaced by `summary`; the markers are
-    inserted after the first line when absent. Raises SummaryError on misplaced markers."""
+def summary_span(document):
+    """(start, stop) of the text between the markers of `document`, `None` without markers.
+    Raises SummaryError on misplaced markers."""
     begins, ends = document.count(BEGIN), document.count(END)
     if begins == 0 and ends == 0:
-        first, sep, rest = document.partition("\n")
-        return f"{first}\n\n{BEGIN}\n{summary}\n{END}\n{sep and rest}"
+        return None
     if begins != 1 or ends != 1:
         raise SummaryError(f"expected one {BEGIN} and one {END}, found {begins} and {ends}")
     start = document.index(BEGIN) + len(BEGIN)
     stop = document.index(END)
     if stop < start:
         raise SummaryError(f"{END} comes before {BEGIN}")
+    return start, stop
+
+
+def current_summary(document):
+    """The text between the markers of `document`, empty without them."""
+    span = summary_span(document)
+    return document[span[0]:span[1]] if span else ""
+
+
+def rewrite(document, summary):
+    """`document` with the text between the markers replaced by `summary`; the markers are
+    inserted after the first line when absent. Raises SummaryError on misplaced markers."""
+    span = summary_span(document)
+    if span is None:
+        first, sep, rest = document.partition("\n")
+        return f"{first}\n\n{BEGIN}\n{summary}\n{END}\n{sep and rest}"
+    start, stop = span
     return f"{document[:start]}\n{summary}\n{document[stop:]}"
 
 

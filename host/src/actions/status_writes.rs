@@ -86,19 +86,14 @@ impl StatusWrites {
         pending.insert(uid.to_owned(), entry);
     }
 
-    /// The watch delivered `parent` (`None`: the parent with uid `gone` was deleted): its
-    /// entry goes unless this is the very version the write superseded.
-    pub fn observed(&self, parent: Option<&Value>, gone: Option<&str>) {
+    /// The watch changed a parent from `old` to `new` (`None`: absent, so a deletion when
+    /// `new` is): its entry goes unless `new` is the very version the write superseded.
+    pub fn observed(&self, old: Option<&Value>, new: Option<&Value>) {
+        let Some(uid) = new.or(old).and_then(uid_of) else { return };
         let mut pending = self.lock();
-        let uid = match (parent, gone) {
-            (Some(parent), _) => match uid_of(parent) {
-                Some(uid) if pending.get(uid).is_some_and(|p| resource_version_of(parent) != Some(p.superseded.as_str())) => uid,
-                _ => return,
-            },
-            (None, Some(uid)) => uid,
-            (None, None) => return,
-        };
-        if pending.remove(uid).is_some() {
+        let superseded_again =
+            new.is_some_and(|new| pending.get(uid).is_some_and(|p| resource_version_of(new) == Some(p.superseded.as_str())));
+        if !superseded_again && pending.remove(uid).is_some() {
             pending.shrink_when_sparse();
         }
     }
@@ -155,13 +150,13 @@ mod tests {
     fn the_watch_delivering_another_version_or_the_deletion_forgets_the_write() {
         let cached = parent("10", json!({}));
         let writes = written_over(&cached);
-        writes.observed(Some(cached.value()), None);
+        writes.observed(None, Some(cached.value()));
         assert_eq!(writes.len(), 1, "the superseded version itself, delivered late, changes nothing");
-        writes.observed(Some(parent("11", json!({})).value()), None);
+        writes.observed(Some(cached.value()), Some(parent("11", json!({})).value()));
         assert!(writes.is_empty());
 
         let writes = written_over(&cached);
-        writes.observed(None, Some("u1"));
+        writes.observed(Some(cached.value()), None);
         assert!(writes.is_empty());
     }
 
@@ -171,7 +166,7 @@ mod tests {
         let other = Arc::new(Object::new(json!({"metadata": {"name": "o", "uid": "u2", "resourceVersion": "10"}})));
         assert!(Arc::ptr_eq(&writes.freshest(Arc::clone(&other)), &other));
         writes.record(&json!({"metadata": {"name": "no-uid", "resourceVersion": "3"}}), &json!({"status": {}}), "4");
-        writes.observed(Some(other.value()), None);
+        writes.observed(None, Some(other.value()));
         assert_eq!(writes.len(), 1);
     }
 }

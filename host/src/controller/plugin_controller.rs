@@ -217,8 +217,7 @@ impl Subscriber for WatchForwarder {
                 controller.forget_applied(plugin.manifest(), kind, gone);
             }
             if kind == &plugin.manifest().parent {
-                let gone = old.and_then(|o| o.pointer("/metadata/uid")).and_then(Value::as_str);
-                controller.writes.statuses.observed(new, gone);
+                controller.writes.statuses.observed(old, new);
             }
             for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
                 controller.queue.add(key);

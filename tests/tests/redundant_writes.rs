@@ -103,6 +103,9 @@ async fn a_new_child_is_created_by_one_apply_without_being_read_first() -> Resul
     let Converged { client, before_create, at_available: after, _cp, .. } = converged_memcached("new").await?;
     assert_eq!(delta(&before_create, &after, "APPLY deployments"), 1.0);
     assert_eq!(delta(&before_create, &after, "GET deployments"), 0.0, "the new Deployment is not read before it is created");
+    // The plugin is asked again with the Deployment as created before the status is written,
+    // so the first status write already says Available=True (size 0): no second one.
+    assert_eq!(delta(&before_create, &after, "PATCH memcacheds/status"), 1.0, "one status write for a new parent");
 
     // Created by an apply like any other: its fields are the plugin's field manager's.
     let d = api_for(&client, "apps/v1", "Deployment", Some("default")).await?.get("new").await?;

@@ -30,10 +30,11 @@ use crate::contract::Kind;
 const ABSENT_ONLY_VERSION: &str = "1";
 
 /// What a create-only apply found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Created {
-    /// The child did not exist and is created.
-    Created,
+    /// The child did not exist and is created: the object as the API server stored it (as the
+    /// watches decode objects: no `managedFields`).
+    Created(Box<Value>),
     /// An object of that name exists; nothing was written.
     Exists,
     /// The API server does not take a create-only apply for this kind (it is remembered);
@@ -69,8 +70,8 @@ impl CreateOnly {
     ) -> Result<Created, kube::Error> {
         let mut absent_only = child.clone();
         absent_only["metadata"]["resourceVersion"] = ABSENT_ONLY_VERSION.into();
-        match super::patch(api, super::Target::Object, name, params, &Patch::Apply(&absent_only)).await {
-            Ok(_) => Ok(Created::Created),
+        match super::patch_answered(api, super::Target::Object, name, params, &Patch::Apply(&absent_only)).await {
+            Ok(stored) => Ok(Created::Created(Box::new(stored))),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Created::Exists),
             Err(kube::Error::Api(s)) if refuses_versions_on_create(&s.message) => {
                 tracing::info!(%kind, message = %s.message, "the API server refuses create-only applies of this kind; its new children are read first");

@@ -34,7 +34,7 @@ pub use events::EventSink;
 pub use finalizer::{add_finalizer, has_finalizer, remove_finalizer};
 pub use labels::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL, add_host_labels, has_host_labels, managed_selector};
 pub use ownership::Control;
-pub use patch::{Target, patch};
+pub use patch::{Target, patch, patch_answered};
 pub use plan::{Deletion, Plan, PlanError, owner_reference, plan};
 pub use scope::{PARENT_ANNOTATION, PARENT_UID_LABEL, ScopeError, check as check_scope};
 pub use status::{HostConditions, RECONCILED, failure_status_patch, merge_conditions, status_patch, timestamp_now};
@@ -70,7 +70,7 @@ pub enum ActionError {
 }
 
 /// What a response's writes did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Written {
     /// Children server-side applied.
     pub applied: usize,
@@ -84,6 +84,10 @@ pub struct Written {
     /// optimistic write of the parent (the finalizer's removal) must name it, or it conflicts
     /// with the host's own status write.
     pub parent_resource_version: Option<String>,
+    /// The children applied that the reconcile's cache did not hold (created, or adopted), as
+    /// the API server answered their writes and as the watches decode objects: what the
+    /// plugin has not seen yet.
+    pub answered: Vec<Value>,
 }
 
 impl Written {
@@ -197,16 +201,35 @@ impl Writer<'_> {
     /// otherwise the first failed read or write, and the writes before it stay done (each is
     /// idempotent).
     pub async fn execute(&self, plan: &Plan) -> Result<Written, ActionError> {
+        let mut written = self.execute_children(plan).await?;
+        self.execute_status(plan, &mut written).await?;
+        Ok(written)
+    }
+
+    /// The writes of `plan` to its children, as [`Writer::execute`] makes them: apply, prune,
+    /// delete; the status is left to [`Writer::execute_status`].
+    ///
+    /// # Errors
+    /// As [`Writer::execute`].
+    pub async fn execute_children(&self, plan: &Plan) -> Result<Written, ActionError> {
         let mut written = Written::default();
         let created = self.check_uncached(&plan.apply, &mut written).await?;
         self.apply_children(&plan.apply, created, &mut written).await?;
         self.delete(&plan.prune, Verb::Prune, &mut written).await?;
         self.delete(&plan.delete, Verb::Delete, &mut written).await?;
+        Ok(written)
+    }
+
+    /// The status patch of `plan`, if it has one, recorded in `written`.
+    ///
+    /// # Errors
+    /// The API error of the patch.
+    pub async fn execute_status(&self, plan: &Plan, written: &mut Written) -> Result<(), ActionError> {
         if let Some(patch) = &plan.status_patch {
             written.parent_resource_version = self.patch_status(patch).await?;
             written.status = true;
         }
-        Ok(written)
+        Ok(())
     }
 
     /// Server-side apply each child (see [`Writer::params`] for field ownership), skipping
@@ -219,15 +242,22 @@ impl Writer<'_> {
         for (_, child) in children.iter().enumerate().filter(|(i, _)| Some(*i) != created) {
             let r = ObjectRef::of_object(child).expect("planned children have identity");
             let kind = r.kind();
-            if self.target.applied.unchanged(parent_uid, &r, child)
-                && let Some(observed) = self.context.cache.get(&kind, r.namespace.as_deref(), &r.name)
-                && contains(&observed, child)
+            let observed = self.context.cache.get(&kind, r.namespace.as_deref(), &r.name);
+            if let Some(observed) = &observed
+                && self.target.applied.unchanged(parent_uid, &r, child)
+                && contains(observed, child)
             {
                 written.unchanged += 1;
                 continue;
             }
             let api = self.api(&kind, r.namespace.as_deref()).await?;
-            let applied = patch::patch(&api, Target::Object, &r.name, &self.params(), &Patch::Apply(child)).await;
+            let apply = Patch::Apply(child);
+            let applied = match observed {
+                Some(_) => patch::patch(&api, Target::Object, &r.name, &self.params(), &apply).await.map(drop),
+                None => patch::patch_answered(&api, Target::Object, &r.name, &self.params(), &apply)
+                    .await
+                    .map(|stored| written.answered.push(stored)),
+            };
             self.audit.wrote(Verb::Apply, AuditObject::from(&r), "", applied.as_ref().map(drop));
             applied.map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })?;
             self.target.applied.record(parent_uid, r, child);
@@ -254,14 +284,15 @@ impl Writer<'_> {
             let api = self.api(&kind, r.namespace.as_deref()).await?;
             let created = self.target.creates.apply(&api, &kind, &r.name, child, &self.params()).await;
             match &created {
-                Ok(Created::Created) => self.audit.wrote::<&str>(Verb::Create, AuditObject::from(r), "", Ok(())),
+                Ok(Created::Created(_)) => self.audit.wrote::<&str>(Verb::Create, AuditObject::from(r), "", Ok(())),
                 Ok(Created::Exists | Created::Unsupported) => {}
                 Err(e) => self.audit.wrote(Verb::Create, AuditObject::from(r), "", Err(e)),
             }
             match created.map_err(|source| ActionError::Api { action: "apply", object: r.to_string(), source })? {
-                Created::Created => {
+                Created::Created(stored) => {
                     self.target.applied.record(parent_uid, r.clone(), child);
                     written.applied += 1;
+                    written.answered.push(*stored);
                     return Ok(Some(*i));
                 }
                 Created::Exists | Created::Unsupported => {}

@@ -116,6 +116,44 @@ pub struct Plan {
     pub finalized: bool,
 }
 
+impl Plan {
+    /// Take the status of `again`, the plan of the same reconcile's second answer: the plugin
+    /// asked once more after this plan's children were written, shown the children it had not
+    /// seen (see the controller's reconcile). Taken only when `again` makes the same writes to
+    /// the children (the same applies, prunes and deletes): then its status patch, its requeue
+    /// and its `finalized` replace this plan's, and its events not already in this plan are
+    /// added. Otherwise nothing is taken and `false` returned: this plan's status is written,
+    /// and the watch's event of the new children reconciles the parent again.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use wasmop::actions::Plan;
+    /// let first = Plan { apply: vec![json!({"kind": "ConfigMap"})], prune: vec![], delete: vec![],
+    ///     status_patch: Some(json!({"status": {"phase": "Creating"}})), events: vec![], requeue_after: None, finalized: false };
+    /// let mut plan = first.clone();
+    /// let again = Plan { status_patch: Some(json!({"status": {"phase": "Ready"}})), ..first.clone() };
+    /// assert!(plan.settle(again));
+    /// assert_eq!(plan.status_patch, Some(json!({"status": {"phase": "Ready"}})));
+    /// let other = Plan { apply: vec![], ..first.clone() };
+    /// assert!(!plan.settle(other));
+    /// ```
+    #[must_use = "when false, the second answer was not taken"]
+    pub fn settle(&mut self, again: Plan) -> bool {
+        if again.apply != self.apply || again.prune != self.prune || again.delete != self.delete {
+            return false;
+        }
+        self.status_patch = again.status_patch;
+        self.requeue_after = again.requeue_after;
+        self.finalized = again.finalized;
+        for event in again.events {
+            if !self.events.contains(&event) {
+                self.events.push(event);
+            }
+        }
+        true
+    }
+}
+
 /// The controller ownerReference the host puts on every child of `parent`.
 pub fn owner_reference(manifest: &Manifest, parent: &Value, uid: &str) -> Value {
     json!({

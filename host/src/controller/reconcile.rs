@@ -8,11 +8,12 @@ use tracing::Instrument;
 use super::mapping::ObjectKey;
 use super::plugin_controller::{PluginController, ReconcileOutcome};
 use crate::actions::{
-    ActionError, Audit, HostConditions, ReconcileContext, Writer, failure_status_patch, has_finalizer, parent_name, plan,
-    timestamp_now,
+    ActionError, Audit, HostConditions, Plan, ReconcileContext, Writer, failure_status_patch, has_finalizer, parent_name,
+    plan as plan_response, timestamp_now,
 };
-use crate::contract::{Event, EventType, Failure, Request};
-use crate::objects::{ObjectCache, visible_to};
+use crate::contract::{Event, EventType, Failure, Object, ObjectRef, Request};
+use crate::objects::{ObjectCache, controller_uid, is_of_plugin, visible_to};
+use crate::runtime::{Plugin, Reservation};
 
 impl PluginController {
     /// Reconcile the parent `key` with the controller's current plugin version.
@@ -87,7 +88,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
         controller.cpu.charge(stats.elapsed);
         let now = timestamp_now();
         let host_conditions = HostConditions { now: &now, reconciled: controller.reconciled_condition };
-        let mut plan = match plan(&context, response, host_conditions) {
+        let mut plan = match plan_response(&context, response, host_conditions) {
             Ok(plan) => plan,
             Err(e) => {
                 metrics.refused(&manifest.name);
@@ -99,7 +100,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             // Children follow their parent: cached by its replica only.
             crate::shard::label_for_replica(&mut plan.apply, me);
         }
-        let written = match writer.execute(&plan).await {
+        let mut written = match writer.execute_children(&plan).await {
             Ok(written) => written,
             Err(ActionError::Refused(refused)) => {
                 metrics.refused(&manifest.name);
@@ -112,6 +113,17 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
                 return ReconcileOutcome::Retry;
             }
         };
+        // Held, like the first answer's, until the status is written.
+        let mut _reserved_again = None;
+        let created = std::mem::take(&mut written.answered);
+        if !deleting && !created.is_empty() {
+            let again = AskAgain { controller, plugin: &plugin, context: &context, request: &request, host_conditions };
+            _reserved_again = again.with_created(created, &mut plan).await;
+        }
+        if let Err(e) = writer.execute_status(&plan, &mut written).await {
+            tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
+            return ReconcileOutcome::Retry;
+        }
         for event in &plan.events {
             writer.event(&controller.events, event).await;
         }
@@ -135,6 +147,77 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
     }
     .instrument(span)
     .await
+}
+
+/// What a reconcile needs to ask its plugin once more: the answer's children written, the
+/// status not yet.
+struct AskAgain<'a> {
+    controller: &'a PluginController,
+    plugin: &'a Plugin,
+    context: &'a ReconcileContext<'a>,
+    /// The request of the first answer.
+    request: &'a Request,
+    host_conditions: HostConditions<'a>,
+}
+
+impl AskAgain<'_> {
+    /// A reconcile whose writes created children the plugin had not seen asks it once more,
+    /// with those children as the API server stored them, before writing the parent's status:
+    /// a status computed from the children's absence ("the Deployment does not exist yet") is
+    /// then not written only to be replaced one reconcile later, when the watch delivers the
+    /// new children. The second answer is taken when it makes the same writes to the children
+    /// ([`Plan::settle`]): its status, requeue and new events. Otherwise, or when the plugin
+    /// fails or its answer is refused, the first answer's status is written, and the watch's
+    /// event of the new children reconciles the parent again, as without this.
+    ///
+    /// Only children the request would have held are shown: controlled by the parent and of
+    /// the plugin, of a child kind it sees. The call is charged to the plugin's CPU share.
+    /// The reservation of the second answer's bytes is returned, to be held until the status
+    /// is written.
+    async fn with_created(&self, created: Vec<Value>, plan: &mut Plan) -> Option<Reservation> {
+        let manifest = self.context.manifest;
+        let parent = &self.request.parent;
+        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str)?;
+        let visible = visible_to(manifest, self.plugin.grants(), parent);
+        let unseen: Vec<Arc<Object>> = created
+            .into_iter()
+            .filter(|o| controller_uid(o) == Some(uid) && is_of_plugin(o, &manifest.name))
+            .filter(|o| ObjectRef::of_object(o).is_some_and(|r| visible.sees_children_of(&r.kind())))
+            .map(|o| Arc::new(Object::from(o)))
+            .collect();
+        if unseen.is_empty() {
+            return None;
+        }
+        let mut request = self.request.clone();
+        request.children.extend(unseen);
+        let cache: Arc<dyn ObjectCache> = self.controller.shared.watches.clone();
+        let called = std::time::Instant::now();
+        let (response, stats, reserved) = match self.plugin.reconcile_reserved(&request, cache).await {
+            Ok(answered) => answered,
+            Err(e) => {
+                self.controller.cpu.charge(called.elapsed());
+                tracing::debug!(error = %e, "asked again with the children it created, the plugin failed: the first answer's status stands");
+                return None;
+            }
+        };
+        self.controller.cpu.charge(stats.elapsed);
+        let mut again = match plan_response(self.context, response, self.host_conditions) {
+            Ok(again) => again,
+            Err(e) => {
+                tracing::debug!(error = %e, "asked again with the children it created, the answer is refused: the first answer's status stands");
+                return None;
+            }
+        };
+        if let Some(me) = &self.controller.shard {
+            crate::shard::label_for_replica(&mut again.apply, me);
+        }
+        if !plan.settle(again) {
+            tracing::debug!(
+                "asked again with the children it created, the plugin wants other writes: the first answer's status stands"
+            );
+        }
+        Some(reserved)
+    }
 }
 
 /// Report a failed reconcile on the parent: a log line, a Warning event and a `Reconciled`

@@ -131,6 +131,50 @@ async fn a_reconcile_before_the_watch_delivers_the_hosts_status_write_does_not_w
 }
 
 #[tokio::test]
+async fn a_reconcile_that_creates_its_child_writes_the_status_the_created_child_gives() {
+    let (client, mut server) = mock_client();
+    let mut parent = wasmop_e2e::fixtures::memcached_cr("m", 0);
+    parent["metadata"]["resourceVersion"] = json!("5");
+    server.add(parent);
+    server.serve_memcached();
+    let (_manager, _controller, create) = start_plugin(&mut server, client, wasmop_e2e::fixtures::memcached()).await;
+    assert_eq!(create.path, "/apis/apps/v1/namespaces/default/deployments/m", "{create}");
+    assert_eq!(create.body["metadata"]["resourceVersion"], "1", "a create-only apply: {create}");
+    // As the API server stores a new Deployment: no status yet.
+    create.echo("6");
+
+    // The plugin is asked again with the Deployment it created before the status is written:
+    // the first status already says what the watch's echo of the Deployment would have made
+    // it say one reconcile later (0 of 0 replicas available), not "does not exist yet".
+    let status = server.next().await;
+    assert_eq!(status.path, "/apis/cache.example.com/v1alpha1/namespaces/default/memcacheds/m/status", "{status}");
+    let available = status.body["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Available"))
+        .cloned()
+        .unwrap_or_else(|| panic!("an Available condition: {status}"));
+    assert_eq!((&available["status"], &available["message"]), (&json!("True"), &json!("0/0 replicas available")), "{status}");
+    status.echo("7");
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing else is written: {:#?}", server.requests());
+}
+
+#[tokio::test]
+async fn a_second_answer_that_wants_other_children_is_not_written() {
+    let (client, mut server) = mock_client();
+    server.add(testbed("hot-loop"));
+    let (_manager, _controller, create) = start(&mut server, client).await;
+    assert_eq!(create.path, "/api/v1/namespaces/ns/configmaps/tb-out", "{create}");
+    create.echo("6");
+    // Asked again with its new ConfigMap, the plugin answers another tick: the first answer's
+    // status is written and its child stands until the watch's echo reconciles the parent.
+    let status = server.next().await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"), "the second answer's child is not applied: {status}");
+    assert_eq!(status.body["status"]["phase"], "Ready");
+    status.echo("7");
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing else is written: {:#?}", server.requests());
+}
+
+#[tokio::test]
 async fn a_refused_response_writes_nothing_of_it_and_records_why_on_the_parent() {
     let (client, mut server) = mock_client();
     server.add(testbed("other-namespace"));

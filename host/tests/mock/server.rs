@@ -37,7 +37,13 @@ const RESOURCES: &[Resource] = &[
     ("v1", "ConfigMap", "configmaps", true, false),
     ("test.wasmop.dev/v1", "Testbed", "testbeds", true, true),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false, false),
+    ("cache.example.com/v1alpha1", "Memcached", "memcacheds", true, true),
+    ("apps/v1", "Deployment", "deployments", true, false),
+    ("v1", "Pod", "pods", true, false),
 ];
+
+/// The kinds of `plugins/memcached`, discovered only once [`ApiServer::serve_memcached`] says so.
+const MEMCACHED_KINDS: &[&str] = &["Memcached", "Deployment", "Pod"];
 
 /// Where a request goes, read from its path.
 struct Target {
@@ -134,12 +140,20 @@ pub struct ApiServer {
     watches: Vec<(String, mpsc::UnboundedSender<Bytes>)>,
     forbidden: Vec<String>,
     requests: Vec<String>,
+    memcached: bool,
 }
 
 /// A `kube::Client` (default namespace `default`) and the mock server it talks to.
 pub fn mock_client() -> (kube::Client, ApiServer) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<MockBody>>();
-    let server = ApiServer { handle, objects: Vec::new(), watches: Vec::new(), forbidden: Vec::new(), requests: Vec::new() };
+    let server = ApiServer {
+        handle,
+        objects: Vec::new(),
+        watches: Vec::new(),
+        forbidden: Vec::new(),
+        requests: Vec::new(),
+        memcached: false,
+    };
     (kube::Client::new(service, "default"), server)
 }
 
@@ -147,6 +161,11 @@ impl ApiServer {
     /// Serve `object` in lists of its kind from now on.
     pub fn add(&mut self, object: Value) {
         self.objects.push(object);
+    }
+
+    /// Serve the kinds of `plugins/memcached` in discovery too (Memcacheds, Deployments, Pods).
+    pub fn serve_memcached(&mut self) {
+        self.memcached = true;
     }
 
     /// Answer lists and watches of `plural` with 403, as to a host without RBAC for it.
@@ -206,7 +225,7 @@ impl ApiServer {
             let target = Target::parse(&path).unwrap_or_else(|| panic!("not a Kubernetes API path: {path}"));
             let get = parts.method == Method::GET;
             match (&target.plural, &target.name) {
-                (None, _) if get => respond.send_response(discovery(&target.api_version)),
+                (None, _) if get => respond.send_response(discovery(&target.api_version, self.memcached)),
                 (Some(plural), None) if get && self.forbidden.contains(plural) => {
                     let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
                         "message": format!("mock: {plural} is forbidden"), "code": 403});
@@ -274,11 +293,12 @@ fn plural_of(object: &Value) -> Option<&'static str> {
     resource(|r| object["apiVersion"] == r.0 && object["kind"] == r.1).map(|r| r.2)
 }
 
-/// The `APIResourceList` of one group version, or 404 when the mock serves nothing in it.
-fn discovery(api_version: &str) -> Response<MockBody> {
+/// The `APIResourceList` of one group version (with the [`MEMCACHED_KINDS`] when `memcached`),
+/// or 404 when the mock serves nothing in it.
+fn discovery(api_version: &str, memcached: bool) -> Response<MockBody> {
     let resources: Vec<Value> = RESOURCES
         .iter()
-        .filter(|r| r.0 == api_version)
+        .filter(|r| r.0 == api_version && (memcached || !MEMCACHED_KINDS.contains(&r.1)))
         .flat_map(|&(_, kind, plural, namespaced, status)| {
             let verbs = json!(["create", "delete", "get", "list", "patch", "update", "watch"]);
             let main = json!({"name": plural, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": verbs});

@@ -14,6 +14,7 @@ mod mapping;
 mod plugin_controller;
 mod reconcile;
 mod retirement;
+mod shown;
 
 use std::time::Duration;
 

@@ -13,6 +13,7 @@ use super::breaker::BreakerOutcome;
 use super::breaker_gate::{BreakerGate, Permit};
 use super::cpu_share::{CpuGate, CpuShares};
 use super::mapping::{ObjectKey, parents_of_change};
+use super::shown::ShownChildren;
 use crate::actions::{ADOPTION_FIELD_MANAGER, Audit, EventSink, WriteTarget, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
 use crate::contract::{Kind, Manifest, Scope};
@@ -166,6 +167,8 @@ pub struct PluginController {
     pub(super) events: EventSink,
     /// Where its writes go, and what they remember (applied contents, create-only kinds).
     pub(super) writes: WriteTarget,
+    /// Children its reconciles created and showed the plugin, until the watch delivers them.
+    pub(super) shown: ShownChildren,
     /// The configuration every call is given.
     pub(super) config: PluginConfig,
     /// When its parents get the host's `Reconciled` condition (the host policy's).
@@ -219,8 +222,13 @@ impl Subscriber for WatchForwarder {
             if kind == &plugin.manifest().parent {
                 controller.writes.statuses.observed(old, new);
             }
+            // A child's creation coming back, which its parent's reconcile already showed the
+            // plugin, does not queue that parent again.
+            let shown = if kind == &plugin.manifest().parent { None } else { controller.shown.delivered(kind, old, new) };
             for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
-                controller.queue.add(key);
+                if shown.as_ref() != Some(&key) {
+                    controller.queue.add(key);
+                }
             }
         }
     }
@@ -291,6 +299,7 @@ impl PluginController {
             parent,
             queue: WorkQueue::new(config.queue),
             writes,
+            shown: ShownChildren::default(),
             config: plugin_config,
             reconciled_condition: policy.reconciled_condition,
             serving: tokio::sync::watch::channel(Serving::All).0,

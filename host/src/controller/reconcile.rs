@@ -118,7 +118,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
         let created = std::mem::take(&mut written.answered);
         if !deleting && !created.is_empty() {
             let again = AskAgain { controller, plugin: &plugin, context: &context, request: &request, host_conditions };
-            _reserved_again = again.with_created(created, &mut plan).await;
+            _reserved_again = again.with_created(created, &mut plan, key).await;
         }
         if let Err(e) = writer.execute_status(&plan, &mut written).await {
             tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
@@ -171,10 +171,12 @@ impl AskAgain<'_> {
     /// event of the new children reconciles the parent again, as without this.
     ///
     /// Only children the request would have held are shown: controlled by the parent and of
-    /// the plugin, of a child kind it sees. The call is charged to the plugin's CPU share.
-    /// The reservation of the second answer's bytes is returned, to be held until the status
-    /// is written.
-    async fn with_created(&self, created: Vec<Value>, plan: &mut Plan) -> Option<Reservation> {
+    /// the plugin, of a child kind it sees. When the second answer is taken, the children it
+    /// was shown are remembered ([`ShownChildren`](super::shown::ShownChildren)): their
+    /// creation coming back through the watch does not queue the parent `key` again. The call
+    /// is charged to the plugin's CPU share. The reservation of the second answer's bytes is
+    /// returned, to be held until the status is written.
+    async fn with_created(&self, created: Vec<Value>, plan: &mut Plan, key: &ObjectKey) -> Option<Reservation> {
         let manifest = self.context.manifest;
         let parent = &self.request.parent;
         let uid = parent.pointer("/metadata/uid").and_then(Value::as_str)?;
@@ -189,7 +191,7 @@ impl AskAgain<'_> {
             return None;
         }
         let mut request = self.request.clone();
-        request.children.extend(unseen);
+        request.children.extend(unseen.iter().cloned());
         let cache: Arc<dyn ObjectCache> = self.controller.shared.watches.clone();
         let called = std::time::Instant::now();
         let (response, stats, reserved) = match self.plugin.reconcile_reserved(&request, cache).await {
@@ -211,7 +213,11 @@ impl AskAgain<'_> {
         if let Some(me) = &self.controller.shard {
             crate::shard::label_for_replica(&mut again.apply, me);
         }
-        if !plan.settle(again) {
+        if plan.settle(again) {
+            for child in &unseen {
+                self.controller.shown.record(child, key);
+            }
+        } else {
             tracing::debug!(
                 "asked again with the children it created, the plugin wants other writes: the first answer's status stands"
             );

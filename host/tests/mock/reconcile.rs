@@ -137,10 +137,11 @@ async fn a_reconcile_that_creates_its_child_writes_the_status_the_created_child_
     parent["metadata"]["resourceVersion"] = json!("5");
     server.add(parent);
     server.serve_memcached();
-    let (_manager, _controller, create) = start_plugin(&mut server, client, wasmop_e2e::fixtures::memcached()).await;
+    let (manager, _controller, create) = start_plugin(&mut server, client, wasmop_e2e::fixtures::memcached()).await;
     assert_eq!(create.path, "/apis/apps/v1/namespaces/default/deployments/m", "{create}");
     assert_eq!(create.body["metadata"]["resourceVersion"], "1", "a create-only apply: {create}");
     // As the API server stores a new Deployment: no status yet.
+    let mut deployment = create.body.clone();
     create.echo("6");
 
     // The plugin is asked again with the Deployment it created before the status is written:
@@ -156,6 +157,31 @@ async fn a_reconcile_that_creates_its_child_writes_the_status_the_created_child_
     assert_eq!((&available["status"], &available["message"]), (&json!("True"), &json!("0/0 replicas available")), "{status}");
     status.echo("7");
     assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing else is written: {:#?}", server.requests());
+    assert_eq!(reconciles(&manager), 1.0);
+
+    // The watch delivers the Deployment at the version the plugin was shown: no reconcile.
+    deployment["metadata"]["resourceVersion"] = json!("6");
+    server.event("ADDED", deployment.clone());
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing is written: {:#?}", server.requests());
+    assert_eq!(reconciles(&manager), 1.0, "the creation coming back is nothing new to the plugin");
+
+    // Any later version of it is news: the parent is reconciled.
+    deployment["metadata"]["resourceVersion"] = json!("8");
+    deployment["status"] = json!({"observedGeneration": 1});
+    server.event("MODIFIED", deployment);
+    assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing changed to write: {:#?}", server.requests());
+    assert_eq!(reconciles(&manager), 2.0, "the Deployment's status update reconciles its parent");
+}
+
+/// The manager's `controller_runtime_reconcile_total`, all plugins and results.
+fn reconciles(manager: &Manager) -> f64 {
+    manager
+        .metrics()
+        .render()
+        .lines()
+        .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 #[tokio::test]

@@ -78,7 +78,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
         // The reservation of the response's bytes is held until it is written.
         // The call's time is charged to the plugin's CPU share, failed or not.
         let called = std::time::Instant::now();
-        let (response, stats, _reserved) = match plugin.reconcile_reserved(&request, cache).await {
+        let (response, stats, reserved) = match plugin.reconcile_reserved(&request, cache).await {
             Ok(ok) => ok,
             Err(e) => {
                 controller.cpu.charge(called.elapsed());
@@ -113,12 +113,15 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
                 return ReconcileOutcome::Retry;
             }
         };
-        // Held, like the first answer's, until the status is written.
-        let mut _reserved_again = None;
+        let mut reserved = Some(reserved);
         let created = std::mem::take(&mut written.answered);
         if !deleting && !created.is_empty() {
+            // The first answer's bytes go back before the second's are reserved: a worker
+            // never holds a reservation while it waits for another (a response larger than the
+            // budget waits until it is alone, and would wait forever for such a worker).
+            drop(reserved.take());
             let again = AskAgain { controller, plugin: &plugin, context: &context, request: &request, host_conditions };
-            _reserved_again = again.with_created(created, &mut plan, key).await;
+            reserved = again.with_created(created, &mut plan, key).await;
         }
         if let Err(e) = writer.execute_status(&plan, &mut written).await {
             tracing::warn!(error = %e, "writing the response failed; retrying with backoff");
@@ -141,6 +144,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
                 return ReconcileOutcome::Retry;
             }
         }
+        drop(reserved);
         tracing::debug!(elapsed = ?stats.elapsed, applied = written.applied, unchanged = written.unchanged,
             deleted = written.deleted, status = written.status, "reconciled");
         ReconcileOutcome::Done { requeue_after: plan.requeue_after, wrote: written.anything() || plan.finalized }
@@ -175,7 +179,8 @@ impl AskAgain<'_> {
     /// was shown are remembered ([`ShownChildren`](super::shown::ShownChildren)): their
     /// creation coming back through the watch does not queue the parent `key` again. The call
     /// is charged to the plugin's CPU share. The reservation of the second answer's bytes is
-    /// returned, to be held until the status is written.
+    /// returned, to be held until the status is written; the caller gives the first answer's
+    /// back before it asks again.
     async fn with_created(&self, created: Vec<Value>, plan: &mut Plan, key: &ObjectKey) -> Option<Reservation> {
         let manifest = self.context.manifest;
         let parent = &self.request.parent;

@@ -58,6 +58,23 @@ fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
     object.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
 }
 
+/// The Memcached `name`, its `status.nodes` and the names of its Pods, both sorted.
+async fn nodes_and_pods(
+    crs: &Api<DynamicObject>,
+    pods: &Api<DynamicObject>,
+    name: &str,
+) -> Result<(DynamicObject, Vec<String>, Vec<String>)> {
+    let selector = format!("app=memcached,memcached_cr={name}");
+    let mut names: Vec<String> =
+        pods.list(&ListParams::default().labels(&selector)).await?.items.into_iter().filter_map(|p| p.metadata.name).collect();
+    let cr = crs.get(name).await?;
+    let nodes = cr.data.pointer("/status/nodes").and_then(Value::as_array).into_iter().flatten();
+    let mut nodes: Vec<String> = nodes.filter_map(|n| n.as_str().map(str::to_owned)).collect();
+    nodes.sort();
+    names.sort();
+    Ok((cr, nodes, names))
+}
+
 #[tokio::test]
 async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     let (_cp, client, _host) = setup().await?;
@@ -77,25 +94,7 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
     // observedGeneration.
     let pods = api_for(&client, "v1", "Pod", Some("default")).await?;
     let cr = eventually("status.nodes listing the 3 pods", WAIT, || async {
-        let names: Vec<String> = pods
-            .list(&ListParams::default().labels("app=memcached,memcached_cr=sample"))
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|p| p.metadata.name)
-            .collect();
-        let cr = crs.get("sample").await?;
-        let mut nodes: Vec<String> = cr
-            .data
-            .pointer("/status/nodes")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n.as_str().map(str::to_owned))
-            .collect();
-        nodes.sort();
-        let mut names = names;
-        names.sort();
+        let (cr, nodes, names) = nodes_and_pods(&crs, &pods, "sample").await?;
         Ok((names.len() == 3 && nodes == names).then_some(cr))
     })
     .await?;
@@ -123,6 +122,16 @@ async fn memcached_lifecycle_create_scale_revert_delete() -> Result<()> {
         Ok(c.filter(|c| c["status"] == "True" && c["message"] == "5/5 replicas available"))
     })
     .await?;
+
+    // size 2 → status.nodes names the 2 Pods left (the related Pods come from the watch
+    // cache's index of the `memcached_cr` label, which follows their deletion).
+    apply(&client, &memcached("sample", 2)).await?;
+    eventually("status.nodes naming the 2 pods left", WAIT, || async {
+        let (_, nodes, names) = nodes_and_pods(&crs, &pods, "sample").await?;
+        Ok((names.len() == 2 && nodes == names).then_some(()))
+    })
+    .await?;
+    apply(&client, &memcached("sample", 5)).await?;
 
     // A manual edit of the Deployment is reverted.
     deployments(&client).await?.patch("sample", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await?;

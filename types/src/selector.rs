@@ -94,7 +94,9 @@ impl LabelSelector {
 
     /// Whether a JSON object's `metadata.labels` satisfy the selector.
     pub fn matches_object(&self, object: &serde_json::Value) -> bool {
-        self.matches(object.pointer("/metadata/labels").and_then(|l| l.as_object()))
+        // `get` rather than `Value::pointer`, which allocates a string per path segment: this
+        // runs once per candidate object of every reconcile.
+        self.matches(object.get("metadata").and_then(|m| m.get("labels")).and_then(|l| l.as_object()))
     }
 
     /// Whether this selector has no requirement (matches everything).

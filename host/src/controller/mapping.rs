@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use crate::contract::{Kind, Manifest, Scope};
-use crate::objects::{ObjectCache, name_of, namespace_of};
+use crate::objects::{ObjectCache, label_value, name_of, namespace_of};
 
 /// Identifies a parent in its plugin's queue.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,7 +110,7 @@ pub fn parents_of_change(
         let candidates = match related.parent_name_label() {
             // The object's label names the only parent it can match: one lookup, no scan.
             Some(label) => versions()
-                .filter_map(|o| o.pointer("/metadata/labels")?.get(label)?.as_str())
+                .filter_map(|o| label_value(o, label))
                 .filter_map(|name| cache.get(&manifest.parent, ns, name))
                 .collect(),
             None => cache.list(&manifest.parent, ns),

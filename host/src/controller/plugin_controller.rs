@@ -321,6 +321,11 @@ impl PluginController {
             );
             controller.subscriptions.lock().expect("subscriptions lock").push(sub);
         }
+        for related in &manifest.related {
+            if let Some(label) = related.parent_name_label() {
+                controller.shared.watches.index_label(&related.kind, label);
+            }
+        }
         for (kind, ..) in &kinds {
             let left = config.sync_timeout.saturating_sub(started.elapsed());
             controller

@@ -45,7 +45,13 @@ impl Request {
         let mut related = Vec::new();
         for r in manifest.related.iter().filter(|r| visible.sees_related(r)) {
             let selector = visible.selector(r)?;
-            related.extend(cache.list(&r.kind, ns).into_iter().filter(|o| selector.matches_object(o)));
+            // Only objects whose label names this parent can match a `key=$(parent.name)`
+            // selector: the cache finds them by that label, without a scan of the namespace.
+            let candidates = match r.parent_name_label() {
+                Some(label) => cache.labelled(&r.kind, ns, label, visible.parent_name()),
+                None => cache.list(&r.kind, ns),
+            };
+            related.extend(candidates.into_iter().filter(|o| selector.matches_object(o)));
         }
         Ok(Self { parent, children, related, ..Self::new(Value::Null) })
     }

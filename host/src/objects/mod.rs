@@ -40,6 +40,18 @@ pub trait ObjectCache: Send + Sync {
     fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Object>> {
         self.list(kind, namespace).into_iter().filter(|o| controller_uid(o) == Some(owner_uid)).collect()
     }
+
+    /// Objects of `kind` in `namespace` (every namespace for `None`) whose label `label` has
+    /// the value `value`, in the order of [`ObjectCache::list`]. The default filters
+    /// [`ObjectCache::list`]; caches with a label index override it.
+    fn labelled(&self, kind: &Kind, namespace: Option<&str>, label: &str, value: &str) -> Vec<Arc<Object>> {
+        self.list(kind, namespace).into_iter().filter(|o| label_value(o, label) == Some(value)).collect()
+    }
+}
+
+/// The value of an object's label `label`.
+pub fn label_value<'v>(object: &'v Value, label: &str) -> Option<&'v str> {
+    object.get("metadata")?.get("labels")?.get(label)?.as_str()
 }
 
 /// The uid of an object's controller (the ownerReference with `controller: true`).

@@ -118,6 +118,11 @@ impl<'a> Visibility<'a> {
         self.manifest
     }
 
+    /// The parent's name.
+    pub fn parent_name(&self) -> &'a str {
+        self.parent_name
+    }
+
     /// Where children and the request's related objects are: the parent's namespace (`None`:
     /// every namespace, for a cluster-scoped parent).
     pub fn namespace(&self) -> Option<&'a str> {

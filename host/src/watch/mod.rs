@@ -4,6 +4,7 @@
 
 pub mod backoff;
 mod initial_list;
+mod label_index;
 mod watches;
 
 pub use initial_list::InitialList;

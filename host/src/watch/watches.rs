@@ -25,12 +25,11 @@ use tokio::task::JoinHandle;
 
 use super::backoff::with_backoff;
 use super::initial_list::{InitialList, ListMode};
+use super::label_index::{Key, LabelIndex};
 use crate::allocator::ShrinkWhenSparse;
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
-use crate::objects::{ObjectCache, WatchedObject, controller_uid, name_of, namespace_of};
-
-type Key = (String, String); // (namespace, name); namespace "" for cluster-scoped
+use crate::objects::{ObjectCache, WatchedObject, controller_uid, label_value, name_of, namespace_of};
 
 /// The first list of a kind did not complete in time (the host may not list it: RBAC, a CRD
 /// not served any more, the API server unreachable).
@@ -73,6 +72,9 @@ struct KindWatch {
     /// Keys of the objects each controller (by uid) owns: a reconcile reads its parent's
     /// children without scanning the namespace.
     owned: RwLock<HashMap<String, BTreeSet<Key>>>,
+    /// Keys of the objects by the value of each label a related selector names its parent by
+    /// ([`Watches::index_label`]): a reconcile reads its related objects without scanning.
+    labels: RwLock<LabelIndex>,
     synced: tokio::sync::watch::Sender<bool>,
     /// The watch's last error since it last listed successfully.
     last_error: Mutex<Option<String>>,
@@ -153,6 +155,7 @@ impl Watches {
                 selector: Mutex::default(),
                 objects: RwLock::default(),
                 owned: RwLock::default(),
+                labels: RwLock::default(),
                 synced: tokio::sync::watch::channel(false).0,
                 last_error: Mutex::default(),
                 subscribers: RwLock::default(),
@@ -203,6 +206,19 @@ impl Watches {
         *running = wanted.clone();
         let apis = self.apis(&watch.resource, watch.scope);
         *task = Some(tokio::spawn(run_watch(kind.clone(), apis, wanted, Arc::clone(watch), Arc::clone(&self.list_mode))));
+    }
+
+    /// Keep the cached objects of `kind` indexed by the value of `label`, so that
+    /// [`ObjectCache::labelled`] finds them without a scan: the label a related selector names
+    /// its parent by (`memcached_cr=$(parent.name)`). Nothing when `kind` is not watched; the
+    /// index lasts as long as the kind's watch.
+    pub fn index_label(&self, kind: &Kind, label: &str) {
+        let Some(watch) = self.watch(kind) else { return };
+        // The objects, then the index (the order of every path that holds both): an event
+        // cached before this reads the objects is indexed here, one cached after it by its own
+        // update, which takes the index lock once the object is cached.
+        let objects = watch.objects.read().expect("objects lock");
+        watch.labels.write().expect("labels lock").add_label(label, &objects);
     }
 
     /// Wait until the first list of `kind` has completed, at most `timeout`.
@@ -279,11 +295,29 @@ impl ObjectCache for Watches {
         let objects = watch.objects.read().expect("objects lock");
         keys.iter().filter_map(|k| objects.get(k).cloned()).collect()
     }
+
+    fn labelled(&self, kind: &Kind, namespace: Option<&str>, label: &str, value: &str) -> Vec<Arc<Object>> {
+        let Some(watch) = self.watch(kind) else { return Vec::new() };
+        let keys: Option<Vec<Key>> = watch
+            .labels
+            .read()
+            .expect("labels lock")
+            .keys(label, value)
+            .map(|keys| keys.filter(|(ns, _)| namespace.is_none_or(|want| want == ns)).cloned().collect());
+        let Some(keys) = keys else {
+            // Not indexed: as the default does.
+            return self.list(kind, namespace).into_iter().filter(|o| label_value(o, label) == Some(value)).collect();
+        };
+        let objects = watch.objects.read().expect("objects lock");
+        keys.iter().filter_map(|k| objects.get(k).cloned()).collect()
+    }
 }
 
 impl KindWatch {
-    /// Move `key` in the owner index from `before`'s controller to `after`'s.
+    /// Move `key` in the owner and label indexes from `before`'s controller and labels to
+    /// `after`'s.
     fn index(&self, key: &Key, before: Option<&Value>, after: Option<&Value>) {
+        self.labels.write().expect("labels lock").update(key, before, after);
         let (old, new) = (before.and_then(controller_uid), after.and_then(controller_uid));
         if old == new {
             return;
@@ -324,8 +358,9 @@ impl KindWatch {
         old
     }
 
-    /// Rebuild the owner index from scratch (after a relist).
+    /// Rebuild the owner and label indexes from scratch (after a relist).
     fn reindex(&self, objects: &BTreeMap<Key, Arc<Object>>) {
+        self.labels.write().expect("labels lock").rebuild(objects);
         let mut owned: HashMap<String, BTreeSet<Key>> = HashMap::new();
         for (key, object) in objects {
             if let Some(uid) = controller_uid(object) {
@@ -473,6 +508,7 @@ mod tests {
             selector: Mutex::default(),
             objects: RwLock::default(),
             owned: RwLock::default(),
+            labels: RwLock::default(),
             synced: tokio::sync::watch::channel(false).0,
             last_error: Mutex::default(),
             subscribers: RwLock::default(),
@@ -505,6 +541,31 @@ mod tests {
         let owned = watch.owned.read().unwrap();
         assert_eq!(owned["p"].len(), 2);
         assert_eq!(owned["q"].iter().collect::<Vec<_>>(), [&("b".to_owned(), "1".to_owned())]);
+    }
+
+    #[test]
+    fn the_label_index_follows_events_and_relists() {
+        let watch = kind_watch();
+        let labelled = |name: &str, cr: &str| {
+            let object = json!({"metadata": {"namespace": "a", "name": name, "labels": {"cr": cr}}});
+            (("a".to_owned(), name.to_owned()), Arc::new(Object::new(object)))
+        };
+        let found = |watch: &KindWatch, cr: &str| -> Vec<String> {
+            watch.labels.read().unwrap().keys("cr", cr).unwrap().map(|(_, name)| name.clone()).collect()
+        };
+        let (k1, x1) = labelled("1", "x");
+        watch.replace(None, [(k1.clone(), Arc::clone(&x1))].into());
+        watch.labels.write().unwrap().add_label("cr", &watch.objects.read().unwrap());
+        assert_eq!(found(&watch, "x"), ["1"]);
+        // An event that relabels the object moves it; one that adds another adds it.
+        let (_, y1) = labelled("1", "y");
+        watch.index(&k1, Some(&x1), Some(&y1));
+        let (k2, x2) = labelled("2", "x");
+        watch.index(&k2, None, Some(&x2));
+        assert_eq!((found(&watch, "x"), found(&watch, "y")), (vec!["2".to_owned()], vec!["1".to_owned()]));
+        // A relist without them keeps the label indexed and forgets them.
+        watch.replace(None, [labelled("3", "x")].into());
+        assert_eq!((found(&watch, "x"), found(&watch, "y")), (vec!["3".to_owned()], vec![]));
     }
 
     #[test]

@@ -39,9 +39,14 @@ async fn start_plugin(server: &mut ApiServer, client: kube::Client, path: PathBu
 /// A manager over the mock with one worker, no resync and a 2 s sync timeout, and the plugin at
 /// `path`, loaded.
 async fn manager(client: kube::Client, path: PathBuf) -> (Manager, Plugin) {
+    manager_with(client, path, Runtime::builder()).await
+}
+
+/// [`manager`] with a runtime built from `runtime`.
+async fn manager_with(client: kube::Client, path: PathBuf, runtime: wasmop::runtime::RuntimeBuilder) -> (Manager, Plugin) {
     // Compiled once, then loaded from the artifact cache: a test takes well under a second.
     let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
-    let runtime = Runtime::builder().artifact_dir(Some(artifacts)).build().expect("runtime");
+    let runtime = runtime.artifact_dir(Some(artifacts)).build().expect("runtime");
     let plugin = runtime.load_file(path).await.expect("the plugin loads");
     let config = ControllerConfig {
         concurrency: 1,
@@ -171,6 +176,27 @@ async fn a_reconcile_that_creates_its_child_writes_the_status_the_created_child_
     server.event("MODIFIED", deployment);
     assert!(server.next_within(Duration::from_millis(300)).await.is_none(), "nothing changed to write: {:#?}", server.requests());
     assert_eq!(reconciles(&manager), 2.0, "the Deployment's status update reconciles its parent");
+}
+
+#[tokio::test]
+async fn a_worker_asked_again_never_waits_for_its_own_reservation() {
+    // A response budget of one unit: every answer reserves all of it. A worker that still held
+    // its first answer's reservation while the plugin answered again would wait for itself.
+    let (client, mut server) = mock_client();
+    server.add(wasmop_e2e::fixtures::memcached_cr("m", 0));
+    server.serve_memcached();
+    let (manager, plugin) =
+        manager_with(client, wasmop_e2e::fixtures::memcached(), Runtime::builder().response_budget(1 << 10)).await;
+    let (started, create) = tokio::join!(manager.start(plugin), server.next());
+    let _controller = started.expect("the plugin starts");
+    assert_eq!(create.path, "/apis/apps/v1/namespaces/default/deployments/m", "{create}");
+    create.echo("6");
+    let status = server
+        .next_within(Duration::from_secs(5))
+        .await
+        .expect("the status is written: the first reservation went back before the plugin was asked again");
+    assert!(status.path.ends_with("/memcacheds/m/status"), "{status}");
+    status.echo("7");
 }
 
 /// The manager's `controller_runtime_reconcile_total`, all plugins and results.

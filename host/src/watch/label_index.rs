@@ -18,6 +18,26 @@ use crate::objects::label_value;
 /// `(namespace, name)` of a cached object; namespace `""` for a cluster-scoped one.
 pub(super) type Key = (String, String);
 
+/// Move `key` from the set of `old` to the set of `new` in `sets` (an index of keys by some
+/// value of their objects: a label's, a controller's uid); an emptied set is removed.
+pub(super) fn move_key(sets: &mut HashMap<String, BTreeSet<Key>>, key: &Key, old: Option<&str>, new: Option<&str>) {
+    if old == new {
+        return;
+    }
+    if let Some(old) = old
+        && let Some(keys) = sets.get_mut(old)
+    {
+        keys.remove(key);
+        if keys.is_empty() {
+            sets.remove(old);
+            sets.shrink_when_sparse();
+        }
+    }
+    if let Some(new) = new {
+        sets.entry(new.to_owned()).or_default().insert(key.clone());
+    }
+}
+
 /// Keys of cached objects by the value of each indexed label.
 #[derive(Debug, Default)]
 pub(super) struct LabelIndex {
@@ -49,21 +69,7 @@ impl LabelIndex {
     pub(super) fn update(&mut self, key: &Key, before: Option<&Value>, after: Option<&Value>) {
         for (label, values) in &mut self.by_label {
             let (old, new) = (before.and_then(|o| label_value(o, label)), after.and_then(|o| label_value(o, label)));
-            if old == new {
-                continue;
-            }
-            if let Some(old) = old
-                && let Some(keys) = values.get_mut(old)
-            {
-                keys.remove(key);
-                if keys.is_empty() {
-                    values.remove(old);
-                    values.shrink_when_sparse();
-                }
-            }
-            if let Some(new) = new {
-                values.entry(new.to_owned()).or_default().insert(key.clone());
-            }
+            move_key(values, key, old, new);
         }
     }
 

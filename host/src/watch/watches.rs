@@ -25,8 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::backoff::with_backoff;
 use super::initial_list::{InitialList, ListMode};
-use super::label_index::{Key, LabelIndex};
-use crate::allocator::ShrinkWhenSparse;
+use super::label_index::{Key, LabelIndex, move_key};
 use crate::cluster::InstallScope;
 use crate::contract::{Kind, Object, Scope, selector_requirements};
 use crate::objects::{ObjectCache, WatchedObject, controller_uid, label_value, name_of, namespace_of};
@@ -319,21 +318,8 @@ impl KindWatch {
     fn index(&self, key: &Key, before: Option<&Value>, after: Option<&Value>) {
         self.labels.write().expect("labels lock").update(key, before, after);
         let (old, new) = (before.and_then(controller_uid), after.and_then(controller_uid));
-        if old == new {
-            return;
-        }
-        let mut owned = self.owned.write().expect("owned lock");
-        if let Some(uid) = old
-            && let Some(keys) = owned.get_mut(uid)
-        {
-            keys.remove(key);
-            if keys.is_empty() {
-                owned.remove(uid);
-                owned.shrink_when_sparse();
-            }
-        }
-        if let Some(uid) = new {
-            owned.entry(uid.to_owned()).or_default().insert(key.clone());
+        if old != new {
+            move_key(&mut self.owned.write().expect("owned lock"), key, old, new);
         }
     }
 

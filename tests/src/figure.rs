@@ -36,10 +36,16 @@ fn line(bench: &str, metric: &str, value: f64, baseline: Option<f64>, unit: &str
         Goal::None => (None, None),
         Goal::RatioAtMost(x) => (Some(format!("ratio ≤ {x}")), ratio.map(|r| r <= x)),
         Goal::RatioAtLeast(x) => (Some(format!("ratio ≥ {x}")), ratio.map(|r| r >= x)),
-        Goal::AtMost(x) => (Some(format!("≤ {x} {unit}")), Some(value <= x)),
+        Goal::AtMost(x) => (Some(format!("≤ {} {unit}", bound(x))), Some(value <= x)),
     };
     json!({"bench": bench, "metric": metric, "value": value, "baseline": baseline, "ratio": ratio,
         "unit": unit, "target": target, "pass": pass})
+}
+
+/// A bound as the summary shows it: at most three decimals, no trailing zeros (`0.285`, `50`).
+fn bound(x: f64) -> String {
+    let text = format!("{x:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 #[cfg(test)]
@@ -52,6 +58,13 @@ mod tests {
         assert_eq!((met["ratio"].as_f64(), met["pass"].as_bool()), (Some(1.2), Some(true)));
         let missed = line("b", "m", 2.0, Some(1.0), "ms", Goal::RatioAtMost(1.5));
         assert_eq!(missed["pass"], json!(false));
+    }
+
+    #[test]
+    fn a_bound_computed_in_the_run_is_shown_to_three_decimals() {
+        assert_eq!(line("b", "m", 0.25, None, "cores", Goal::AtMost(0.284_926_170_878_276))["target"], "≤ 0.285 cores");
+        assert_eq!(line("b", "m", 9.0, None, "ms", Goal::AtMost(50.0))["target"], "≤ 50 ms");
+        assert_eq!(line("b", "m", 0.0, None, "", Goal::AtMost(0.0))["target"], "≤ 0 ");
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn line(bench: &str, metric: &str, value: f64, baseline: Option<f64>, unit: &str
         Goal::None => (None, None),
         Goal::RatioAtMost(x) => (Some(format!("ratio ≤ {x}")), ratio.map(|r| r <= x)),
         Goal::RatioAtLeast(x) => (Some(format!("ratio ≥ {x}")), ratio.map(|r| r >= x)),
-        Goal::AtMost(x) => (Some(format!("≤ {} {unit}", bound(x))), Some(value <= x)),
+        Goal::AtMost(x) => (Some(format!("≤ {} {unit}", bound(x)).trim_end().to_owned()), Some(value <= x)),
     };
     json!({"bench": bench, "metric": metric, "value": value, "baseline": baseline, "ratio": ratio,
         "unit": unit, "target": target, "pass": pass})
@@ -64,7 +64,7 @@ mod tests {
     fn a_bound_computed_in_the_run_is_shown_to_three_decimals() {
         assert_eq!(line("b", "m", 0.25, None, "cores", Goal::AtMost(0.284_926_170_878_276))["target"], "≤ 0.285 cores");
         assert_eq!(line("b", "m", 9.0, None, "ms", Goal::AtMost(50.0))["target"], "≤ 50 ms");
-        assert_eq!(line("b", "m", 0.0, None, "", Goal::AtMost(0.0))["target"], "≤ 0 ");
+        assert_eq!(line("b", "m", 0.0, None, "", Goal::AtMost(0.0))["target"], "≤ 0", "no unit, no trailing space");
     }
 
     #[test]

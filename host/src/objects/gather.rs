@@ -92,6 +92,9 @@ mod tests {
         cache.insert(obj("v1", "Pod", "ns", "a-1", json!({"app": "m", "cr": "a"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "ns", "b-1", json!({"app": "m", "cr": "b"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "other", "a-2", json!({"app": "m", "cr": "a"}), None)).unwrap();
+        // The label that names the parent finds the candidates; the rest of the selector still
+        // holds: a Pod carrying `cr=a` without `app=m` is not the parent's.
+        cache.insert(obj("v1", "Pod", "ns", "a-impostor", json!({"app": "x", "cr": "a"}), None)).unwrap();
         let req =
             Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
         let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();

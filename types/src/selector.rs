@@ -99,6 +99,23 @@ impl LabelSelector {
         self.matches(object.get("metadata").and_then(|m| m.get("labels")).and_then(|l| l.as_object()))
     }
 
+    /// The labels the selector requires to have one value (`k=v`, `k==v`, `k in (v)`), as
+    /// `(key, value)` in the selector's order: every object it matches carries each of them, so
+    /// an index by one of these labels holds every match.
+    ///
+    /// ```
+    /// use wasmop_types::LabelSelector;
+    /// let sel = LabelSelector::parse("app=web, tier in (db), zone in (a,b), !canary").unwrap();
+    /// assert_eq!(sel.required_values().collect::<Vec<_>>(), [("app", "web"), ("tier", "db")]);
+    /// ```
+    pub fn required_values(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.requirements.iter().filter_map(|r| match r {
+            Requirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
+            Requirement::In(k, vs) if vs.len() == 1 => vs.first().map(|v| (k.as_str(), v.as_str())),
+            _ => None,
+        })
+    }
+
     /// Whether this selector has no requirement (matches everything).
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()

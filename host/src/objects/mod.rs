@@ -47,6 +47,12 @@ pub trait ObjectCache: Send + Sync {
     fn labelled(&self, kind: &Kind, namespace: Option<&str>, label: &str, value: &str) -> Vec<Arc<Object>> {
         self.list(kind, namespace).into_iter().filter(|o| label_value(o, label) == Some(value)).collect()
     }
+
+    /// Whether [`ObjectCache::labelled`] answers `label` of `kind` from an index rather than by
+    /// filtering [`ObjectCache::list`]. The default has no index.
+    fn indexes_label(&self, _kind: &Kind, _label: &str) -> bool {
+        false
+    }
 }
 
 /// The value of an object's label `label`.

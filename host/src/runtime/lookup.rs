@@ -71,9 +71,15 @@ impl HostState {
         let (lookup, ns, sight) = self.lookup_scope(&kind, namespace)?;
         let wanted = LabelSelector::parse(label_selector).map_err(|e| Refused::InvalidSelector(e.to_string()))?;
         let visibility = lookup.visibility();
-        Ok(lookup
-            .cache
-            .list(&kind, ns.as_deref())
+        // A label the selector requires one value of, and the cache indexes, narrows the
+        // candidates (the watch indexes what related selectors name with `$(parent.name)`); the
+        // whole selector and the plugin's sight are checked on each candidate all the same.
+        let cache = &lookup.cache;
+        let candidates = match wanted.required_values().find(|(label, _)| cache.indexes_label(&kind, label)) {
+            Some((label, value)) => cache.labelled(&kind, ns.as_deref(), label, value),
+            None => cache.list(&kind, ns.as_deref()),
+        };
+        Ok(candidates
             .into_iter()
             .filter(|o| wanted.matches_object(o) && visibility.sees(&sight, o))
             .map(|o| o.json().to_owned())
@@ -194,6 +200,78 @@ mod tests {
         assert_eq!(listed(&mut state, None).unwrap(), ["team-a"]);
         assert_eq!(listed(&mut state, Some("team-b")), None);
         assert_eq!(state.refused_lookups.len(), 1);
+    }
+
+    /// A cache that indexes one label, as the watches index the label a related selector
+    /// names with `$(parent.name)`: [`ObjectCache::labelled`] of that label answers only the
+    /// objects carrying it.
+    struct IndexedBy(MemoryCache, &'static str);
+
+    impl crate::objects::ObjectCache for IndexedBy {
+        fn list(&self, kind: &Kind, namespace: Option<&str>) -> Vec<Arc<crate::contract::Object>> {
+            self.0.list(kind, namespace)
+        }
+
+        fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Option<Arc<crate::contract::Object>> {
+            self.0.get(kind, namespace, name)
+        }
+
+        fn indexes_label(&self, _kind: &Kind, label: &str) -> bool {
+            label == self.1
+        }
+    }
+
+    #[test]
+    fn a_list_through_an_indexed_label_still_applies_the_whole_selector_and_the_sight() {
+        let manifest = crate::contract::manifest::fixtures::memcached("app=web,cr=$(parent.name)");
+        let pod = |name: &str, ns: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels}});
+        let mut cache = MemoryCache::default();
+        for o in [
+            pod("mine", "team-a", json!({"app": "web", "cr": "p"})),
+            pod("impostor", "team-a", json!({"app": "db", "cr": "p"})),
+            pod("another-parent", "team-a", json!({"app": "web", "cr": "q"})),
+            pod("elsewhere", "team-b", json!({"app": "web", "cr": "p"})),
+        ] {
+            cache.insert(o).unwrap();
+        }
+        let names = |cache: Arc<dyn crate::objects::ObjectCache>, namespace: Option<&str>, selector: &str| {
+            let lookup = LookupScope {
+                manifest: Arc::new(manifest.clone()),
+                grants: Grants::default(),
+                namespace: Some("team-a".into()),
+                parent_name: "p".into(),
+                cache,
+                admission: false,
+            };
+            let mut state = HostState::new(Arc::from("test"), 1 << 20, Some(lookup));
+            let found = state.list_objects(Kind::new("", "v1", "Pod"), namespace, selector);
+            found.map(|found| {
+                found.iter().map(|o| name_of(&serde_json::from_str::<Value>(o).unwrap()).unwrap().to_owned()).collect::<Vec<_>>()
+            })
+        };
+        let indexed: Arc<dyn crate::objects::ObjectCache> = Arc::new(IndexedBy(cache.clone(), "cr"));
+        let scanned: Arc<dyn crate::objects::ObjectCache> = Arc::new(cache);
+        // The sight (the parent's related selector, `app=web,cr=p`) holds whatever the plugin
+        // asks for: the impostor and the other parent's Pod are never answered.
+        let cases: [(&str, &[&str]); 7] = [
+            ("cr=p", &["mine"]),
+            ("cr=p,app=web", &["mine"]),
+            ("app in (web),cr in (p)", &["mine"]),
+            ("app=web", &["mine"]),
+            ("", &["mine"]),
+            ("cr=q", &[]),
+            ("cr=p,app!=web", &[]),
+        ];
+        for (selector, expected) in cases {
+            let through_index = names(Arc::clone(&indexed), None, selector).ok();
+            assert_eq!(
+                through_index.as_deref(),
+                Some(expected.iter().map(|n| n.to_string()).collect::<Vec<_>>().as_slice()),
+                "selector {selector:?}"
+            );
+            assert_eq!(through_index, names(Arc::clone(&scanned), None, selector).ok(), "selector {selector:?}");
+        }
+        assert!(names(indexed, Some("team-b"), "cr=p").is_err(), "another namespace stays refused");
     }
 
     #[test]

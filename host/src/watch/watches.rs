@@ -295,6 +295,10 @@ impl ObjectCache for Watches {
         keys.iter().filter_map(|k| objects.get(k).cloned()).collect()
     }
 
+    fn indexes_label(&self, kind: &Kind, label: &str) -> bool {
+        self.watch(kind).is_some_and(|watch| watch.labels.read().expect("labels lock").indexes(label))
+    }
+
     fn labelled(&self, kind: &Kind, namespace: Option<&str>, label: &str, value: &str) -> Vec<Arc<Object>> {
         let Some(watch) = self.watch(kind) else { return Vec::new() };
         let keys: Option<Vec<Key>> = watch

@@ -20,7 +20,9 @@
 //! ```
 //!
 //! Set `WASMOP_E2E_KEEP=1` to keep the state directory (logs, kubeconfig) after the test;
-//! its path is printed on stderr at start-up.
+//! its path is printed on stderr at start-up. `WASMOP_KCM_QPS=Q` raises kube-controller-manager's
+//! client rate from its default 20 requests per second to `Q` (burst `2·Q`): a bench with
+//! tens of thousands of Deployments otherwise waits hours for their ReplicaSets and status.
 
 pub mod cluster;
 pub mod figure;
@@ -43,7 +45,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// Token of the built-in admin user (`admin`, group `system:masters`) in `tokens.csv`.
@@ -185,7 +187,10 @@ impl ControlPlane {
                 .args(["--advertise-client-urls", &format!("http://127.0.0.1:{etcd_port}")])
                 .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer_port}")])
                 .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer_port}")])
-                .args(["--initial-cluster", &format!("wasmop=http://127.0.0.1:{peer_port}")]),
+                .args(["--initial-cluster", &format!("wasmop=http://127.0.0.1:{peer_port}")])
+                // 8 GiB instead of 2: a scale bench's objects and their history must not stop
+                // the store ("database space exceeded") before the API server compacts it.
+                .args(["--quota-backend-bytes", "8589934592"]),
             &d.join("logs/etcd.log"),
         )?;
         *lock(&cp.etcd) = Some(etcd);
@@ -193,17 +198,18 @@ impl ControlPlane {
         cp.start_apiserver().await?;
         cp.write_kubeconfig(&cp.kubeconfig_path(), ADMIN_TOKEN)?;
 
-        let kcm = spawn(
-            Command::new(cp.bin.join("kube-controller-manager"))
-                .arg("--kubeconfig")
-                .arg(cp.kubeconfig_path())
-                .args(["--leader-elect=false", "--secure-port", "0"])
-                .arg("--service-account-private-key-file")
-                .arg(d.join("sa.key"))
-                .arg("--root-ca-file")
-                .arg(cp.ca_path()),
-            &d.join("logs/kube-controller-manager.log"),
-        )?;
+        let mut kcm = Command::new(cp.bin.join("kube-controller-manager"));
+        kcm.arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["--leader-elect=false", "--secure-port", "0"])
+            .arg("--service-account-private-key-file")
+            .arg(d.join("sa.key"))
+            .arg("--root-ca-file")
+            .arg(cp.ca_path());
+        if let Some(qps) = kcm_qps()? {
+            kcm.args(["--kube-api-qps", &qps.to_string(), "--kube-api-burst", &(2 * qps).to_string()]);
+        }
+        let kcm = spawn(&mut kcm, &d.join("logs/kube-controller-manager.log"))?;
         *lock(&cp.controller_manager) = Some(kcm);
         cp.start_nodes().await?;
         Ok(cp)
@@ -590,6 +596,18 @@ type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 /// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process,
 /// and libtest runs each test on its own thread; so all children are forked from one
 /// process-lifetime spawner thread.
+/// `WASMOP_KCM_QPS`: kube-controller-manager's client rate, if set.
+fn kcm_qps() -> Result<Option<u32>> {
+    match std::env::var("WASMOP_KCM_QPS") {
+        Ok(v) if !v.is_empty() => {
+            let qps: u32 = v.trim().parse().with_context(|| format!("WASMOP_KCM_QPS={v:?} is not a whole number"))?;
+            ensure!(qps > 0, "WASMOP_KCM_QPS must be at least 1");
+            Ok(Some(qps))
+        }
+        _ => Ok(None),
+    }
+}
+
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let program = cmd.get_program().to_owned();

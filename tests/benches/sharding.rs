@@ -16,9 +16,10 @@
 //! minutes and 30 ms per parent; the convergence poll lists every parent, so it runs at most
 //! every `N`/1000 seconds).
 //!
-//! One control plane (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise) for the whole
-//! bench; each run has a namespace of its own and its replicas watch only it (`--namespace`),
-//! so a run never sees the objects of the runs before it. A run:
+//! A fresh control plane per run (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise;
+//! kube-controller-manager's client rate `WASMOP_KCM_QPS`, which the full sizes raise to 200
+//! requests per second so that the Deployments' ReplicaSets and status do not take hours); its
+//! replicas watch only the run's namespace (`--namespace`). A run:
 //!
 //! 1. starts k replicas (`--sharding`, shard names `r<k>-<i>`, concurrency 16, no resync, Lease
 //!    4 s, retry period 500 ms) and waits until each is Ready and sees k members; reads each
@@ -323,15 +324,15 @@ async fn bench() -> Result<()> {
     let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
     let root = tempfile::tempdir()?;
     std::fs::copy(wasm, root.path().join("memcached.wasm"))?;
-    let cp = ControlPlane::start().await?;
-    let client = cp.client().await?;
-    apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
     let mut runs = Vec::new();
     for &k in &counts {
+        // A fresh control plane per run: at N = 100,000 the objects a run leaves (its parents,
+        // Deployments and ReplicaSets) would hold gigabytes of the API server's memory and
+        // slow every list of the next run's replicas.
+        let cp = ControlPlane::start().await?;
+        let client = cp.client().await?;
+        apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
         runs.push(run(&bin, &cp, &client, root.path(), n, k, settle).await?);
-        // The Leases of the stopped replicas are gone; give the leader Lease's holder time to
-        // let go too before the next run's replicas start.
-        tokio::time::sleep(Duration::from_secs(5)).await;
     }
 
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get);

@@ -400,6 +400,5 @@ async fn bench() -> Result<()> {
             );
         }
     }
-    drop(cp);
     Ok(())
 }

@@ -22,7 +22,8 @@
 //! Set `WASMOP_E2E_KEEP=1` to keep the state directory (logs, kubeconfig) after the test;
 //! its path is printed on stderr at start-up. `WASMOP_KCM_QPS=Q` raises kube-controller-manager's
 //! client rate from its default 20 requests per second to `Q` (burst `2·Q`): a bench with
-//! tens of thousands of Deployments otherwise waits hours for their ReplicaSets and status.
+//! tens of thousands of Deployments otherwise waits hours for their ReplicaSets and status;
+//! `WASMOP_KCM_SYNCS=S` runs `S` Deployment and ReplicaSet syncs at once instead of 5 each.
 
 pub mod cluster;
 pub mod figure;
@@ -206,8 +207,11 @@ impl ControlPlane {
             .arg(d.join("sa.key"))
             .arg("--root-ca-file")
             .arg(cp.ca_path());
-        if let Some(qps) = kcm_qps()? {
+        if let Some(qps) = positive_env("WASMOP_KCM_QPS")? {
             kcm.args(["--kube-api-qps", &qps.to_string(), "--kube-api-burst", &(2 * qps).to_string()]);
+        }
+        if let Some(syncs) = positive_env("WASMOP_KCM_SYNCS")? {
+            kcm.args(["--concurrent-deployment-syncs", &syncs.to_string(), "--concurrent-replicaset-syncs", &syncs.to_string()]);
         }
         let kcm = spawn(&mut kcm, &d.join("logs/kube-controller-manager.log"))?;
         *lock(&cp.controller_manager) = Some(kcm);
@@ -596,13 +600,13 @@ type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 /// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process,
 /// and libtest runs each test on its own thread; so all children are forked from one
 /// process-lifetime spawner thread.
-/// `WASMOP_KCM_QPS`: kube-controller-manager's client rate, if set.
-fn kcm_qps() -> Result<Option<u32>> {
-    match std::env::var("WASMOP_KCM_QPS") {
+/// The whole number environment variable `name` holds, if it is set.
+fn positive_env(name: &str) -> Result<Option<u32>> {
+    match std::env::var(name) {
         Ok(v) if !v.is_empty() => {
-            let qps: u32 = v.trim().parse().with_context(|| format!("WASMOP_KCM_QPS={v:?} is not a whole number"))?;
-            ensure!(qps > 0, "WASMOP_KCM_QPS must be at least 1");
-            Ok(Some(qps))
+            let n: u32 = v.trim().parse().with_context(|| format!("{name}={v:?} is not a whole number"))?;
+            ensure!(n > 0, "{name} must be at least 1");
+            Ok(Some(n))
         }
         _ => Ok(None),
     }

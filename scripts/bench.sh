@@ -101,6 +101,10 @@ knobs() {
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 load_before=$(loadavg)
+# The commit the benches are built from, read before the build: commits made while a long run
+# goes on do not rename what it measured.
+commit=$(git rev-parse --short HEAD)
+[ -n "$(git status --porcelain --untracked-files=no)" ] && commit="$commit (with uncommitted changes)"
 
 # One build of every bench; cargo builds the package's binaries with it, so the release `wasmop`
 # the memory bench runs is there too (a separate `cargo build -p wasmop` would unify other
@@ -145,8 +149,6 @@ for name in "${benches[@]}"; do
     esac
 done
 
-commit=$(git rev-parse --short HEAD)
-[ -n "$(git status --porcelain --untracked-files=no)" ] && commit="$commit (with uncommitted changes)"
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 memory=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
 python3 - "$out/meta.json" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$commit" "$load_before" "$(loadavg)" \

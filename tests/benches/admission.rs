@@ -11,7 +11,7 @@
 //! sidecarset plugin loaded by a host `Manager`, whose admission `Handler` is served on loopback
 //! (hyper + rustls). Each variant is a label value (`bench-admission=<variant>`) that one
 //! configuration selects, so the variants share the control plane and are interleaved, one
-//! create of each per round (each round starting with the next variant), each timed from the
+//! create of each per round (each round in an order of its own, shuffled), each timed from the
 //! client's `create` call to its answer.
 //!
 //! SidecarSet creates (valid objects, as dry runs: admitted and validated by the API server, not
@@ -323,10 +323,14 @@ async fn main() -> Result<()> {
     let variants = ["none", "vap", "wasm", "native", "pod-none", "pod-wasm", "pod-match"];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     let calls_before = inject_calls(&wasm_metrics);
+    let mut order: Vec<usize> = (0..variants.len()).collect();
+    let mut random = SplitMix64(0x5eed);
     for i in 0..n {
-        // Each round starts with the next variant, so that none always goes first.
-        for k in 0..variants.len() {
-            let slot = (i + k) % variants.len();
+        // Each round in its own order: a Pod create leaves the API server work behind it (the
+        // scheduler's binding, the node's status updates), which a fixed or rotated order would
+        // always hand to the same next variant.
+        random.shuffle(&mut order);
+        for &slot in &order {
             let variant = variants[slot];
             let name = format!("{variant}-{i}");
             let started = Instant::now();
@@ -410,4 +414,26 @@ async fn main() -> Result<()> {
         host_side.lines().find(|l| l.starts_with("wasmop_plugin_call_duration_seconds_sum")).unwrap_or_default().to_owned();
     println!("host-side plugin call time: {line}");
     Ok(())
+}
+
+/// A small deterministic generator (SplitMix64) for the rounds' orders: the same orders on every
+/// run, no dependency.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Fisher–Yates.
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
+    }
 }

@@ -91,8 +91,8 @@ knobs() {
     full:churn) echo "N=2000 ROUNDS=3" ;;
     quick:sharding) echo "N=300 REPLICAS=1,2,3" ;;
     full:sharding) echo "N=3000 REPLICAS=1,2,3 WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
-    quick:sharding-scale) echo "N=1000 REPLICAS=1,3 WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
-    full:sharding-scale) echo "N=100000 REPLICAS=1,3 WASMOP_KCM_QPS=400 WASMOP_KCM_SYNCS=50" ;;
+    quick:sharding-scale) echo "N=1000 REPLICAS=1,3 WASMOP_KCM_DISABLE=deployment-controller" ;;
+    full:sharding-scale) echo "N=100000 REPLICAS=1,3 WASMOP_KCM_DISABLE=deployment-controller" ;;
     quick:cpu_share) echo "N=100 WINDOW=20" ;;
     full:cpu_share) echo "N=1000" ;;
     *) echo "" ;;

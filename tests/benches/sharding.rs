@@ -363,6 +363,16 @@ async fn bench() -> Result<()> {
         Goal::None,
     );
     figure(BENCH, &format!("largest replica RSS, {vs} replica(s), N = {n}"), base.max_rss(), None, "MiB", Goal::None);
+    if let Some(bytes) = base.leader_bytes_per_object(2 * n) {
+        figure(
+            BENCH,
+            &format!("the sharding leader's extra memory per watched object, {vs} replicas, N = {n}"),
+            bytes,
+            None,
+            "bytes",
+            Goal::AtMost(1024.0),
+        );
+    }
     for run in &runs[1..] {
         let k = run.replicas;
         figure(

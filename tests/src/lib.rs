@@ -23,7 +23,9 @@
 //! its path is printed on stderr at start-up. `WASMOP_KCM_QPS=Q` raises kube-controller-manager's
 //! client rate from its default 20 requests per second to `Q` (burst `2·Q`): a bench with
 //! tens of thousands of Deployments otherwise waits hours for their ReplicaSets and status;
-//! `WASMOP_KCM_SYNCS=S` runs `S` Deployment and ReplicaSet syncs at once instead of 5 each.
+//! `WASMOP_KCM_SYNCS=S` runs `S` Deployment and ReplicaSet syncs at once instead of 5 each;
+//! `WASMOP_KCM_DISABLE=a,b` turns kube-controller-manager's controllers `a` and `b` off (e.g.
+//! `deployment-controller`: Deployments then get no ReplicaSet and no status).
 
 pub mod cluster;
 pub mod figure;
@@ -209,6 +211,10 @@ impl ControlPlane {
             .arg(cp.ca_path());
         if let Some(qps) = positive_env("WASMOP_KCM_QPS")? {
             kcm.args(["--kube-api-qps", &qps.to_string(), "--kube-api-burst", &(2 * qps).to_string()]);
+        }
+        if let Some(off) = std::env::var("WASMOP_KCM_DISABLE").ok().filter(|v| !v.trim().is_empty()) {
+            let off: Vec<String> = off.split(',').map(|c| format!("-{}", c.trim())).collect();
+            kcm.arg(format!("--controllers=*,{}", off.join(",")));
         }
         if let Some(syncs) = positive_env("WASMOP_KCM_SYNCS")? {
             kcm.args(["--concurrent-deployment-syncs", &syncs.to_string(), "--concurrent-replicaset-syncs", &syncs.to_string()]);

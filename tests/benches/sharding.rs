@@ -11,8 +11,10 @@
 //! - `REPLICAS` (default `1,2,3`): the replica counts, one run each; the first is the baseline;
 //! - `SETTLE` (default 5): seconds between the replicas going quiet and their RSS being read.
 //!
-//! The scale workload is the same bench with `N=100000 REPLICAS=1,3` (`sharding-scale` in
-//! `scripts/bench.sh`): waits and polls grow with `N` (the convergence timeout is at least 15
+//! The scale workload is the same bench with `N=100000 REPLICAS=1,3` and kube-controller-manager's
+//! Deployment controller off (`WASMOP_KCM_DISABLE=deployment-controller`: its ReplicaSets and
+//! status updates for 100,000 Deployments would take hours on 2 cores), `sharding-scale` in
+//! `scripts/bench.sh`: waits and polls grow with `N` (the convergence timeout is at least 15
 //! minutes and 30 ms per parent; the convergence poll lists every parent, so it runs at most
 //! every `N`/1000 seconds).
 //!

@@ -19,8 +19,9 @@
 //! every `N`/1000 seconds).
 //!
 //! A fresh control plane per run (Kubernetes 1.37 unless `WASMOP_K8S_VERSION` says otherwise;
-//! kube-controller-manager's client rate `WASMOP_KCM_QPS`, which the full sizes raise to 200
-//! requests per second so that the Deployments' ReplicaSets and status do not take hours); its
+//! kube-controller-manager's client rate and syncs `WASMOP_KCM_QPS` and `WASMOP_KCM_SYNCS`, which
+//! the full `sharding` run raises so that the Deployments' ReplicaSets and status do not take
+//! half an hour); its
 //! replicas watch only the run's namespace (`--namespace`). A run:
 //!
 //! 1. starts k replicas (`--sharding`, shard names `r<k>-<i>`, concurrency 16, no resync, Lease
@@ -365,16 +366,19 @@ async fn bench() -> Result<()> {
         Goal::None,
     );
     figure(BENCH, &format!("largest replica RSS, {vs} replica(s), N = {n}"), base.max_rss(), None, "MiB", Goal::None);
-    if let Some(bytes) = base.leader_bytes_per_object(2 * n) {
-        figure(
-            BENCH,
-            &format!("the sharding leader's extra memory per watched object, {vs} replicas, N = {n}"),
-            bytes,
-            None,
-            "bytes",
-            Goal::AtMost(1024.0),
-        );
-    }
+    let leader_figure = |run: &Run| {
+        if let Some(bytes) = run.leader_bytes_per_object(2 * n) {
+            figure(
+                BENCH,
+                &format!("the sharding leader's extra memory per watched object, {} replicas, N = {n}", run.replicas),
+                bytes,
+                None,
+                "bytes",
+                Goal::AtMost(1024.0),
+            );
+        }
+    };
+    leader_figure(base);
     for run in &runs[1..] {
         let k = run.replicas;
         figure(
@@ -401,16 +405,7 @@ async fn bench() -> Result<()> {
             "MiB",
             if k == 3 { Goal::RatioAtMost(0.4) } else { Goal::None },
         );
-        if let Some(bytes) = run.leader_bytes_per_object(2 * n) {
-            figure(
-                BENCH,
-                &format!("the sharding leader's extra memory per watched object, {k} replicas, N = {n}"),
-                bytes,
-                None,
-                "bytes",
-                Goal::AtMost(1024.0),
-            );
-        }
+        leader_figure(run);
     }
     Ok(())
 }

@@ -75,12 +75,12 @@ knobs() {
     full:converge) echo "N=1000 LAT=0 RUNS=ACDEKLPZZPLKEDCA" ;;
     quick:converge-10k) echo "" ;;
     quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AKLP" ;;
-    full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AKLPPLKA" ;;
+    full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AKLPPLKA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEKLPZZPLKEDCA" ;;
     quick:converge-rollout) echo "N=100 SIZE=3 ROLLOUT=4 LAT=0 QUIET=3 RUNS=AKLP" ;;
-    full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AKLPPLKA" ;;
+    full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AKLPPLKA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     quick:converge-idle) echo "N=500 IDLE=30 LAT=0 QUIET=3 WARMUP=0 RUNS=AKLP" ;;
-    full:converge-idle) echo "N=10000 IDLE=300 LAT=0 WARMUP=0 RUNS=AKLPPLKA" ;;
+    full:converge-idle) echo "N=10000 IDLE=300 LAT=0 WARMUP=0 RUNS=AKLPPLKA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     quick:admission) echo "N=50" ;;
     full:admission) echo "N=1000" ;;
     quick:reload) echo "RELOADS=5 RUN_RELOADS=3" ;;

@@ -12,7 +12,10 @@
 //!   Memcached stream (like the host, it then ignores status-only changes), `D` run C writing
 //!   the same status as the host (its `Reconciled` condition too), `E` the host with the policy
 //!   `reconciledCondition: onFailure` (no `Reconciled` condition while reconciles succeed),
-//!   and the peers users would pick instead, each its own process: `K` the controller-runtime
+//!   `H` the host as users run it, a `wasmop run` process of its own (the release binary
+//!   beside this bench, or `WASMOP_BIN`; concurrency 16 as in A): its CPU is the whole
+//!   process's and its resident memory its own, comparable with the peers', where A's share
+//!   the bench's process; and the peers users would pick instead, each its own process: `K` the controller-runtime
 //!   operator of `tests/peers/controller-runtime` as Kubebuilder scaffolds it (its defaults: one
 //!   worker, the priority queue, no client-side rate limit), `L` the same with as many workers
 //!   as the host (16), `P` the kopf operator of `tests/peers/kopf` (kopf's defaults); the peers
@@ -93,7 +96,7 @@ mod process;
 
 use figure::{Goal, figure};
 use native::{NativeCounts, NativeCtx, NativeOptions, start_native};
-use process::{env_usize, memcached_resource};
+use process::{env_usize, get, host_binary, memcached_resource};
 
 const NAMESPACE: &str = "default";
 /// `spec.size` of every CR: env `SIZE`, default 0 (no Pods: kube-controller-manager only adds a
@@ -138,6 +141,8 @@ enum Which {
     /// Run A with the host policy's `reconciledCondition: onFailure`: the parents carry only
     /// the plugin's status while reconciles succeed, as in run C.
     HostOnFailure,
+    /// Run A as users run it: `wasmop run` in a process of its own.
+    HostProcess,
     /// The controller-runtime (Kubebuilder) operator with its scaffold's options.
     ControllerRuntime,
     /// The controller-runtime operator with the host's number of workers.
@@ -156,6 +161,7 @@ impl Which {
             Self::NativeGeneration => "C native + generation predicate",
             Self::NativeSameStatus => "D native, C + the host's Reconciled condition",
             Self::HostOnFailure => "E wasmop host, policy reconciledCondition: onFailure",
+            Self::HostProcess => "H wasmop host, its own process (wasmop run)",
             Self::ControllerRuntime => "K controller-runtime (Kubebuilder defaults: 1 worker)",
             Self::ControllerRuntimeWorkers => "L controller-runtime, 16 workers",
             Self::Kopf => "P kopf",
@@ -163,8 +169,10 @@ impl Which {
         }
     }
 
-    /// The peer's command line, from the paths `scripts/peers.sh` prints.
-    fn peer_command(self, kubeconfig: &std::path::Path) -> Result<std::process::Command> {
+    /// The peer's command line, from the paths `scripts/peers.sh` prints; for run H, the host's
+    /// (serving its metrics on `scratch.metrics_port`, its plugin and artifacts under
+    /// `scratch.dir`).
+    fn peer_command(self, kubeconfig: &std::path::Path, scratch: &Scratch) -> Result<std::process::Command> {
         let from_env = |name: &str| -> Result<PathBuf> {
             std::env::var_os(name).map(PathBuf::from).with_context(|| {
                 format!("{name} is not set: run `eval \"$(bash scripts/peers.sh)\"` first (it builds the peers once)")
@@ -183,6 +191,18 @@ impl Which {
                 let mut c = std::process::Command::new(from_env("WASMOP_PEER_KOPF")?);
                 c.args(["run", "--standalone", "--all-namespaces"])
                     .arg(workspace().join("tests/peers/kopf/memcached_operator.py"));
+                c
+            }
+            Self::HostProcess => {
+                let mut c = std::process::Command::new(host_binary()?);
+                // The idle workload runs the host with its default resync, as in run A.
+                let resync = if idle_window().is_some() { "10m" } else { "0s" };
+                c.args(["run", "--plugins"])
+                    .arg(scratch.dir.join("plugins"))
+                    .args(["--metrics-addr", &format!("127.0.0.1:{}", scratch.metrics_port)])
+                    .args(["--concurrency", "16", "--resync", resync])
+                    .env("WASMOP_CACHE_DIR", scratch.dir.join("cache"))
+                    .env("RUST_LOG", std::env::var("HOST_LOG").unwrap_or_else(|_| "warn".into()));
                 c
             }
             _ => bail!("{} is not a peer", self.label()),
@@ -295,6 +315,7 @@ async fn bench() -> Result<()> {
             'C' => Some(Which::NativeGeneration),
             'D' => Some(Which::NativeSameStatus),
             'E' => Some(Which::HostOnFailure),
+            'H' => Some(Which::HostProcess),
             'K' => Some(Which::ControllerRuntime),
             'L' => Some(Which::ControllerRuntimeWorkers),
             'P' => Some(Which::Kopf),
@@ -303,7 +324,7 @@ async fn bench() -> Result<()> {
         })
         .collect();
     if runs.is_empty() {
-        bail!("RUNS must name A, B, C, D, E, K, L, P and/or Z");
+        bail!("RUNS must name A, B, C, D, E, H, K, L, P and/or Z");
     }
     if size() > 0 && runs.contains(&Which::Limit) {
         bail!("the limit run Z writes Available=True at once: it measures SIZE=0 only");
@@ -380,8 +401,9 @@ struct RunResult {
     /// What the controller itself counted during the bulk phase ([`controller_work`]).
     work_bulk: BTreeMap<String, f64>,
     native: Option<NativeCounts>,
-    /// A peer's peak resident memory over the run and its resident memory at the end of the
-    /// run, MiB (in-process controllers share the bench's process: not measured here).
+    /// A process's (run H's or a peer's) peak resident memory from the bulk's start to the end
+    /// of the run and its resident memory at the end, MiB (in-process controllers share the
+    /// bench's process: not measured here).
     rss: Option<(f64, f64)>,
     /// The rollout workload (`ROLLOUT`), when it ran.
     rollout: Option<RolloutResult>,
@@ -450,24 +472,80 @@ enum Running {
     Nothing,
 }
 
-/// A peer's process; killed when dropped.
+/// A peer's process (or run H's host); killed when dropped, its scratch directory removed.
 struct Peer {
+    which: Which,
     child: std::process::Child,
     log: PathBuf,
+    scratch: Scratch,
 }
 
+/// What a peer's process gets of its own: a directory (run H's plugins directory with the
+/// memcached component, and its artifact cache) and a free port for its metrics.
+struct Scratch {
+    dir: PathBuf,
+    metrics_port: u16,
+}
+
+/// How long run H's host may take to load its plugin and sync its caches.
+const HOST_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl Peer {
-    fn start(which: Which, kubeconfig: &std::path::Path) -> Result<Self> {
-        let log = std::env::temp_dir().join(format!("wasmop-converge-peer-{}.log", std::process::id()));
+    fn start(which: Which, kubeconfig: &std::path::Path, wasm: &std::path::Path) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!("wasmop-converge-peer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("plugins"))?;
+        if which == Which::HostProcess {
+            std::fs::copy(wasm, dir.join("plugins/memcached.wasm")).context("copying the memcached plugin")?;
+        }
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let scratch = Scratch { dir, metrics_port };
+        let log = scratch.dir.join("log");
         let file = std::fs::File::create(&log)?;
         let child = which
-            .peer_command(kubeconfig)?
+            .peer_command(kubeconfig, &scratch)?
             .stdout(file.try_clone()?)
             .stderr(file)
             .spawn()
             .with_context(|| format!("starting {}", which.label()))?;
         eprintln!("[converge] {} is process {}, its log {}", which.label(), child.id(), log.display());
-        Ok(Self { child, log })
+        Ok(Self { which, child, log, scratch })
+    }
+
+    /// Run H: wait until the host is Ready (its plugin loaded, its caches synced). The other
+    /// peers are given the `QUIET` pause, as they have no such probe here.
+    ///
+    /// # Errors
+    /// The process exits, or is not Ready within [`HOST_READY_TIMEOUT`].
+    async fn wait_ready(&mut self) -> Result<()> {
+        if self.which != Which::HostProcess {
+            return Ok(());
+        }
+        let started = Instant::now();
+        loop {
+            self.check()?;
+            let page = self.metrics().unwrap_or_default();
+            let loaded = page.lines().any(|l| l.starts_with("wasmop_plugin_info{"));
+            if loaded && matches!(get(self.scratch.metrics_port, "/readyz"), Ok((200, _))) {
+                return Ok(());
+            }
+            if started.elapsed() > HOST_READY_TIMEOUT {
+                bail!(
+                    "{} not Ready with its plugin after {HOST_READY_TIMEOUT:?} (its log: {})",
+                    self.which.label(),
+                    self.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Run H's `/metrics` page; `None` for the other peers or when it cannot be read.
+    fn metrics(&self) -> Option<String> {
+        (self.which == Which::HostProcess)
+            .then(|| get(self.scratch.metrics_port, "/metrics").ok())
+            .flatten()
+            .map(|(_, page)| page)
     }
 
     /// Fails if the process has exited, with the end of its log.
@@ -490,6 +568,7 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.scratch.dir);
     }
 }
 
@@ -507,6 +586,10 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     let cp = ControlPlane::start().await?;
     let client = cp.client().await?;
     apply_file(&client, &workspace().join("crds/memcached.yaml")).await?;
+    if which == Which::HostProcess {
+        // The host reports on its plugins in WasmPlugin objects, as where users run it.
+        apply_file(&client, &workspace().join("crds/wasmplugin.yaml")).await?;
+    }
     let ar = memcached_resource();
 
     // The controller under test, on its own runtime with its own client.
@@ -542,11 +625,14 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
                         Ok(Running::Native(task, ctx))
                     }
                     Which::Limit => Ok(Running::Nothing),
-                    peer => Ok(Running::Peer(Peer::start(peer, &kubeconfig)?)),
+                    peer => Ok(Running::Peer(Peer::start(peer, &kubeconfig, &wasm)?)),
                 }
             })
             .await??
     };
+    if let Running::Peer(peer) = &mut running {
+        peer.wait_ready().await?;
+    }
     eprintln!("[converge] controller started in {:.2?}", started.elapsed());
 
     let tracker = Tracker::start(client.clone(), ar.clone()).await?;
@@ -560,6 +646,13 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     let metrics0 = request_counts(&client).await?;
     let work0 = controller_work(&running);
     let cpu0 = cpu_snapshot(running.peer_pid());
+    // A process's peak is the bulk's and what follows, not its start-up's (run H compiles its
+    // plugin when it starts, which a restart with the artifact cache does not).
+    if let Some(pid) = running.peer_pid()
+        && !reset_peak_rss(Some(pid))
+    {
+        eprintln!("[converge]   (the kernel refused to reset the peak RSS: the bulk's peak includes the start-up)");
+    }
     let t0 = Instant::now();
     let creates = futures::stream::iter(names.iter().cloned())
         .map(|name| {
@@ -1222,22 +1315,28 @@ async fn request_counts(client: &kube::Client) -> Result<BTreeMap<String, f64>> 
 /// status patches.
 fn controller_work(running: &Running) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
+    // The host's counts, from the text of its metrics (in this process or run H's page).
+    let mut from_host_metrics = |text: &str| {
+        for line in text.lines() {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            let key = match name {
+                "controller_runtime_reconcile_total" => "reconciles",
+                "wasmop_plugin_call_duration_seconds_count" => "plugin calls",
+                "workqueue_adds_total" => "queue adds",
+                _ => continue,
+            };
+            let value = line.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok()).unwrap_or(0.0);
+            *out.entry(key.to_owned()).or_insert(0.0) += value;
+        }
+    };
     match running {
-        Running::Host(host) => {
-            let text = host.manager.metrics().render();
-            for line in text.lines() {
-                let name = line.split(['{', ' ']).next().unwrap_or_default();
-                let key = match name {
-                    "controller_runtime_reconcile_total" => "reconciles",
-                    "wasmop_plugin_call_duration_seconds_count" => "plugin calls",
-                    "workqueue_adds_total" => "queue adds",
-                    _ => continue,
-                };
-                let value = line.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok()).unwrap_or(0.0);
-                *out.entry(key.to_owned()).or_insert(0.0) += value;
+        Running::Host(host) => from_host_metrics(&host.manager.metrics().render()),
+        Running::Peer(peer) => {
+            if let Some(page) = peer.metrics() {
+                from_host_metrics(&page);
             }
         }
-        Running::Peer(_) | Running::Nothing => {}
+        Running::Nothing => {}
         Running::Native(_, ctx) => {
             let c = ctx.counts();
             out.insert("reconciles".to_owned(), c.reconciles as f64);
@@ -1543,7 +1642,9 @@ fn print_summary(results: &[RunResult], n: usize, lat: usize, inflight: usize) {
     row("reconciles per parent, bulk", &|r| format!("{:.2}", r.work_bulk.get("reconciles").copied().unwrap_or(0.0) / r.n as f64));
     row("controller writes per parent, bulk", &|r| format!("{:.2}", r.writes_per_parent()));
     row("controller CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get(CONTROLLER).copied().unwrap_or(0.0)));
-    row("peer peak RSS (own process)", &|r| r.rss.map_or_else(|| "—".to_owned(), |(peak, _)| format!("{peak:.1} MiB")));
+    row("peak RSS (H and the peers: own process)", &|r| {
+        r.rss.map_or_else(|| "—".to_owned(), |(peak, _)| format!("{peak:.1} MiB"))
+    });
     row("kube-apiserver CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("kube-apiserver").copied().unwrap_or(0.0)));
     row("etcd CPU, bulk", &|r| format!("{:.2} s", r.cpu_bulk.get("etcd").copied().unwrap_or(0.0)));
     row("other processes' CPU, bulk", &|r| format!("{:.2} s", r.foreign_cpu()));
@@ -1651,7 +1752,14 @@ fn print_peer_figures(results: &[RunResult], n: usize) {
     let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
     // How close each controller came to the control plane's own ceiling (the limit run Z).
     if runs(Which::Limit) > 0 {
-        for which in [Which::Host, Which::HostOnFailure, Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
+        for which in [
+            Which::Host,
+            Which::HostOnFailure,
+            Which::HostProcess,
+            Which::ControllerRuntime,
+            Which::ControllerRuntimeWorkers,
+            Which::Kopf,
+        ] {
             if runs(which) == 0 {
                 continue;
             }
@@ -1685,7 +1793,42 @@ fn print_peer_figures(results: &[RunResult], n: usize) {
                 figure("converge", &format!("controller CPU, bulk ({what})"), a, Some(b), "CPU-s", target);
             }
         }
+        // The host in its own process (H) against the peer: the resident memory of each
+        // process (target ≤ 1.0×), and H's throughput and whole-process CPU (information: A
+        // carries the targets of those).
+        if runs(Which::HostProcess) > 0 {
+            let what = format!(
+                "N = {n}{sz}, median of {} H / {} {letter} runs, baseline {}",
+                runs(Which::HostProcess),
+                runs(peer),
+                peer.label()
+            );
+            let pair = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+                (median_present(results, Which::HostProcess, f), median_present(results, peer, f))
+            };
+            if let (Some(a), Some(b)) = pair(&|r| r.rss.map(|(peak, _)| peak)) {
+                figure(
+                    "converge",
+                    &format!("peak RSS from the bulk on, own process ({what})"),
+                    a,
+                    Some(b),
+                    "MiB",
+                    Goal::RatioAtMost(1.0),
+                );
+            }
+            if let (Some(a), Some(b)) = pair(&|r| Some(settled_throughput(r))) {
+                figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", Goal::None);
+            }
+            if let (Some(a), Some(b)) = pair(&|r| Some(controller_cpu(r))) {
+                figure("converge", &format!("controller CPU, bulk, whole process ({what})"), a, Some(b), "CPU-s", Goal::None);
+            }
+        }
     }
+}
+
+/// Median of `f` over the runs of `which` that have the figure, `None` when none has.
+fn median_present(results: &[RunResult], which: Which, f: &dyn Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+    median_of_values(results.iter().filter(|r| r.which == which).filter_map(f).collect())
 }
 
 /// The rollout and idle workloads of every run side by side. RSS: a peer's own process; for an
@@ -1705,7 +1848,7 @@ fn print_workload_summary(results: &[RunResult]) {
         row("throughput", &|r| format!("{:.1} parents/s", r.throughput()));
         row("controller CPU", &|r| format!("{:.2} s", r.controller_cpu()));
         row("controller writes per parent", &|r| format!("{:.2}", r.writes_per_parent()));
-        row("peak RSS (peer: own process; A–E: the bench's)", &|r| {
+        row("peak RSS (H and the peers: own process; A–E: the bench's)", &|r| {
             r.peak_rss.map_or_else(|| "—".to_owned(), |m| format!("{m:.1} MiB"))
         });
         row("kube-apiserver CPU", &|r| format!("{:.2} s", r.cpu.get("kube-apiserver").copied().unwrap_or(0.0)));
@@ -1729,7 +1872,7 @@ fn print_workload_summary(results: &[RunResult]) {
                 .fold(0.0, |sum, (_, v)| sum + v);
             format!("{n:.0}")
         });
-        row("RSS at the end (peer: own process; A–E: the bench's)", &|i| {
+        row("RSS at the end (H and the peers: own process; A–E: the bench's)", &|i| {
             i.rss_end.map_or_else(|| "—".to_owned(), |m| format!("{m:.1} MiB"))
         });
     }
@@ -1738,76 +1881,59 @@ fn print_workload_summary(results: &[RunResult]) {
 /// The figure lines of the rollout and idle workloads: the host (A, as users get it) against
 /// each peer that ran, medians over the runs of each — rollout throughput (target ≥ 1.0×) and
 /// controller CPU (≤ 1.0×), writes per parent (information); idle controller CPU per minute
-/// (≤ 1.0×). Memory is information only: the host runs inside the bench's process, whose
-/// resident memory also holds the bench's own watches (an upper bound of the host's).
+/// (≤ 1.0×). Memory is the host's own process (run H) against the peer's (≤ 1.0×): run A
+/// shares the bench's process, whose resident memory also holds the bench's watches. H's
+/// whole-process CPU beside the peer's is information.
 fn print_workload_figures(results: &[RunResult], n: usize) {
     let sz = size_label();
     let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
-    let median = |w: Which, f: &dyn Fn(&RunResult) -> Option<f64>| {
-        let v: Vec<f64> = results.iter().filter(|r| r.which == w).filter_map(f).collect();
-        median_of_values(v)
-    };
     if runs(Which::Limit) > 0 {
         println!("(run Z runs no controller: it has no rollout or idle figures)");
     }
+    fn rollout(r: &RunResult) -> Option<&RolloutResult> {
+        r.rollout.as_ref()
+    }
+    fn idle(r: &RunResult) -> Option<&IdleResult> {
+        r.idle.as_ref()
+    }
     for peer in [Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
-        if runs(peer) == 0 || runs(Which::Host) == 0 {
+        if runs(peer) == 0 {
             continue;
         }
-        let letter = &peer.label()[..1];
-        let pair = |f: &dyn Fn(&RunResult) -> Option<f64>| (median(Which::Host, f), median(peer, f));
-        if let Some(r) = results.iter().find_map(|r| r.rollout.as_ref()) {
+        // One figure of `host` against `peer`, when both have it.
+        let line = |host: Which, workload: &str, name: &str, f: &dyn Fn(&RunResult) -> Option<f64>, unit: &str, goal: Goal| {
+            let (Some(a), Some(b)) = (median_present(results, host, f), median_present(results, peer, f)) else {
+                return;
+            };
             let what = format!(
-                "rollout size {} → {} of N = {n}, median of {} A / {} {letter} runs, baseline {}",
-                r.from,
-                r.to,
-                runs(Which::Host),
+                "{workload}, median of {} {} / {} {} runs, baseline {}",
+                runs(host),
+                &host.label()[..1],
                 runs(peer),
+                &peer.label()[..1],
                 peer.label()
             );
-            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().map(RolloutResult::throughput)) {
-                figure(
-                    "converge",
-                    &format!("throughput to re-converged ({what})"),
-                    a,
-                    Some(b),
-                    "parents/s",
-                    Goal::RatioAtLeast(1.0),
-                );
-            }
-            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().map(RolloutResult::controller_cpu)) {
-                figure("converge", &format!("controller CPU, rollout ({what})"), a, Some(b), "CPU-s", Goal::RatioAtMost(1.0));
-            }
-            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().map(RolloutResult::writes_per_parent)) {
-                figure("converge", &format!("controller writes per parent, rollout ({what})"), a, Some(b), "writes", Goal::None);
-            }
-            if let (Some(a), Some(b)) = pair(&|r| r.rollout.as_ref().and_then(|r| r.peak_rss)) {
-                let what = format!("{what}; A: the bench's process, an upper bound");
-                figure("converge", &format!("peak RSS, rollout ({what})"), a, Some(b), "MiB", Goal::None);
-            }
+            figure("converge", &format!("{name} ({what})"), a, Some(b), unit, goal);
+        };
+        if let Some(r) = results.iter().find_map(rollout) {
+            let workload = format!("rollout size {} → {} of N = {n}", r.from, r.to);
+            let throughput = |r: &RunResult| rollout(r).map(RolloutResult::throughput);
+            let cpu = |r: &RunResult| rollout(r).map(RolloutResult::controller_cpu);
+            let writes = |r: &RunResult| rollout(r).map(RolloutResult::writes_per_parent);
+            let peak = |r: &RunResult| rollout(r).and_then(|r| r.peak_rss);
+            line(Which::Host, &workload, "throughput to re-converged", &throughput, "parents/s", Goal::RatioAtLeast(1.0));
+            line(Which::Host, &workload, "controller CPU, rollout", &cpu, "CPU-s", Goal::RatioAtMost(1.0));
+            line(Which::Host, &workload, "controller writes per parent, rollout", &writes, "writes", Goal::None);
+            line(Which::HostProcess, &workload, "peak RSS, rollout, own process", &peak, "MiB", Goal::RatioAtMost(1.0));
+            line(Which::HostProcess, &workload, "controller CPU, rollout, whole process", &cpu, "CPU-s", Goal::None);
         }
-        if let Some(i) = results.iter().find_map(|r| r.idle.as_ref()) {
-            let what = format!(
-                "idle {:.0} s, N = {n}{sz}, median of {} A / {} {letter} runs, baseline {}",
-                i.window.as_secs_f64(),
-                runs(Which::Host),
-                runs(peer),
-                peer.label()
-            );
-            if let (Some(a), Some(b)) = pair(&|r| r.idle.as_ref().map(IdleResult::cpu_per_minute)) {
-                figure(
-                    "converge",
-                    &format!("controller CPU per minute, idle ({what})"),
-                    a,
-                    Some(b),
-                    "CPU-s/min",
-                    Goal::RatioAtMost(1.0),
-                );
-            }
-            if let (Some(a), Some(b)) = pair(&|r| r.idle.as_ref().and_then(|i| i.rss_end)) {
-                let what = format!("{what}; A: the bench's process, an upper bound");
-                figure("converge", &format!("RSS at the end, idle ({what})"), a, Some(b), "MiB", Goal::None);
-            }
+        if let Some(i) = results.iter().find_map(idle) {
+            let workload = format!("idle {:.0} s, N = {n}{sz}", i.window.as_secs_f64());
+            let cpu = |r: &RunResult| idle(r).map(IdleResult::cpu_per_minute);
+            let end = |r: &RunResult| idle(r).and_then(|i| i.rss_end);
+            line(Which::Host, &workload, "controller CPU per minute, idle", &cpu, "CPU-s/min", Goal::RatioAtMost(1.0));
+            line(Which::HostProcess, &workload, "RSS at the end, idle, own process", &end, "MiB", Goal::RatioAtMost(1.0));
+            line(Which::HostProcess, &workload, "controller CPU per minute, idle, whole process", &cpu, "CPU-s/min", Goal::None);
         }
     }
 }

@@ -1575,7 +1575,7 @@ impl RunResult {
             self.settle.as_secs_f64()
         );
         if let Some((peak, end)) = self.rss {
-            println!("peer process: peak RSS {peak:.1} MiB, {end:.1} MiB at the end of the run");
+            println!("own process: peak RSS {peak:.1} MiB from the bulk on, {end:.1} MiB at the end of the run");
         }
         if let Some(c) = self.native {
             println!(

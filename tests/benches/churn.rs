@@ -93,7 +93,7 @@ fn cached(controller: &PluginController) -> (usize, usize) {
     let config_maps = controller.cache().list(&Kind::new("", "v1", "ConfigMap"), Some("default"));
     let children = config_maps
         .iter()
-        .filter(|c| c.pointer("/metadata/ownerReferences").and_then(|r| r.as_array()).is_some_and(|r| !r.is_empty()));
+        .filter(|c| c.head().pointer("/metadata/ownerReferences").and_then(|r| r.as_array()).is_some_and(|r| !r.is_empty()));
     (parents, children.count())
 }
 

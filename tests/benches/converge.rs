@@ -281,16 +281,20 @@ fn gather_probe() -> Result<()> {
             let parent = &parents[i % k];
             // A `MemoryCache` has no owner index: this measures the scan the default
             // `ObjectCache::controlled_by` does (the host's watch cache now indexes by owner).
-            let request =
-                Request::gather(Arc::clone(parent), &wasmop::objects::visible_to(&manifest, &grants, parent), &cache, true)?;
+            let request = Request::gather(
+                Arc::clone(parent),
+                &wasmop::objects::visible_to(&manifest, &grants, parent.head()),
+                &cache,
+                true,
+            )?;
             assert_eq!(request.children.len(), 1);
         }
         let per_call = started.elapsed().as_secs_f64() * 1e6 / iters as f64;
         // What the watch task does for each Pod event: map it to the parents whose related
         // selector matches (every parent of the namespace is tried).
         let pod_kind = Kind::new("", "v1", "Pod");
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bulk-00000-abcde", "namespace": NAMESPACE,
-            "labels": {"app": "memcached", "memcached_cr": "bulk-00000"}}});
+        let pod = Object::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bulk-00000-abcde",
+            "namespace": NAMESPACE, "labels": {"app": "memcached", "memcached_cr": "bulk-00000"}}}));
         let started = Instant::now();
         for _ in 0..iters {
             let keys = wasmop::controller::parents_of_change(&manifest, &cache, &pod_kind, None, Some(&pod));

@@ -94,11 +94,11 @@ async fn children_an_older_host_wrote_are_labelled_found_and_not_duplicated() ->
         Ok(controller
             .cache()
             .get(&kind, Some("default"), "old-web")
-            .filter(|d| d["metadata"]["labels"]["wasmop.dev/plugin"] == "testbed"))
+            .filter(|d| d.head()["metadata"]["labels"]["wasmop.dev/plugin"] == "testbed"))
     })
     .await?;
-    assert!(cached.pointer("/metadata/managedFields").is_none(), "{cached}");
-    let annotations = &cached["metadata"]["annotations"];
+    assert!(cached.head().pointer("/metadata/managedFields").is_none(), "{cached}");
+    let annotations = &cached.head()["metadata"]["annotations"];
     assert_eq!(annotations["kept"], "yes", "{annotations}");
     assert!(annotations.get("kubectl.kubernetes.io/last-applied-configuration").is_none(), "{annotations}");
     assert!(controller.cache().get(&kind, Some("default"), "users").is_none(), "a user's Deployment is not cached");

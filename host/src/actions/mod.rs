@@ -245,7 +245,7 @@ impl Writer<'_> {
             let observed = self.context.cache.get(&kind, r.namespace.as_deref(), &r.name);
             if let Some(observed) = &observed
                 && self.target.applied.unchanged(parent_uid, &r, child)
-                && contains(observed, child)
+                && contains(&observed.to_value(), child)
             {
                 written.unchanged += 1;
                 continue;

@@ -197,7 +197,7 @@ pub fn plan(
     for child in &mut apply {
         let r = ObjectRef::of_object(child).expect("validated children have identity");
         if let Some(observed) = cache.get(&r.kind(), r.namespace.as_deref(), &r.name) {
-            let control = Control::of(&observed, uid, &manifest.name);
+            let control = Control::of(observed.head(), uid, &manifest.name);
             if !control.may_apply(manifest, grants) {
                 return Err(PlanError::AlreadyOwned { object: r.to_string(), control });
             }
@@ -211,8 +211,8 @@ pub fn plan(
     let mut delete = Vec::new();
     for r in response.delete {
         let Some(observed) = cache.get(&r.kind(), r.namespace.as_deref(), &r.name) else { continue };
-        match Control::of(&observed, uid, &manifest.name) {
-            Control::ThisParent => delete.push(Deletion { object: r, uid: uid_of(&observed) }),
+        match Control::of(observed.head(), uid, &manifest.name) {
+            Control::ThisParent => delete.push(Deletion { object: r, uid: uid_of(observed.head()) }),
             control => return Err(PlanError::NotControlled { object: r.to_string(), control }),
         }
     }
@@ -263,11 +263,11 @@ fn absent_children(
         .children
         .iter()
         .flat_map(|kind| cache.controlled_by(kind, namespace, uid))
-        .filter(|observed| is_of_plugin(observed, &manifest.name))
+        .filter(|observed| is_of_plugin(observed.head(), &manifest.name))
         .filter_map(|observed| {
-            let object = ObjectRef::of_object(&observed)?;
+            let object = ObjectRef::of_object(observed.head())?;
             let reserved = grants.may_write_object(&object.kind(), &object.name, None).is_err();
-            (!kept.contains(&object) && !reserved).then(|| Deletion { object, uid: uid_of(&observed) })
+            (!kept.contains(&object) && !reserved).then(|| Deletion { object, uid: uid_of(observed.head()) })
         })
         .collect()
 }

@@ -58,10 +58,10 @@ impl StatusWrites {
     /// `cached`, or the parent as the host's own status write left it when `cached` is still
     /// the version that write superseded. A cache already past it forgets the write.
     pub fn freshest(&self, cached: Arc<Object>) -> Arc<Object> {
-        let Some(uid) = uid_of(cached.value()) else { return cached };
+        let Some(uid) = uid_of(cached.head()) else { return cached };
         let mut pending = self.lock();
         let Some(entry) = pending.get(uid) else { return cached };
-        if entry.written_at.elapsed() < PENDING_FOR && resource_version_of(cached.value()) == Some(entry.superseded.as_str()) {
+        if entry.written_at.elapsed() < PENDING_FOR && resource_version_of(cached.head()) == Some(entry.superseded.as_str()) {
             return Arc::clone(&entry.parent);
         }
         pending.remove(uid);
@@ -123,7 +123,7 @@ mod tests {
 
     fn written_over(cached: &Arc<Object>) -> StatusWrites {
         let writes = StatusWrites::default();
-        writes.record(cached.value(), &json!({"status": {"nodes": ["a", "b"], "old": null}}), "11");
+        writes.record(&cached.to_value(), &json!({"status": {"nodes": ["a", "b"], "old": null}}), "11");
         writes
     }
 
@@ -132,9 +132,9 @@ mod tests {
         let cached = parent("10", json!({"nodes": ["a"], "old": 1, "kept": true}));
         let writes = written_over(&cached);
         let fresh = writes.freshest(Arc::clone(&cached));
-        assert_eq!(fresh.value()["status"], json!({"nodes": ["a", "b"], "kept": true}));
-        assert_eq!(fresh.value()["metadata"]["resourceVersion"], "11");
-        assert_eq!(fresh.value()["spec"], cached.value()["spec"]);
+        assert_eq!(fresh.to_value()["status"], json!({"nodes": ["a", "b"], "kept": true}));
+        assert_eq!(fresh.to_value()["metadata"]["resourceVersion"], "11");
+        assert_eq!(fresh.to_value()["spec"], cached.to_value()["spec"]);
         assert_eq!(writes.len(), 1, "kept until the watch delivers the write");
     }
 
@@ -150,13 +150,13 @@ mod tests {
     fn the_watch_delivering_another_version_or_the_deletion_forgets_the_write() {
         let cached = parent("10", json!({}));
         let writes = written_over(&cached);
-        writes.observed(None, Some(cached.value()));
+        writes.observed(None, Some(cached.head()));
         assert_eq!(writes.len(), 1, "the superseded version itself, delivered late, changes nothing");
-        writes.observed(Some(cached.value()), Some(parent("11", json!({})).value()));
+        writes.observed(Some(cached.head()), Some(parent("11", json!({})).head()));
         assert!(writes.is_empty());
 
         let writes = written_over(&cached);
-        writes.observed(Some(cached.value()), None);
+        writes.observed(Some(cached.head()), None);
         assert!(writes.is_empty());
     }
 
@@ -166,7 +166,7 @@ mod tests {
         let other = Arc::new(Object::new(json!({"metadata": {"name": "o", "uid": "u2", "resourceVersion": "10"}})));
         assert!(Arc::ptr_eq(&writes.freshest(Arc::clone(&other)), &other));
         writes.record(&json!({"metadata": {"name": "no-uid", "resourceVersion": "3"}}), &json!({"status": {}}), "4");
-        writes.observed(None, Some(other.value()));
+        writes.observed(None, Some(other.head()));
         assert_eq!(writes.len(), 1);
     }
 }

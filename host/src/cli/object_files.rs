@@ -238,7 +238,7 @@ mod tests {
         let deployments = Kind::new("apps", "v1", "Deployment");
 
         let mine = observed.cache.get(&deployments, Some("ns"), "mine").unwrap();
-        assert_eq!(Control::of(&mine, "u-p", "memcached"), Control::ThisParent);
+        assert_eq!(Control::of(mine.head(), "u-p", "memcached"), Control::ThisParent);
         assert_eq!(observed.cache.controlled_by(&deployments, Some("ns"), "u-p").len(), 1);
         assert!(observed.cache.get(&deployments, Some("ns"), "users").is_some(), "kept for the ownership check");
         assert_eq!(observed.warnings.len(), 1, "{:?}", observed.warnings);

@@ -92,8 +92,8 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
         eprintln!("warning: {warning}");
     }
     let cache: Arc<dyn ObjectCache> = Arc::new(observed.cache);
-    let parent = Arc::new(Object::new(parent));
-    let mut request = Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*cache, true)?;
+    let visible = visible_to(&manifest, plugin.grants(), &parent);
+    let mut request = Request::gather(Arc::new(Object::new(parent.clone())), &visible, &*cache, true)?;
     request.finalizing = args.finalizing;
     // What `run` would use for this plugin: its configuration source and its `Reconciled` policy.
     let policy = runtime.host_policy()?.for_plugin(&manifest.name);
@@ -106,7 +106,7 @@ pub(super) async fn run(args: ReconcileArgs, runtime: &RuntimeArgs) -> anyhow::R
             // the run still fails with the plugin's error.
             if let Some(failure) = e.failure().filter(|f| f.shows_anything()) {
                 let message = e.to_string();
-                let status_patch = failure_status_patch(parent.value(), e.reason(), &message, Some(failure), &now);
+                let status_patch = failure_status_patch(&parent, e.reason(), &message, Some(failure), &now);
                 let failed =
                     FailedPlan { failed: Failed { reason: e.reason(), message, retryable: e.is_retryable() }, status_patch };
                 print!("{}", args.output.render(&failed)?);

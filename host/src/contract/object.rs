@@ -1,61 +1,75 @@
 //! [`Object`]: an observed Kubernetes object as the host shares it between its cache, the
-//! requests it gathers and the plugins it calls: the JSON value, never changed once shared,
-//! and the JSON text plugins receive, serialized at most once.
-
-use std::ops::Deref;
-use std::sync::OnceLock;
+//! requests it gathers and the plugins it calls: the compact JSON text plugins receive, and
+//! beside it the fields the host itself reads, decoded.
 
 use serde::{Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// An observed object: its JSON value and, computed the first time a plugin is given the
-/// object, its JSON text.
+/// An observed object, never changed once shared: its compact JSON text and its **head** —
+/// `apiVersion`, `kind` and `metadata`, decoded.
 ///
-/// The value cannot be changed through an `Object` (it derefs to `&Value` only), so the text
-/// always matches it; a changed object is a new `Object` (the watch cache replaces the entry),
-/// with a text of its own. The text is computed on first use, not when the object is cached:
-/// objects no plugin is ever given cost no memory for it.
+/// The host decides from metadata (names, labels, owners, finalizers, deletion) and hands
+/// plugins JSON text; only a few paths read the rest of an object (a parent's spec against
+/// its previous version, a status to merge), and they parse the text
+/// ([`Object::to_value`]). Keeping the text rather than a decoded [`Value`] tree is what
+/// keeps the watch cache small: a cached Pod as a `Value` tree costs several times its text.
 ///
 /// ```
 /// use wasmop::contract::Object;
-/// let object = Object::from(serde_json::json!({"kind": "Pod", "metadata": {"name": "p"}}));
-/// assert_eq!(object["metadata"]["name"], "p");
-/// assert_eq!(object.json(), r#"{"kind":"Pod","metadata":{"name":"p"}}"#);
+/// let object = Object::from(serde_json::json!({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"a": 1}}));
+/// assert_eq!(object.head()["metadata"]["name"], "p");
+/// assert_eq!(object.head().get("spec"), None, "the head holds apiVersion, kind and metadata only");
+/// assert_eq!(object.json(), r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"a":1}}"#);
+/// assert_eq!(object.to_value()["spec"]["a"], 1);
 /// ```
 #[derive(Default)]
 pub struct Object {
-    value: Value,
-    text: OnceLock<Box<str>>,
+    /// `apiVersion`, `kind` and `metadata`, those present (`Null` when the object is not a
+    /// JSON object).
+    head: Value,
+    /// The whole object as compact JSON (what `serde_json::to_string` gives).
+    text: Box<str>,
 }
+
+/// The top-level fields an [`Object`]'s head keeps decoded.
+const HEAD_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 impl Object {
-    /// An object holding `value`; its text is not computed yet.
+    /// An object holding `value`: its text serialized, its head taken out of it.
     pub fn new(value: Value) -> Self {
-        Self { value, text: OnceLock::new() }
+        let text = serde_json::to_string(&value).expect("a Value always serializes").into_boxed_str();
+        let head = match value {
+            Value::Object(mut fields) => {
+                let head: Map<String, Value> = HEAD_FIELDS.iter().filter_map(|f| fields.remove_entry(*f)).collect();
+                Value::Object(head)
+            }
+            _ => Value::Null,
+        };
+        Self { head, text }
     }
 
-    /// The JSON value.
-    pub fn value(&self) -> &Value {
-        &self.value
+    /// `apiVersion`, `kind` and `metadata` (those the object has), decoded: what the host reads
+    /// to decide. Every other field is only in the text.
+    pub fn head(&self) -> &Value {
+        &self.head
     }
 
-    /// The value as compact JSON text (what `serde_json::to_string` gives), serialized on the
-    /// first call and kept for the object's lifetime.
+    /// The whole object as compact JSON text.
     pub fn json(&self) -> &str {
-        self.text.get_or_init(|| serde_json::to_string(&self.value).expect("a Value always serializes").into_boxed_str())
+        &self.text
     }
 
-    /// The value, the text dropped.
+    /// The whole object, decoded from its text (a parse on every call: for the few paths that
+    /// read beyond the head).
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&self.text).expect("an Object's text is the serialization of a Value")
+    }
+
+    /// The whole object, decoded from its text.
+    #[must_use]
     pub fn into_value(self) -> Value {
-        self.value
-    }
-}
-
-impl Deref for Object {
-    type Target = Value;
-
-    fn deref(&self) -> &Value {
-        &self.value
+        self.to_value()
     }
 }
 
@@ -65,28 +79,29 @@ impl From<Value> for Object {
     }
 }
 
+/// Objects are equal when their texts are: the same value serializes to the same text.
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        self.value == other.value
+        self.text == other.text
     }
 }
 
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.value.fmt(f)
+        f.write_str(&self.text)
     }
 }
 
-/// As the value's `Display`: compact JSON, pretty with `{:#}`.
+/// Compact JSON (the text), pretty with `{:#}`.
 impl std::fmt::Display for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.value, f)
+        if f.alternate() { std::fmt::Display::fmt(&format_args!("{:#}", self.to_value()), f) } else { f.write_str(&self.text) }
     }
 }
 
 impl Serialize for Object {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.value.serialize(serializer)
+        self.to_value().serialize(serializer)
     }
 }
 
@@ -100,23 +115,26 @@ mod tests {
         let value = json!({"b": [1, 2.5, null], "a": {"s": "x\"y\n"}});
         let object = Object::new(value.clone());
         assert_eq!(object.json(), serde_json::to_string(&value).unwrap());
-        assert_eq!(serde_json::from_str::<Value>(object.json()).unwrap(), value);
+        assert_eq!(object.to_value(), value);
     }
 
     #[test]
-    fn text_is_serialized_once_and_kept() {
-        let object = Object::new(json!({"a": 1}));
-        let first = object.json().as_ptr();
-        assert_eq!(object.json().as_ptr(), first);
+    fn the_head_is_api_version_kind_and_metadata() {
+        let object = Object::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": []}, "status": {"phase": "Running"}}));
+        assert_eq!(*object.head(), json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}}));
+        assert_eq!(object.to_value()["status"]["phase"], "Running");
+        assert_eq!(*Object::new(json!([1])).head(), Value::Null);
+        assert_eq!(*Object::new(json!({"spec": 1})).head(), json!({}));
     }
 
     #[test]
     fn objects_compare_and_serialize_by_value() {
         let (a, b) = (Object::new(json!({"a": 1})), Object::new(json!({"a": 1})));
-        let _ = a.json();
         assert_eq!(a, b);
+        assert_ne!(a, Object::new(json!({"a": 2})));
         assert_eq!(serde_json::to_value(&a).unwrap(), json!({"a": 1}));
-        assert_eq!(format!("{a:?}"), format!("{:?}", json!({"a": 1})));
+        assert_eq!(format!("{a:?}"), r#"{"a":1}"#);
         assert_eq!(format!("{a} {a:#}"), format!("{0} {0:#}", json!({"a": 1})));
     }
 }

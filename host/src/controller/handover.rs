@@ -25,7 +25,7 @@ impl PluginController {
             api,
             namespace: key.namespace.as_deref(),
             name: &key.name,
-            cached: cached.as_deref().map(|p| p.value()),
+            cached: cached.as_deref().map(|p| p.head()),
         };
         hand_over(parent, me).await
     }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::contract::{Kind, Manifest, Scope};
+use crate::contract::{Kind, Manifest, Object, Scope};
 use crate::objects::{ObjectCache, label_value, name_of, namespace_of};
 
 /// Identifies a parent in its plugin's queue.
@@ -74,14 +74,15 @@ pub fn parents_of_change(
     manifest: &Manifest,
     cache: &dyn ObjectCache,
     kind: &Kind,
-    old: Option<&Value>,
-    new: Option<&Value>,
+    old: Option<&Object>,
+    new: Option<&Object>,
 ) -> Vec<ObjectKey> {
     let mut keys = Vec::new();
-    let versions = || old.into_iter().chain(new);
+    // What the mapping reads of each version: its metadata.
+    let versions = || old.map(Object::head).into_iter().chain(new.map(Object::head));
     if kind == &manifest.parent {
         if let (Some(o), Some(n)) = (old, new)
-            && only_status_changed(o, n)
+            && only_status_changed(&o.to_value(), &n.to_value())
         {
             return keys;
         }
@@ -116,10 +117,10 @@ pub fn parents_of_change(
             None => cache.list(&manifest.parent, ns),
         };
         for parent in candidates {
-            let Some(parent_name) = name_of(&parent) else { continue };
+            let Some(parent_name) = name_of(parent.head()) else { continue };
             let Ok(selector) = related.selector_for(parent_name) else { continue };
             if versions().any(|o| selector.matches_object(o)) {
-                keys.extend(ObjectKey::of(&parent));
+                keys.extend(ObjectKey::of(parent.head()));
             }
         }
     }
@@ -162,6 +163,12 @@ mod tests {
         cache
     }
 
+    /// [`parents_of_change`] of a change from `old` to `new`.
+    fn parents(m: &Manifest, cache: &dyn ObjectCache, kind: &Kind, old: Option<&Value>, new: Option<&Value>) -> Vec<ObjectKey> {
+        let (old, new) = (old.cloned().map(Object::new), new.cloned().map(Object::new));
+        parents_of_change(m, cache, kind, old.as_ref(), new.as_ref())
+    }
+
     fn key(name: &str) -> ObjectKey {
         ObjectKey { namespace: Some("ns".into()), name: name.into() }
     }
@@ -173,9 +180,9 @@ mod tests {
         let status_only = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "2"}, "spec": {"size": 1}, "status": {"x": 1}});
         let spec = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "3"}, "spec": {"size": 2}});
         let cache = MemoryCache::default();
-        assert!(parents_of_change(&m, &cache, &m.parent, Some(&old), Some(&status_only)).is_empty());
-        assert_eq!(parents_of_change(&m, &cache, &m.parent, Some(&old), Some(&spec)), [key("a")]);
-        assert_eq!(parents_of_change(&m, &cache, &m.parent, Some(&old), None), [key("a")]);
+        assert!(parents(&m, &cache, &m.parent, Some(&old), Some(&status_only)).is_empty());
+        assert_eq!(parents(&m, &cache, &m.parent, Some(&old), Some(&spec)), [key("a")]);
+        assert_eq!(parents(&m, &cache, &m.parent, Some(&old), None), [key("a")]);
     }
 
     #[test]
@@ -200,7 +207,7 @@ mod tests {
             {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "a", "uid": "u", "controller": true},
             {"apiVersion": "v1", "kind": "Other", "name": "b", "uid": "v", "controller": false}]}});
         let cache = MemoryCache::default();
-        assert_eq!(parents_of_change(&m, &cache, &Kind::new("apps", "v1", "Deployment"), None, Some(&child)), [key("a")]);
+        assert_eq!(parents(&m, &cache, &Kind::new("apps", "v1", "Deployment"), None, Some(&child)), [key("a")]);
     }
 
     #[test]
@@ -208,7 +215,7 @@ mod tests {
         let m = manifest();
         let cache = cache_with_parents(&["a", "b"]);
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
-        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("b")]);
+        assert_eq!(parents(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("b")]);
     }
 
     #[test]
@@ -216,9 +223,9 @@ mod tests {
         let m = crate::contract::manifest::fixtures::memcached("app=memcached");
         let cache = cache_with_parents(&["a", "b"]);
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "memcached"}}});
-        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("a"), key("b")]);
+        assert_eq!(parents(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [key("a"), key("b")]);
         let moved = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "other"}}});
-        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), Some(&pod), Some(&moved)).len(), 2);
+        assert_eq!(parents(&m, &cache, &Kind::new("", "v1", "Pod"), Some(&pod), Some(&moved)).len(), 2);
     }
 
     #[test]
@@ -228,9 +235,9 @@ mod tests {
         let old = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "a"}}});
         let new = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "b"}}});
         let pods = Kind::new("", "v1", "Pod");
-        assert_eq!(parents_of_change(&m, &cache, &pods, Some(&old), Some(&new)), [key("a"), key("b")]);
+        assert_eq!(parents(&m, &cache, &pods, Some(&old), Some(&new)), [key("a"), key("b")]);
         let orphan = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"cr": "gone"}}});
-        assert!(parents_of_change(&m, &cache, &pods, None, Some(&orphan)).is_empty());
+        assert!(parents(&m, &cache, &pods, None, Some(&orphan)).is_empty());
     }
 
     /// A cluster-scoped SidecarSet-like parent reading Pods (namespaced) through `related`,
@@ -259,7 +266,7 @@ mod tests {
         let pods = Kind::new("", "v1", "Pod");
         for ns in ["team-a", "team-b"] {
             let pod = json!({"metadata": {"name": "p", "namespace": ns, "labels": {"app": "web"}}});
-            assert_eq!(parents_of_change(&m, &cache, &pods, None, Some(&pod)), [cluster_key("log"), cluster_key("mesh")], "{ns}");
+            assert_eq!(parents(&m, &cache, &pods, None, Some(&pod)), [cluster_key("log"), cluster_key("mesh")], "{ns}");
         }
     }
 
@@ -267,7 +274,7 @@ mod tests {
     fn a_related_object_naming_its_cluster_scoped_parent_by_label_maps_to_it_alone() {
         let (m, cache) = cluster_parent("set=$(parent.name)", &["log", "mesh"]);
         let pod = json!({"metadata": {"name": "p", "namespace": "team-a", "labels": {"set": "mesh"}}});
-        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [cluster_key("mesh")]);
+        assert_eq!(parents(&m, &cache, &Kind::new("", "v1", "Pod"), None, Some(&pod)), [cluster_key("mesh")]);
     }
 
     #[test]
@@ -275,6 +282,6 @@ mod tests {
         let (m, cache) = cluster_parent("", &[]);
         let child = json!({"metadata": {"name": "c", "namespace": "team-a", "ownerReferences": [
             {"apiVersion": "apps.wasmop.dev/v1alpha1", "kind": "SidecarSet", "name": "log", "uid": "u", "controller": true}]}});
-        assert_eq!(parents_of_change(&m, &cache, &Kind::new("", "v1", "ConfigMap"), None, Some(&child)), [cluster_key("log")]);
+        assert_eq!(parents(&m, &cache, &Kind::new("", "v1", "ConfigMap"), None, Some(&child)), [cluster_key("log")]);
     }
 }

@@ -16,7 +16,7 @@ use super::mapping::{ObjectKey, parents_of_change};
 use super::shown::ShownChildren;
 use crate::actions::{ADOPTION_FIELD_MANAGER, Audit, EventSink, WriteTarget, label_unlabelled_children, managed_selector};
 use crate::cluster::{Discovery, DiscoveryError, InstallScope, Resolved};
-use crate::contract::{Kind, Manifest, Scope};
+use crate::contract::{Kind, Manifest, Object, Scope};
 use crate::leader::Leadership;
 use crate::metrics::{ControllerSample, Metrics, ReconcileResult, Reporter};
 use crate::objects::ObjectCache;
@@ -212,8 +212,9 @@ impl Reporter for PluginController {
 }
 
 impl Subscriber for WatchForwarder {
-    fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>) {
+    fn on_change(&self, kind: &Kind, old_object: Option<&Object>, new_object: Option<&Object>) {
         if let Some(controller) = self.0.upgrade() {
+            let (old, new) = (old_object.map(Object::head), new_object.map(Object::head));
             controller.changed.notify_one();
             let plugin = controller.plugin.load();
             if let (Some(gone), None) = (old, new) {
@@ -225,7 +226,7 @@ impl Subscriber for WatchForwarder {
             // A child's creation coming back, which its parent's reconcile already showed the
             // plugin, does not queue that parent again.
             let shown = if kind == &plugin.manifest().parent { None } else { controller.shown.delivered(kind, old, new) };
-            for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old, new) {
+            for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old_object, new_object) {
                 if shown.as_ref() != Some(&key) {
                     controller.queue.add(key);
                 }
@@ -432,7 +433,7 @@ impl PluginController {
     pub fn enqueue_all(&self) {
         let plugin = self.plugin.load();
         for parent in self.shared.watches.list(&plugin.manifest().parent, None) {
-            if let Some(key) = ObjectKey::of(&parent) {
+            if let Some(key) = ObjectKey::of(parent.head()) {
                 self.queue.add(key);
             }
         }
@@ -587,7 +588,7 @@ impl PluginController {
             .watches
             .list(&plugin.manifest().parent, None)
             .iter()
-            .filter_map(|p| p.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned))
+            .filter_map(|p| p.head().pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned))
             .collect();
         if parents.is_empty() {
             return;

@@ -32,7 +32,9 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
     };
     // The host's own last status write, when the watch has not delivered it yet.
     let parent = controller.writes.statuses.freshest(cached);
-    let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
+    // The whole parent, decoded once: the checks read its status (the cache keeps its text).
+    let parent_value = parent.to_value();
+    let generation = parent.head().pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or_default();
     let span = tracing::info_span!("reconcile", plugin = %manifest.name, version = %manifest.version, kind = %manifest.parent.kind,
         namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, generation);
     let parent_name = parent_name(&manifest.parent.kind, key.namespace.as_deref(), &key.name);
@@ -45,12 +47,13 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             parent: &parent_name,
             field_manager: &field_manager,
         };
-        let context = ReconcileContext::new(&manifest, &*controller.shared.discovery, &*watches, &parent).grants(plugin.grants());
+        let context =
+            ReconcileContext::new(&manifest, &*controller.shared.discovery, &*watches, &parent_value).grants(plugin.grants());
         let writer = controller.writes.writer(context, audit);
-        let deleting = parent.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let deleting = parent.head().pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let finalizer = manifest.finalizer_name();
         if manifest.finalizer {
-            let held = has_finalizer(&parent, &finalizer);
+            let held = has_finalizer(parent.head(), &finalizer);
             if deleting && !held {
                 return ReconcileOutcome::Done { requeue_after: None, wrote: false };
             }
@@ -67,7 +70,7 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
         }
 
         let mut request =
-            match Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), &parent), &*watches, true) {
+            match Request::gather(Arc::clone(&parent), &visible_to(&manifest, plugin.grants(), parent.head()), &*watches, true) {
                 Ok(r) => r,
                 Err(e) => return fail(controller, &writer, "InvalidSelector", &e.to_string(), false).await,
             };
@@ -135,11 +138,11 @@ async fn reconcile(controller: &PluginController, key: &ObjectKey) -> ReconcileO
             // resourceVersion: the cached one would conflict and cost a second finalizing call.
             // (Only then is the parent copied: not on every status write.)
             let current = written.parent_resource_version.as_ref().map(|version| {
-                let mut current = parent.value().clone();
+                let mut current = parent_value.clone();
                 current["metadata"]["resourceVersion"] = version.as_str().into();
                 current
             });
-            if let Err(e) = writer.remove_finalizer(current.as_ref().unwrap_or(&parent), &finalizer).await {
+            if let Err(e) = writer.remove_finalizer(current.as_ref().unwrap_or(&parent_value), &finalizer).await {
                 tracing::warn!(error = %e, "cannot remove finalizer; retrying");
                 return ReconcileOutcome::Retry;
             }
@@ -184,8 +187,8 @@ impl AskAgain<'_> {
     async fn with_created(&self, created: Vec<Value>, plan: &mut Plan, key: &ObjectKey) -> Option<Reservation> {
         let manifest = self.context.manifest;
         let parent = &self.request.parent;
-        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str)?;
-        let visible = visible_to(manifest, self.plugin.grants(), parent);
+        let uid = parent.head().pointer("/metadata/uid").and_then(Value::as_str)?;
+        let visible = visible_to(manifest, self.plugin.grants(), parent.head());
         let unseen: Vec<Arc<Object>> = created
             .into_iter()
             .filter(|o| controller_uid(o) == Some(uid) && is_of_plugin(o, &manifest.name))
@@ -220,7 +223,7 @@ impl AskAgain<'_> {
         }
         if plan.settle(again) {
             for child in &unseen {
-                self.controller.shown.record(child, key);
+                self.controller.shown.record(child.head(), key);
             }
         } else {
             tracing::debug!(

@@ -30,7 +30,7 @@ impl PluginController {
             return 0;
         }
         let finalizer = manifest.finalizer_name();
-        self.shared.watches.list(&manifest.parent, None).iter().filter(|p| has_finalizer(p, &finalizer)).count()
+        self.shared.watches.list(&manifest.parent, None).iter().filter(|p| has_finalizer(p.head(), &finalizer)).count()
     }
 
     /// From now on reconcile only parents being deleted (their finalizing call), until a new
@@ -57,7 +57,7 @@ impl PluginController {
         }
         let plugin = self.plugin();
         let parent = self.shared.watches.get(&plugin.manifest().parent, key.namespace.as_deref(), &key.name);
-        parent.is_none_or(|p| p.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null))
+        parent.is_none_or(|p| p.head().pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null))
     }
 
     /// Wait while the plugin serves finalizing calls only: `true` once no parent holds its

@@ -29,7 +29,7 @@ impl Request {
     ) -> Result<Self, SelectorError> {
         let manifest = visible.manifest();
         let ns = visible.namespace();
-        let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
+        let uid = parent.head().pointer("/metadata/uid").and_then(Value::as_str);
         let children = manifest
             .children
             .iter()
@@ -37,7 +37,7 @@ impl Request {
             .flat_map(|kind| match (controlled_only, uid) {
                 (false, _) => cache.list(kind, ns),
                 (true, Some(uid)) => {
-                    cache.controlled_by(kind, ns, uid).into_iter().filter(|o| is_of_plugin(o, &manifest.name)).collect()
+                    cache.controlled_by(kind, ns, uid).into_iter().filter(|o| is_of_plugin(o.head(), &manifest.name)).collect()
                 }
                 (true, None) => Vec::new(),
             })
@@ -51,7 +51,7 @@ impl Request {
                 Some(label) => cache.labelled(&r.kind, ns, label, visible.parent_name()),
                 None => cache.list(&r.kind, ns),
             };
-            related.extend(candidates.into_iter().filter(|o| selector.matches_object(o)));
+            related.extend(candidates.into_iter().filter(|o| selector.matches_object(o.head())));
         }
         Ok(Self { parent, children, related, ..Self::new(Value::Null) })
     }
@@ -95,9 +95,9 @@ mod tests {
         // The label that names the parent finds the candidates; the rest of the selector still
         // holds: a Pod carrying `cr=a` without `app=m` is not the parent's.
         cache.insert(obj("v1", "Pod", "ns", "a-impostor", json!({"app": "x", "cr": "a"}), None)).unwrap();
-        let req =
-            Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
-        let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o).unwrap().to_owned()).collect::<Vec<_>>();
+        let req = Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), parent.head()), &cache, true)
+            .unwrap();
+        let names = |v: &[Arc<Object>]| v.iter().map(|o| name_of(o.head()).unwrap().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&req.children), ["a"]);
         assert_eq!(names(&req.related), ["a-1"]);
     }
@@ -111,9 +111,9 @@ mod tests {
         cache.insert(obj("apps/v1", "Deployment", "ns", "mine", labelled("memcached"), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "theirs", labelled("attacker"), Some("u1"))).unwrap();
         cache.insert(obj("apps/v1", "Deployment", "ns", "older", json!({}), Some("u1"))).unwrap();
-        let req =
-            Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), &parent), &cache, true).unwrap();
-        let names: Vec<_> = req.children.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
+        let req = Request::gather(Arc::clone(&parent), &visible_to(&manifest(), &Grants::default(), parent.head()), &cache, true)
+            .unwrap();
+        let names: Vec<_> = req.children.iter().map(|o| name_of(o.head()).unwrap().to_owned()).collect();
         assert_eq!(names, ["mine", "older"]);
     }
 
@@ -139,8 +139,8 @@ mod tests {
         cache.insert(obj("v1", "Pod", "team-a", "p-1", json!({"app": "m"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "team-b", "p-2", json!({"app": "m"}), None)).unwrap();
         cache.insert(obj("v1", "Pod", "team-b", "other", json!({"app": "x"}), None)).unwrap();
-        let req = Request::gather(Arc::clone(&parent), &visible_to(&m, &Grants::default(), &parent), &cache, true).unwrap();
-        let names: Vec<_> = req.related.iter().map(|o| name_of(o).unwrap().to_owned()).collect();
+        let req = Request::gather(Arc::clone(&parent), &visible_to(&m, &Grants::default(), parent.head()), &cache, true).unwrap();
+        let names: Vec<_> = req.related.iter().map(|o| name_of(o.head()).unwrap().to_owned()).collect();
         assert_eq!(names, ["p-1", "p-2"]);
     }
 }

@@ -84,7 +84,8 @@ mod tests {
         for (ns, n) in [("b", "x"), ("a", "z"), ("a", "y")] {
             c.insert(pod(ns, n)).unwrap();
         }
-        let names: Vec<_> = c.list(&Kind::new("", "v1", "Pod"), None).iter().map(|o| name_of(o).unwrap().to_owned()).collect();
+        let names: Vec<_> =
+            c.list(&Kind::new("", "v1", "Pod"), None).iter().map(|o| name_of(o.head()).unwrap().to_owned()).collect();
         assert_eq!(names, ["y", "z", "x"]);
     }
 

@@ -38,14 +38,14 @@ pub trait ObjectCache: Send + Sync {
     /// Objects of `kind` in `namespace` whose controller ownerReference has uid `owner_uid`.
     /// The default filters [`ObjectCache::list`]; caches with an owner index override it.
     fn controlled_by(&self, kind: &Kind, namespace: Option<&str>, owner_uid: &str) -> Vec<Arc<Object>> {
-        self.list(kind, namespace).into_iter().filter(|o| controller_uid(o) == Some(owner_uid)).collect()
+        self.list(kind, namespace).into_iter().filter(|o| controller_uid(o.head()) == Some(owner_uid)).collect()
     }
 
     /// Objects of `kind` in `namespace` (every namespace for `None`) whose label `label` has
     /// the value `value`, in the order of [`ObjectCache::list`]. The default filters
     /// [`ObjectCache::list`]; caches with a label index override it.
     fn labelled(&self, kind: &Kind, namespace: Option<&str>, label: &str, value: &str) -> Vec<Arc<Object>> {
-        self.list(kind, namespace).into_iter().filter(|o| label_value(o, label) == Some(value)).collect()
+        self.list(kind, namespace).into_iter().filter(|o| label_value(o.head(), label) == Some(value)).collect()
     }
 
     /// Whether [`ObjectCache::labelled`] answers `label` of `kind` from an index rather than by

@@ -64,7 +64,7 @@ impl HostState {
     fn get_object(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, Refused> {
         let (lookup, ns, sight) = self.lookup_scope(&kind, namespace)?;
         let Some(object) = lookup.cache.get(&kind, ns.as_deref(), name) else { return Ok(None) };
-        Ok(lookup.visibility().sees(&sight, &object).then(|| object.json().to_owned()))
+        Ok(lookup.visibility().sees(&sight, object.head()).then(|| object.json().to_owned()))
     }
 
     fn list_objects(&mut self, kind: Kind, namespace: Option<&str>, label_selector: &str) -> Result<Vec<String>, Refused> {
@@ -81,7 +81,7 @@ impl HostState {
         };
         Ok(candidates
             .into_iter()
-            .filter(|o| wanted.matches_object(o) && visibility.sees(&sight, o))
+            .filter(|o| wanted.matches_object(o.head()) && visibility.sees(&sight, o.head()))
             .map(|o| o.json().to_owned())
             .collect())
     }

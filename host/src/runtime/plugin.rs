@@ -216,10 +216,10 @@ impl Plugin {
     ) -> Result<(Response, CallStats, Reservation), CallError> {
         let manifest = Arc::clone(&self.inner.manifest);
         let namespace = match manifest.scope {
-            Scope::Namespaced => namespace_of(&request.parent).map(str::to_owned),
+            Scope::Namespaced => namespace_of(request.parent.head()).map(str::to_owned),
             Scope::Cluster => None,
         };
-        let parent_name = name_of(&request.parent).unwrap_or_default().to_owned();
+        let parent_name = name_of(request.parent.head()).unwrap_or_default().to_owned();
         let lookup = LookupScope {
             manifest,
             grants: self.inner.allowance.grants.clone(),

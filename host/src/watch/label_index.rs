@@ -58,7 +58,7 @@ impl LabelIndex {
         }
         let mut values: HashMap<String, BTreeSet<Key>> = HashMap::new();
         for (key, object) in objects {
-            if let Some(value) = label_value(object.value(), label) {
+            if let Some(value) = label_value(object.head(), label) {
                 values.entry(value.to_owned()).or_default().insert(key.clone());
             }
         }
@@ -122,13 +122,13 @@ mod tests {
         let mut index = LabelIndex::default();
         index.add_label("cr", &BTreeMap::new());
         let (key, v1) = pod("a", "1", Some("x"));
-        index.update(&key, None, Some(&v1));
+        index.update(&key, None, Some(v1.head()));
         assert_eq!(found(&index, "cr", "x").unwrap(), ["a/1"]);
         let (_, v2) = pod("a", "1", Some("y"));
-        index.update(&key, Some(&v1), Some(&v2));
+        index.update(&key, Some(v1.head()), Some(v2.head()));
         assert_eq!(found(&index, "cr", "x").unwrap(), Vec::<String>::new());
         assert_eq!(found(&index, "cr", "y").unwrap(), ["a/1"]);
-        index.update(&key, Some(&v2), None);
+        index.update(&key, Some(v2.head()), None);
         assert_eq!(found(&index, "cr", "y").unwrap(), Vec::<String>::new());
         assert!(index.by_label["cr"].is_empty(), "no empty value is kept");
     }

@@ -49,7 +49,7 @@ pub struct SyncTimeout {
 pub trait Subscriber: Send + Sync {
     /// `old` is the previous version (`None` for a new object), `new` the current one
     /// (`None` for a deletion).
-    fn on_change(&self, kind: &Kind, old: Option<&Value>, new: Option<&Value>);
+    fn on_change(&self, kind: &Kind, old: Option<&Object>, new: Option<&Object>);
 }
 
 /// A subscriber and the label selector of the objects it needs (`None`: every object).
@@ -309,7 +309,7 @@ impl ObjectCache for Watches {
             .map(|keys| keys.filter(|(ns, _)| namespace.is_none_or(|want| want == ns)).cloned().collect());
         let Some(keys) = keys else {
             // Not indexed: as the default does.
-            return self.list(kind, namespace).into_iter().filter(|o| label_value(o, label) == Some(value)).collect();
+            return self.list(kind, namespace).into_iter().filter(|o| label_value(o.head(), label) == Some(value)).collect();
         };
         let objects = watch.objects.read().expect("objects lock");
         keys.iter().filter_map(|k| objects.get(k).cloned()).collect()
@@ -353,7 +353,7 @@ impl KindWatch {
         self.labels.write().expect("labels lock").rebuild(objects);
         let mut owned: HashMap<String, BTreeSet<Key>> = HashMap::new();
         for (key, object) in objects {
-            if let Some(uid) = controller_uid(object) {
+            if let Some(uid) = controller_uid(object.head()) {
                 owned.entry(uid.to_owned()).or_default().insert(key.clone());
             }
         }
@@ -423,14 +423,14 @@ async fn run_watch(
             Ok(watcher::Event::Apply(obj)) => {
                 if let Some((key, value)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").insert(key.clone(), Arc::clone(&value));
-                    watch.index(&key, before.as_deref().map(Object::value), Some(&value));
+                    watch.index(&key, before.as_deref().map(Object::head), Some(value.head()));
                     notify(&watch, &kind, before.as_ref(), Some(&value));
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some((key, _)) = to_value(obj, resource) {
                     let before = watch.objects.write().expect("objects lock").remove(&key);
-                    watch.index(&key, before.as_deref().map(Object::value), None);
+                    watch.index(&key, before.as_deref().map(Object::head), None);
                     if let Some(before) = before {
                         notify(&watch, &kind, Some(&before), None);
                     }
@@ -448,7 +448,7 @@ fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Object>>, new: Option
     let subscribers: Vec<Arc<dyn Subscriber>> =
         watch.subscribers.read().expect("subscribers lock").iter().map(|s| Arc::clone(&s.subscriber)).collect();
     for s in subscribers {
-        s.on_change(kind, old.map(|v| v.value()), new.map(|v| v.value()));
+        s.on_change(kind, old.map(|v| &**v), new.map(|v| &**v));
     }
 }
 
@@ -549,9 +549,9 @@ mod tests {
         assert_eq!(found(&watch, "x"), ["1"]);
         // An event that relabels the object moves it; one that adds another adds it.
         let (_, y1) = labelled("1", "y");
-        watch.index(&k1, Some(&x1), Some(&y1));
+        watch.index(&k1, Some(x1.head()), Some(y1.head()));
         let (k2, x2) = labelled("2", "x");
-        watch.index(&k2, None, Some(&x2));
+        watch.index(&k2, None, Some(x2.head()));
         assert_eq!((found(&watch, "x"), found(&watch, "y")), (vec!["2".to_owned()], vec!["1".to_owned()]));
         // A relist without them keeps the label indexed and forgets them.
         watch.replace(None, [labelled("3", "x")].into());
@@ -576,7 +576,7 @@ mod tests {
         let object: WatchedObject = serde_json::from_value(json.clone()).unwrap();
         let (key, cached) = to_value(object, &kind_watch().resource).unwrap();
         assert_eq!(key, ("a".to_owned(), "p".to_owned()));
-        assert_eq!(cached.value(), &json);
+        assert_eq!(cached.to_value(), json);
 
         let nameless: WatchedObject = serde_json::from_value(json!({"metadata": {"namespace": "a"}})).unwrap();
         assert!(to_value(nameless, &kind_watch().resource).is_none(), "an object without a name is not cached");

@@ -8,7 +8,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use wasmop::cluster::InstallScope;
-use wasmop::contract::Scope;
+use wasmop::contract::{Object, Scope};
 use wasmop::objects::ObjectCache;
 use wasmop::watch::{InitialList, Subscriber, Watches};
 
@@ -20,9 +20,9 @@ use wasmop_e2e::plans::config_map_kind;
 struct Changes(Mutex<Vec<(Option<String>, Option<Value>)>>);
 
 impl Subscriber for Changes {
-    fn on_change(&self, _: &wasmop::contract::Kind, old: Option<&Value>, new: Option<&Value>) {
-        let name = old.and_then(|o| o["metadata"]["name"].as_str()).map(str::to_owned);
-        self.0.lock().unwrap().push((name, new.map(|n| n["data"].clone())));
+    fn on_change(&self, _: &wasmop::contract::Kind, old: Option<&Object>, new: Option<&Object>) {
+        let name = old.and_then(|o| o.head()["metadata"]["name"].as_str()).map(str::to_owned);
+        self.0.lock().unwrap().push((name, new.map(|n| n.to_value()["data"].clone())));
     }
 }
 
@@ -72,8 +72,8 @@ async fn a_kind_is_listed_and_watched_cluster_wide_without_selectors_and_cached_
     assert!(watch.contains(&"resourceVersion=1".to_owned()), "the watch resumes from the list: {watch:?}");
 
     let cached = watches.get(&config_map_kind(), Some("ns"), "a").expect("cached");
-    assert_eq!(cached["data"]["k"], "1");
-    assert!(cached["metadata"].get("managedFields").is_none(), "{cached}");
+    assert_eq!(cached.to_value()["data"]["k"], "1");
+    assert!(cached.head()["metadata"].get("managedFields").is_none(), "{cached}");
     assert_eq!(changes.0.lock().unwrap().as_slice(), [(None, Some(json!({"k": "1"})))]);
 }
 
@@ -88,7 +88,7 @@ async fn watch_events_update_the_cache_and_reach_the_subscribers() {
     let (synced, _) =
         tokio::join!(watches.wait_synced(&kind, Duration::from_secs(5)), server.next_within(Duration::from_millis(200)));
     synced.expect("synced");
-    let get = || watches.get(&config_map_kind(), Some("ns"), "b").map(|o| o["data"]["k"].clone());
+    let get = || watches.get(&config_map_kind(), Some("ns"), "b").map(|o| o.to_value()["data"]["k"].clone());
 
     server.event("ADDED", config_map("b", "1"));
     eventually("the ADDED object is cached", || get() == Some(json!("1"))).await;

@@ -96,7 +96,7 @@ mod process;
 
 use figure::{Goal, figure};
 use native::{NativeCounts, NativeCtx, NativeOptions, start_native};
-use process::{env_usize, get, host_binary, memcached_resource};
+use process::{env_usize, get, host_binary, memcached_resource, until_host_ready};
 
 const NAMESPACE: &str = "default";
 /// `spec.size` of every CR: env `SIZE`, default 0 (no Pods: kube-controller-manager only adds a
@@ -525,23 +525,10 @@ impl Peer {
         if self.which != Which::HostProcess {
             return Ok(());
         }
-        let started = Instant::now();
-        loop {
-            self.check()?;
-            let page = self.metrics().unwrap_or_default();
-            let loaded = page.lines().any(|l| l.starts_with("wasmop_plugin_info{"));
-            if loaded && matches!(get(self.scratch.metrics_port, "/readyz"), Ok((200, _))) {
-                return Ok(());
-            }
-            if started.elapsed() > HOST_READY_TIMEOUT {
-                bail!(
-                    "{} not Ready with its plugin after {HOST_READY_TIMEOUT:?} (its log: {})",
-                    self.which.label(),
-                    self.log.display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let port = self.scratch.metrics_port;
+        until_host_ready(port, 1, HOST_READY_TIMEOUT, Duration::from_millis(100), || self.check())
+            .await
+            .with_context(|| format!("{} (its log: {})", self.which.label(), self.log.display()))
     }
 
     /// Run H's `/metrics` page; `None` for the other peers or when it cannot be read.

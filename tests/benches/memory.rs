@@ -74,7 +74,7 @@ mod process;
 mod smaps;
 
 use figure::{Goal, figure};
-use process::{env_usize, get, host_binary, memcached_resource, wait_converged};
+use process::{env_usize, get, host_binary, memcached_resource, metric_sum, until_host_ready, wait_converged};
 
 const NAMESPACE: &str = "default";
 /// Set in the environment of the re-executed bench binary: run only the native controller.
@@ -231,13 +231,6 @@ impl Drop for Proc {
 }
 
 /// Sum of the samples of a metric family in a Prometheus text page.
-fn metric_sum(page: &str, family: &str) -> f64 {
-    page.lines()
-        .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// The host under test: `wasmop run` on `plugins`, and the port of its `/metrics`.
 struct HostProc {
     proc: Proc,
@@ -272,20 +265,7 @@ impl HostProc {
                 .env("WASMOP_CACHE_DIR", artifacts)
                 .env("RUST_LOG", std::env::var("HOST_LOG").unwrap_or_else(|_| "warn".into())),
         )?;
-        let started = Instant::now();
-        loop {
-            proc.check_running("wasmop run")?;
-            if let Ok((_, page)) = get(port, "/metrics") {
-                let rejected = metric_sum(&page, "wasmop_plugin_rejections_total");
-                ensure!(rejected == 0.0, "the host rejected {rejected} plugin files (its log says why)");
-                let running = page.lines().filter(|l| l.starts_with("wasmop_plugin_info{")).count();
-                if running == plugins && matches!(get(port, "/readyz"), Ok((200, _))) {
-                    break;
-                }
-            }
-            ensure!(started.elapsed() < START_TIMEOUT, "host not ready with {plugins} plugins after {START_TIMEOUT:?}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        until_host_ready(port, plugins, START_TIMEOUT, Duration::from_millis(200), || proc.check_running("wasmop run")).await?;
         let host = Self { proc, port };
         host.quiet().await?;
         Ok(host)

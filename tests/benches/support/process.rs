@@ -44,6 +44,44 @@ pub fn get(port: u16, path: &str) -> Result<(u16, String)> {
     Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
 }
 
+/// The sum of the samples of the metric family `family` on a Prometheus text `page`.
+pub fn metric_sum(page: &str, family: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Wait until the `wasmop run` serving its metrics on `port` is Ready (`/readyz` answers 200)
+/// with `plugins` plugins loaded (its `wasmop_plugin_info` series) and none rejected, looking
+/// every `poll`; `running` is asked first each time whether the process is still there.
+///
+/// # Errors
+/// `running` fails (the process exited), the host rejected a plugin file, or it is not Ready
+/// within `limit`.
+pub async fn until_host_ready(
+    port: u16,
+    plugins: usize,
+    limit: Duration,
+    poll: Duration,
+    mut running: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        running()?;
+        if let Ok((_, page)) = get(port, "/metrics") {
+            let rejected = metric_sum(&page, "wasmop_plugin_rejections_total");
+            ensure!(rejected == 0.0, "the host rejected {rejected} plugin files (its log says why)");
+            let loaded = page.lines().filter(|l| l.starts_with("wasmop_plugin_info{")).count();
+            if loaded == plugins && matches!(get(port, "/readyz"), Ok((200, _))) {
+                return Ok(());
+            }
+        }
+        ensure!(started.elapsed() < limit, "the host is not Ready with {plugins} plugins after {limit:?}");
+        tokio::time::sleep(poll).await;
+    }
+}
+
 /// The release `wasmop` binary: `WASMOP_BIN`, else `wasmop` in the directory above this bench's.
 ///
 /// # Errors

@@ -1,5 +1,5 @@
 //! [`WatchedObject`]: an object of any kind as a list or watch delivers it, decoded in one
-//! pass straight into the form the cache keeps.
+//! pass into the fields the cache's [`Object`](crate::contract::Object) is made of.
 //!
 //! kube's [`DynamicObject`](kube::api::DynamicObject) decodes `metadata` into a typed
 //! [`ObjectMeta`] (its `managedFields` included, only to be [`strip`](super::strip)ped) and

@@ -10,7 +10,8 @@
 //! (`app.kubernetes.io/managed-by=wasmop`), a related kind the fixed part of its selector. A
 //! subscriber whose selector shares nothing with the others' widens the watch to the whole
 //! kind; the watch is restarted (a relist) whenever the common selector changes. Cached objects
-//! are stripped of what no plugin reads ([`WatchedObject`], like [`strip`](crate::objects::strip)).
+//! are stripped of what no plugin reads ([`WatchedObject`], like [`strip`](crate::objects::strip))
+//! and kept as [`Object`]s: JSON text and decoded metadata, not a decoded tree.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -452,8 +453,9 @@ fn notify(watch: &KindWatch, kind: &Kind, old: Option<&Arc<Object>>, new: Option
     }
 }
 
-/// The cached form of an object (already stripped): JSON with `apiVersion` and `kind` set.
-/// Runs for every watch event; the object's fields are moved, not copied.
+/// The cached form of an object (already stripped), with `apiVersion` and `kind` set: its
+/// text, serialized once here, and its head (the metadata, moved, not copied). Runs for every
+/// watch event; the decoded fields beyond the head are dropped once serialized.
 fn to_value(obj: WatchedObject, resource: &ApiResource) -> Option<(Key, Arc<Object>)> {
     let mut map = obj.into_fields();
     map.insert("apiVersion".into(), Value::String(resource.api_version.clone()));

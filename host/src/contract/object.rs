@@ -95,7 +95,7 @@ impl std::fmt::Debug for Object {
 /// Compact JSON (the text), pretty with `{:#}`.
 impl std::fmt::Display for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if f.alternate() { std::fmt::Display::fmt(&format_args!("{:#}", self.to_value()), f) } else { f.write_str(&self.text) }
+        if f.alternate() { write!(f, "{:#}", self.to_value()) } else { f.write_str(&self.text) }
     }
 }
 

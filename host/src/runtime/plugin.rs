@@ -39,7 +39,7 @@ struct Inner {
     allowance: Allowance,
     budget: ResponseBudget,
     metrics: Arc<Metrics>,
-    _ticker: Arc<EpochTicker>,
+    ticker: Arc<EpochTicker>,
 }
 
 /// The engine and linker a plugin is loaded with.
@@ -90,7 +90,7 @@ impl Plugin {
         let exports = Exports::find(&pre)?;
         let name: Arc<str> = Arc::from("(loading)");
         let limits = &allowances.defaults().limits;
-        let defaults = Call { engine, pre: &pre, plugin: &name, limits, deadline: limits.deadline, metered };
+        let defaults = Call { engine, ticker: &ticker, pre: &pre, plugin: &name, limits, deadline: limits.deadline, metered };
         let exports_ref = &exports;
         let (described, _) = call(defaults, None, async |instance: Instance, store: &mut Store<HostState>| {
             // Type-check every export first: a mismatch is the wrong world, not a failed call.
@@ -119,7 +119,7 @@ impl Plugin {
                 allowance,
                 budget: budget.clone(),
                 metrics: Arc::clone(metrics),
-                _ticker: ticker,
+                ticker,
             }),
         })
     }
@@ -169,6 +169,7 @@ impl Plugin {
         let inner = &*self.inner;
         Call {
             engine: &inner.engine,
+            ticker: &inner.ticker,
             pre: &inner.pre,
             plugin: &inner.name,
             limits: &inner.allowance.limits,
@@ -371,6 +372,8 @@ pub fn admission_deadline(deadline: Duration, timeout_seconds: u32) -> Duration 
 /// What [`call`] runs: a pre-instance, under limits and a deadline.
 struct Call<'a> {
     engine: &'a Engine,
+    /// Kept ticking while the call runs: its deadline needs the epoch to advance.
+    ticker: &'a EpochTicker,
     pre: &'a InstancePre<HostState>,
     plugin: &'a Arc<str>,
     limits: &'a Limits,
@@ -385,7 +388,8 @@ async fn call<R>(
     lookup: Option<LookupScope>,
     f: impl AsyncFnOnce(Instance, &mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<(R, CallStats), CallError> {
-    let Call { engine, pre, plugin, limits, deadline: limit, metered } = params;
+    let Call { engine, ticker, pre, plugin, limits, deadline: limit, metered } = params;
+    let _ticking = ticker.ticking();
     let started = Instant::now();
     let mut store = Store::new(engine, HostState::new(Arc::clone(plugin), limits.memory_bytes, lookup));
     store.limiter(|s| &mut s.limiter);

@@ -1366,9 +1366,13 @@ fn parse_labels(s: &str) -> HashMap<String, String> {
 /// Key of the controller under test in [`cpu_snapshot`].
 const CONTROLLER: &str = "controller under test";
 
+/// The thread the host's runtime advances its epoch on (named by `wasmop::runtime`): the host's
+/// work, not the bench's, though it is not one of the `ctrl` runtime's threads.
+const HOST_EPOCH_THREAD: &str = "wasmop-epoch";
+
 /// CPU seconds (user + system) so far: the controller under test (this process's `ctrl`
-/// threads, or the peer process `peer`), this process's other threads (the bench: creates and
-/// watches), and each control-plane child.
+/// threads and [`HOST_EPOCH_THREAD`], or the peer process `peer`), this process's other threads
+/// (the bench: creates and watches), and each control-plane child.
 fn cpu_snapshot(peer: Option<u32>) -> BTreeMap<String, f64> {
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
@@ -1387,7 +1391,8 @@ fn cpu_snapshot(peer: Option<u32>) -> BTreeMap<String, f64> {
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for t in tasks.flatten() {
             if let Some((comm, _, cpu)) = std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(parse) {
-                let group = if comm.starts_with("ctrl") { CONTROLLER } else { "bench (creates, watches)" };
+                let host = comm.starts_with("ctrl") || comm == HOST_EPOCH_THREAD;
+                let group = if host { CONTROLLER } else { "bench (creates, watches)" };
                 *out.entry(group.to_owned()).or_insert(0.0) += cpu;
             }
         }

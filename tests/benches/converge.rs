@@ -84,6 +84,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use wasmop::controller::ControllerConfig;
 use wasmop::policy::HostPolicy;
+use wasmop::runtime::EPOCH_THREAD;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, apply_file};
 use wasmop_e2e::plugins::{plugin, workspace};
@@ -1366,12 +1367,9 @@ fn parse_labels(s: &str) -> HashMap<String, String> {
 /// Key of the controller under test in [`cpu_snapshot`].
 const CONTROLLER: &str = "controller under test";
 
-/// The thread the host's runtime advances its epoch on (named by `wasmop::runtime`): the host's
-/// work, not the bench's, though it is not one of the `ctrl` runtime's threads.
-const HOST_EPOCH_THREAD: &str = "wasmop-epoch";
-
 /// CPU seconds (user + system) so far: the controller under test (this process's `ctrl`
-/// threads and [`HOST_EPOCH_THREAD`], or the peer process `peer`), this process's other threads
+/// threads and the host's epoch thread, [`EPOCH_THREAD`]: the host's work though not one
+/// of the `ctrl` runtime's threads; or the peer process `peer`), this process's other threads
 /// (the bench: creates and watches), and each control-plane child.
 fn cpu_snapshot(peer: Option<u32>) -> BTreeMap<String, f64> {
     // SAFETY: sysconf has no preconditions.
@@ -1391,7 +1389,7 @@ fn cpu_snapshot(peer: Option<u32>) -> BTreeMap<String, f64> {
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for t in tasks.flatten() {
             if let Some((comm, _, cpu)) = std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(parse) {
-                let host = comm.starts_with("ctrl") || comm == HOST_EPOCH_THREAD;
+                let host = comm.starts_with("ctrl") || comm == EPOCH_THREAD;
                 let group = if host { CONTROLLER } else { "bench (creates, watches)" };
                 *out.entry(group.to_owned()).or_insert(0.0) += cpu;
             }

@@ -13,6 +13,9 @@ use crate::policy::MAX_MEMORY_BYTES;
 /// How often the ticker advances the engine's epoch: the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// The name of the [`EpochTicker`]'s thread (as `/proc` shows it).
+pub const EPOCH_THREAD: &str = "wasmop-epoch";
+
 /// Ticks the [`EpochTicker`] goes on with after the last call ends (one second) before it
 /// sleeps: calls that come more often than that never wait for the thread to wake.
 const TICKS_AFTER_LAST_CALL: u32 = 200;
@@ -116,7 +119,7 @@ impl EpochTicker {
         let shared = Arc::new(TickerShared::default());
         let (engine, state) = (engine.clone(), Arc::clone(&shared));
         let thread = std::thread::Builder::new()
-            .name("wasmop-epoch".into())
+            .name(EPOCH_THREAD.into())
             .spawn(move || {
                 // Ticks since a call last ran; starts past the linger: no call yet, no tick.
                 let mut idle = TICKS_AFTER_LAST_CALL;

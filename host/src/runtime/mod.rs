@@ -45,7 +45,7 @@ pub use artifact_cache::{ArtifactCache, load_artifact, write_artifact};
 pub use compiler::{
     COMPILE_MEMORY, COMPILE_TIMEOUT, CompileGate, Compiler, GateFn, LARGE_PLUGIN, Subprocess, exit_code, precompile,
 };
-pub use engine::EPOCH_TICK;
+pub use engine::{EPOCH_THREAD, EPOCH_TICK};
 pub use error::{CallError, LoadError, MAX_PLUGIN_MESSAGE};
 pub use exports::WitVersion;
 pub use loader::{WasmFormat, componentize, detect, digest};

@@ -40,7 +40,7 @@ async fn a_plugin_compiled_by_a_child_process_answers_as_one_compiled_in_the_hos
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     cached.sort();
     assert_eq!(cached.len(), 2, "the artifact the child wrote, and its checksum: {cached:?}");
-    assert!(cached[0].ends_with(".cwasm") && cached[1].ends_with(".cwasm.sha256"), "{cached:?}");
+    assert!(cached[0].ends_with(".cwasm") && cached[1].ends_with(".cwasm.crc32"), "{cached:?}");
 }
 
 #[tokio::test]

@@ -63,7 +63,7 @@ async fn precompiled_artifacts_are_reused_across_runtimes() {
     let mut files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     assert_eq!(files.len(), 2, "the artifact and its checksum: {files:?}");
-    assert!(files[1].to_string_lossy().ends_with(".cwasm.sha256"), "{files:?}");
+    assert!(files[1].to_string_lossy().ends_with(".cwasm.crc32"), "{files:?}");
     let artifacts = &files[..1];
     assert!(artifacts[0].extension().is_some_and(|e| e == "cwasm"));
     // A second runtime loads from the artifact; corrupting it falls back to compiling.

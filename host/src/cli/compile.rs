@@ -15,7 +15,7 @@ use crate::runtime;
 pub struct CompileArgs {
     /// The plugin file (`-`: read it from stdin).
     input: PathBuf,
-    /// Where to write the artifact (and its `.sha256`), through temporary files renamed into place.
+    /// Where to write the artifact (and its `.crc32`), through temporary files renamed into place.
     output: PathBuf,
     /// Compile for a host whose engine counts fuel (its policy sets a fuel limit).
     #[arg(long)]

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::artifact_cache::{ArtifactCache, load_artifact};
+use super::artifact_cache::{ArtifactCache, checksum_path, load_artifact};
 use super::error::LoadError;
 use super::loader;
 
@@ -196,9 +196,7 @@ impl Subprocess {
         if temporary {
             // Mapped already (or failed): the file's name is no longer needed.
             let _ = std::fs::remove_file(&out);
-            let mut sum = out.into_os_string();
-            sum.push(".sha256");
-            let _ = std::fs::remove_file(sum);
+            let _ = std::fs::remove_file(checksum_path(&out));
         }
         result
     }

@@ -239,7 +239,7 @@ impl Runtime {
     /// artifact cache, so that [`Runtime::load`] maps it instead of compiling (a damaged one is
     /// compiled again).
     pub fn is_cached(&self, digest: &str) -> bool {
-        self.inner.artifacts.as_ref().is_some_and(|cache| cache.path(digest).is_file())
+        self.inner.artifacts.as_ref().is_some_and(|cache| cache.contains(digest))
     }
 
     /// Load a plugin from its bytes: detect the format, componentize a core module, compile

@@ -1,11 +1,13 @@
 //! Memory a long-running host gives back: the C allocator's settings and what it holds, and
 //! hash maps that shrink as they empty.
 //!
-//! The `wasmop` binary calls [`tune`] first thing; benches that run a host inside their own
-//! process call it too, so they measure the allocator the host really runs with.
+//! The `wasmop` binary calls [`tune`] first thing and `wasmop run` runs [`give_back`]; benches
+//! that run a host inside their own process do both too, so they measure the allocator the host
+//! really runs with.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
 
 /// Tables with room for fewer entries than this are never shrunk (not worth a rehash).
 const SHRINK_FLOOR: usize = 64;
@@ -115,9 +117,118 @@ pub fn trim() {
     }
 }
 
+/// How often [`give_back`] reads the process's resident memory.
+pub const GIVE_BACK_EVERY: Duration = Duration::from_secs(10);
+
+/// Growth of the resident memory, from its lowest since the last trim, after which
+/// [`give_back`] trims.
+const GIVE_BACK_AFTER: u64 = 8 << 20;
+
+/// When to give the allocator's free memory back: once the process's resident memory has grown
+/// by [`GIVE_BACK_AFTER`] from its lowest since the last trim (or since the start).
+///
+/// Memory freed in the middle of an arena stays resident: after a wave of work (a list, a
+/// burst of watch events, the deletes of thousands of parents) the host would hold its peak for
+/// good. Trimming only after growth keeps a quiet host from trimming at all, and a growing one
+/// from trimming more often than once per [`GIVE_BACK_AFTER`] grown.
+#[derive(Debug, Clone, Copy)]
+pub struct GiveBack {
+    lowest: u64,
+}
+
+impl GiveBack {
+    /// Start from the resident memory now, in bytes.
+    #[must_use]
+    pub fn new(resident: u64) -> Self {
+        Self { lowest: resident }
+    }
+
+    /// Whether to trim at `resident` bytes.
+    pub fn due(&mut self, resident: u64) -> bool {
+        self.lowest = self.lowest.min(resident);
+        resident.saturating_sub(self.lowest) >= GIVE_BACK_AFTER
+    }
+
+    /// A trim left `resident` bytes: growth counts from there on.
+    pub fn trimmed(&mut self, resident: u64) {
+        self.lowest = resident;
+    }
+}
+
+/// The process's resident memory in bytes (`/proc/self/statm`), or `None` where there is none.
+#[must_use]
+pub fn resident() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+        let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+        // SAFETY: sysconf only reads a configuration value.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+        Some(pages * page)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Give the allocator's free memory back to the kernel when [`GiveBack`] says so, looking every
+/// [`GIVE_BACK_EVERY`]; runs until dropped. `wasmop run` runs it beside [`tune`], and so does a
+/// bench that runs a host inside its own process. Does nothing under another C library.
+pub async fn give_back() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let Some(start) = resident() else { return };
+    let mut rule = GiveBack::new(start);
+    let mut every = tokio::time::interval(GIVE_BACK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(before) = resident() else { return };
+        if rule.due(before) {
+            trim();
+            let after = resident().unwrap_or(before);
+            rule.trimmed(after);
+            let mib = |bytes: u64| bytes >> 20;
+            tracing::debug!(before_mib = mib(before), after_mib = mib(after), "gave the allocator's free memory back");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn give_back_trims_after_growth_from_the_lowest_point_since_the_last_trim() {
+        const MIB: u64 = 1 << 20;
+        let mut rule = GiveBack::new(40 * MIB);
+        assert!(!rule.due(47 * MIB), "7 MiB of growth is not enough");
+        assert!(!rule.due(30 * MIB), "shrinking never trims");
+        assert!(rule.due(38 * MIB), "8 MiB over the lowest point seen, 30 MiB");
+        rule.trimmed(36 * MIB);
+        assert!(!rule.due(43 * MIB), "growth counts from what the trim left");
+        assert!(rule.due(44 * MIB));
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn trim_gives_back_small_blocks_freed_in_the_middle_of_the_heap() {
+        // 48 MiB in 1 KiB blocks, every 64th kept: the freed ones lie between live ones, where
+        // malloc keeps them resident until trimmed.
+        let mut blocks: Vec<Vec<u8>> = (0..48 * 1024).map(|i| vec![u8::try_from(i % 251).unwrap(); 1024]).collect();
+        let loaded = resident().unwrap();
+        let mut i = 0;
+        blocks.retain(|_| {
+            i += 1;
+            i % 64 == 0
+        });
+        let freed = resident().unwrap();
+        trim();
+        let trimmed = resident().unwrap();
+        assert!(blocks.iter().all(|b| b.len() == 1024));
+        assert!(freed + (8 << 20) > loaded, "malloc keeps freed blocks resident: {loaded} then {freed}");
+        assert!(trimmed + (24 << 20) < freed, "trim gives most of 47 MiB back: {freed} then {trimmed}");
+    }
 
     #[test]
     fn a_map_that_empties_gives_its_table_back() {

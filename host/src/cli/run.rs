@@ -396,6 +396,7 @@ pub(super) async fn run(args: RunArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     started.store(true, Ordering::Relaxed);
     tracing::info!(plugins = ?manager.plugins(), dir = %args.plugins.display(), "host running; watching the plugins directory");
     let watch = AbortOnDrop(tokio::spawn(Arc::clone(&reloader).run()));
+    let _give_back = AbortOnDrop(tokio::spawn(crate::allocator::give_back()));
     let lead = async {
         let Some(elector) = &elector else { return std::future::pending().await };
         tracing::info!(identity = elector.identity(), "standing by (ready, writing nothing) until this host holds the Lease");

@@ -117,41 +117,51 @@ pub fn trim() {
     }
 }
 
-/// How often [`give_back`] reads the process's resident memory.
+/// How often [`give_back`] looks at what the allocator holds.
 pub const GIVE_BACK_EVERY: Duration = Duration::from_secs(10);
 
-/// Growth of the resident memory, from its lowest since the last trim, after which
+/// Growth of the allocator's free memory, from its lowest since the last trim, after which
 /// [`give_back`] trims.
-const GIVE_BACK_AFTER: u64 = 8 << 20;
+const GIVE_BACK_AFTER: usize = 8 << 20;
 
-/// When to give the allocator's free memory back: once the process's resident memory has grown
-/// by [`GIVE_BACK_AFTER`] from its lowest since the last trim (or since the start).
+/// When to give the allocator's free memory back: once the free memory inside its arenas
+/// ([`Heap::held`] − [`Heap::in_use`]) has grown by [`GIVE_BACK_AFTER`] from its lowest since
+/// the last trim (or since the start).
 ///
-/// Memory freed in the middle of an arena stays resident: after a wave of work (a list, a
-/// burst of watch events, the deletes of thousands of parents) the host would hold its peak for
-/// good. Trimming only after growth keeps a quiet host from trimming at all, and a growing one
-/// from trimming more often than once per [`GIVE_BACK_AFTER`] grown.
+/// Memory freed between live blocks stays resident: after a wave of work (a list, a burst of
+/// watch events, the deletes of thousands of parents) the host would hold its peak for good.
+/// A trim does not change the free memory's size (its pages go, the blocks stay free), so
+/// growth from the lowest point is what a wave leaves: a quiet host never trims, and memory
+/// that is reused and freed again is trimmed again.
 #[derive(Debug, Clone, Copy)]
 pub struct GiveBack {
-    lowest: u64,
+    lowest: usize,
 }
 
 impl GiveBack {
-    /// Start from the resident memory now, in bytes.
+    /// Start from the free memory now, in bytes.
     #[must_use]
-    pub fn new(resident: u64) -> Self {
-        Self { lowest: resident }
+    pub fn new(free: usize) -> Self {
+        Self { lowest: free }
     }
 
-    /// Whether to trim at `resident` bytes.
-    pub fn due(&mut self, resident: u64) -> bool {
-        self.lowest = self.lowest.min(resident);
-        resident.saturating_sub(self.lowest) >= GIVE_BACK_AFTER
+    /// Whether to trim with `free` bytes free.
+    pub fn due(&mut self, free: usize) -> bool {
+        self.lowest = self.lowest.min(free);
+        free.saturating_sub(self.lowest) >= GIVE_BACK_AFTER
     }
 
-    /// A trim left `resident` bytes: growth counts from there on.
-    pub fn trimmed(&mut self, resident: u64) {
-        self.lowest = resident;
+    /// A trim left `free` bytes free: growth counts from there on.
+    pub fn trimmed(&mut self, free: usize) {
+        self.lowest = free;
+    }
+}
+
+impl Heap {
+    /// Bytes the allocator holds in free blocks: `held` − `in_use`.
+    #[must_use]
+    pub fn free(&self) -> usize {
+        self.held.saturating_sub(self.in_use)
     }
 }
 
@@ -174,22 +184,24 @@ pub fn resident() -> Option<u64> {
 /// [`GIVE_BACK_EVERY`]; runs until dropped. `wasmop run` runs it beside [`tune`], and so does a
 /// bench that runs a host inside its own process. Does nothing under another C library.
 pub async fn give_back() {
-    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
-        return;
-    }
-    let Some(start) = resident() else { return };
-    let mut rule = GiveBack::new(start);
+    let Some(start) = heap() else { return };
+    let mut rule = GiveBack::new(start.free());
     let mut every = tokio::time::interval(GIVE_BACK_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let Some(before) = resident() else { return };
-        if rule.due(before) {
+        let Some(now) = heap() else { return };
+        if rule.due(now.free()) {
+            let before = resident();
             trim();
-            let after = resident().unwrap_or(before);
-            rule.trimmed(after);
-            let mib = |bytes: u64| bytes >> 20;
-            tracing::debug!(before_mib = mib(before), after_mib = mib(after), "gave the allocator's free memory back");
+            rule.trimmed(heap().map_or(now.free(), |h| h.free()));
+            let mib = |bytes: Option<u64>| bytes.map(|b| b >> 20);
+            tracing::debug!(
+                free_mib = now.free() >> 20,
+                resident_before_mib = mib(before),
+                resident_after_mib = mib(resident()),
+                "gave the allocator's free memory back"
+            );
         }
     }
 }
@@ -199,20 +211,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn give_back_trims_after_growth_from_the_lowest_point_since_the_last_trim() {
-        const MIB: u64 = 1 << 20;
-        let mut rule = GiveBack::new(40 * MIB);
-        assert!(!rule.due(47 * MIB), "7 MiB of growth is not enough");
-        assert!(!rule.due(30 * MIB), "shrinking never trims");
-        assert!(rule.due(38 * MIB), "8 MiB over the lowest point seen, 30 MiB");
-        rule.trimmed(36 * MIB);
-        assert!(!rule.due(43 * MIB), "growth counts from what the trim left");
-        assert!(rule.due(44 * MIB));
+    fn give_back_trims_when_free_memory_grows_from_its_lowest_since_the_last_trim() {
+        const MIB: usize = 1 << 20;
+        let mut rule = GiveBack::new(10 * MIB);
+        assert!(!rule.due(17 * MIB), "7 MiB more free is not enough");
+        assert!(!rule.due(4 * MIB), "less free memory never trims");
+        assert!(rule.due(12 * MIB), "8 MiB over the lowest point seen, 4 MiB");
+        rule.trimmed(12 * MIB);
+        assert!(!rule.due(12 * MIB), "a trim leaves the blocks free: no trim again without a new wave");
+        assert!(!rule.due(5 * MIB), "the freed blocks are used again");
+        assert!(rule.due(13 * MIB), "and freed again: trimmed again");
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
-    fn trim_gives_back_small_blocks_freed_in_the_middle_of_the_heap() {
+    fn small_blocks_freed_between_live_ones_make_a_trim_due_and_the_trim_gives_them_back() {
+        let mut rule = GiveBack::new(heap().unwrap().free());
         // 48 MiB in 1 KiB blocks, every 64th kept: the freed ones lie between live ones, where
         // malloc keeps them resident until trimmed.
         let mut blocks: Vec<Vec<u8>> = (0..48 * 1024).map(|i| vec![u8::try_from(i % 251).unwrap(); 1024]).collect();
@@ -223,6 +237,7 @@ mod tests {
             i % 64 == 0
         });
         let freed = resident().unwrap();
+        assert!(rule.due(heap().unwrap().free()), "47 MiB freed is a wave to give back");
         trim();
         let trimmed = resident().unwrap();
         assert!(blocks.iter().all(|b| b.len() == 1024));

@@ -117,52 +117,52 @@ pub fn trim() {
     }
 }
 
-/// How often [`give_back`] looks at what the allocator holds.
+/// How often [`give_back`] looks at the resident memory and what the allocator holds.
 pub const GIVE_BACK_EVERY: Duration = Duration::from_secs(10);
 
-/// Growth of the allocator's free memory, from its lowest since the last trim, after which
-/// [`give_back`] trims.
-const GIVE_BACK_AFTER: usize = 8 << 20;
+/// Growth of the memory resident beyond the allocator's live blocks, from its lowest since the
+/// last trim, after which [`give_back`] trims.
+const GIVE_BACK_AFTER: u64 = 8 << 20;
 
-/// When to give the allocator's free memory back: once the free memory inside its arenas
-/// ([`Heap::held`] − [`Heap::in_use`]) has grown by [`GIVE_BACK_AFTER`] from its lowest since
-/// the last trim (or since the start).
+/// When to give the allocator's free memory back: once the memory resident beyond the
+/// allocator's live blocks (the resident set − [`Heap::in_use`]: code, stacks, wasmtime's pool
+/// and the free blocks the allocator keeps resident) has grown by [`GIVE_BACK_AFTER`] from its
+/// lowest since the last trim (or since the start).
 ///
 /// Memory freed between live blocks stays resident: after a wave of work (a list, a burst of
 /// watch events, the deletes of thousands of parents) the host would hold its peak for good.
-/// A trim does not change the free memory's size (its pages go, the blocks stay free), so
-/// growth from the lowest point is what a wave leaves: a quiet host never trims, and memory
-/// that is reused and freed again is trimmed again.
+/// Neither the resident set (a wave that frees what an earlier one grew leaves it as it was)
+/// nor the free blocks' size (a trim takes their pages, not the blocks) says it alone; their
+/// difference does, and a trim lowers it. A quiet host never trims, a growing one whose growth
+/// is live data neither, and memory that is reused and freed again is trimmed again.
 #[derive(Debug, Clone, Copy)]
 pub struct GiveBack {
-    lowest: usize,
+    lowest: u64,
 }
 
 impl GiveBack {
-    /// Start from the free memory now, in bytes.
+    /// Start from the memory resident beyond the live blocks now, in bytes.
     #[must_use]
-    pub fn new(free: usize) -> Self {
-        Self { lowest: free }
+    pub fn new(slack: u64) -> Self {
+        Self { lowest: slack }
     }
 
-    /// Whether to trim with `free` bytes free.
-    pub fn due(&mut self, free: usize) -> bool {
-        self.lowest = self.lowest.min(free);
-        free.saturating_sub(self.lowest) >= GIVE_BACK_AFTER
+    /// Whether to trim with `slack` bytes resident beyond the live blocks.
+    pub fn due(&mut self, slack: u64) -> bool {
+        self.lowest = self.lowest.min(slack);
+        slack.saturating_sub(self.lowest) >= GIVE_BACK_AFTER
     }
 
-    /// A trim left `free` bytes free: growth counts from there on.
-    pub fn trimmed(&mut self, free: usize) {
-        self.lowest = free;
+    /// A trim left `slack` bytes resident beyond the live blocks: growth counts from there on.
+    pub fn trimmed(&mut self, slack: u64) {
+        self.lowest = slack;
     }
 }
 
-impl Heap {
-    /// Bytes the allocator holds in free blocks: `held` − `in_use`.
-    #[must_use]
-    pub fn free(&self) -> usize {
-        self.held.saturating_sub(self.in_use)
-    }
+/// The memory resident beyond the allocator's live blocks, in bytes; `None` without both figures.
+fn slack() -> Option<u64> {
+    let in_use = u64::try_from(heap()?.in_use).ok()?;
+    Some(resident()?.saturating_sub(in_use))
 }
 
 /// The process's resident memory in bytes (`/proc/self/statm`), or `None` where there is none.
@@ -184,23 +184,21 @@ pub fn resident() -> Option<u64> {
 /// [`GIVE_BACK_EVERY`]; runs until dropped. `wasmop run` runs it beside [`tune`], and so does a
 /// bench that runs a host inside its own process. Does nothing under another C library.
 pub async fn give_back() {
-    let Some(start) = heap() else { return };
-    let mut rule = GiveBack::new(start.free());
+    let Some(start) = slack() else { return };
+    let mut rule = GiveBack::new(start);
     let mut every = tokio::time::interval(GIVE_BACK_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let Some(now) = heap() else { return };
-        if rule.due(now.free()) {
-            let before = resident();
+        let Some(before) = slack() else { return };
+        if rule.due(before) {
             trim();
-            rule.trimmed(heap().map_or(now.free(), |h| h.free()));
-            let mib = |bytes: Option<u64>| bytes.map(|b| b >> 20);
+            let after = slack().unwrap_or(before);
+            rule.trimmed(after);
             tracing::debug!(
-                free_mib = now.free() >> 20,
-                resident_before_mib = mib(before),
-                resident_after_mib = mib(resident()),
-                "gave the allocator's free memory back"
+                before_mib = before >> 20,
+                after_mib = after >> 20,
+                "gave the allocator's free memory back (MiB resident beyond live blocks)"
             );
         }
     }
@@ -211,22 +209,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn give_back_trims_when_free_memory_grows_from_its_lowest_since_the_last_trim() {
-        const MIB: usize = 1 << 20;
-        let mut rule = GiveBack::new(10 * MIB);
-        assert!(!rule.due(17 * MIB), "7 MiB more free is not enough");
-        assert!(!rule.due(4 * MIB), "less free memory never trims");
-        assert!(rule.due(12 * MIB), "8 MiB over the lowest point seen, 4 MiB");
-        rule.trimmed(12 * MIB);
-        assert!(!rule.due(12 * MIB), "a trim leaves the blocks free: no trim again without a new wave");
-        assert!(!rule.due(5 * MIB), "the freed blocks are used again");
-        assert!(rule.due(13 * MIB), "and freed again: trimmed again");
+    fn give_back_trims_when_the_slack_grows_from_its_lowest_since_the_last_trim() {
+        const MIB: u64 = 1 << 20;
+        let mut rule = GiveBack::new(30 * MIB);
+        assert!(!rule.due(37 * MIB), "7 MiB more is not enough");
+        assert!(!rule.due(25 * MIB), "less never trims");
+        assert!(rule.due(33 * MIB), "8 MiB over the lowest point seen, 25 MiB");
+        rule.trimmed(26 * MIB);
+        assert!(!rule.due(33 * MIB), "growth counts from what the trim left");
+        assert!(rule.due(34 * MIB), "freed again: trimmed again");
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn small_blocks_freed_between_live_ones_make_a_trim_due_and_the_trim_gives_them_back() {
-        let mut rule = GiveBack::new(heap().unwrap().free());
+        let mut rule = GiveBack::new(slack().unwrap());
         // 48 MiB in 1 KiB blocks, every 64th kept: the freed ones lie between live ones, where
         // malloc keeps them resident until trimmed.
         let mut blocks: Vec<Vec<u8>> = (0..48 * 1024).map(|i| vec![u8::try_from(i % 251).unwrap(); 1024]).collect();
@@ -237,7 +234,7 @@ mod tests {
             i % 64 == 0
         });
         let freed = resident().unwrap();
-        assert!(rule.due(heap().unwrap().free()), "47 MiB freed is a wave to give back");
+        assert!(rule.due(slack().unwrap()), "47 MiB freed and resident is a wave to give back");
         trim();
         let trimmed = resident().unwrap();
         assert!(blocks.iter().all(|b| b.len() == 1024));

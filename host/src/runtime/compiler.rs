@@ -29,7 +29,8 @@ pub const COMPILE_MEMORY: u64 = 4 << 30;
 /// A plugin file larger than this (a Python or JavaScript component; Rust plugins are well
 /// under) compiles only when no other such file compiles in this process: each takes ~400 MB
 /// and every core, and a host in a 512 MiB container must survive a directory of them. Smaller
-/// ones (~70 MB) compile meanwhile, and a cached artifact never waits.
+/// ones (~70 MB) compile meanwhile — in the host process too, where a large one compiles on a
+/// thread pool of its own ([`on_own_pool`]) — and a cached artifact never waits.
 pub const LARGE_PLUGIN: usize = 4 << 20;
 
 /// The one slot of large compiles ([`LARGE_PLUGIN`]).
@@ -143,10 +144,34 @@ impl Compiler {
                     blocking(move || child.compile(&engine, &bytes, &digest, cache.as_ref(), metered, &cancelled)).await
                 }
                 Compiler::InProcess | Compiler::Gated(..) => {
-                    blocking(move || loader::compile(&engine, &bytes, &digest, cache.as_ref())).await
+                    let large = _slot.is_some();
+                    blocking(move || {
+                        let compile = || loader::compile(&engine, &bytes, &digest, cache.as_ref());
+                        if large { on_own_pool(compile) } else { compile() }
+                    })
+                    .await
                 }
             }
         })
+    }
+}
+
+/// Run `f` (a large compile) on a thread pool of its own, dropped when it returns; on the
+/// process's pool where one cannot be started.
+///
+/// wasmtime compiles a component's functions in parallel on rayon's pool. On the process-wide
+/// one, the thousands of jobs of a large component's compile come first: a small plugin's
+/// compile, whose jobs join the pool's queue from outside, waited for the large one to finish
+/// (a Rust plugin beside an 18 MB Python component took over 60 s instead of about one). With
+/// its own pool the large compile shares the cores with the others through the kernel's
+/// scheduler instead.
+fn on_own_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    match rayon::ThreadPoolBuilder::new().thread_name(|i| format!("wasmop-compile-{i}")).build() {
+        Ok(pool) => pool.install(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start a thread pool for a large compile; compiling on the shared one");
+            f()
+        }
     }
 }
 
@@ -315,8 +340,40 @@ pub fn precompile(bytes: &[u8], fuel: bool) -> Result<Vec<u8>, LoadError> {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
+    use std::sync::mpsc;
+
+    use rayon::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_large_compile_runs_its_parallel_work_while_the_shared_pool_is_busy() {
+        // Every thread of the process-wide pool held until the end of the test.
+        let threads = rayon::current_num_threads();
+        let (started_tx, started) = mpsc::channel();
+        let (release, held) = mpsc::channel::<()>();
+        let held = Arc::new(std::sync::Mutex::new(held));
+        for _ in 0..threads {
+            let (started_tx, held) = (started_tx.clone(), Arc::clone(&held));
+            rayon::spawn(move || {
+                started_tx.send(()).expect("the test waits");
+                let _ = held.lock().expect("not poisoned").recv();
+            });
+        }
+        for _ in 0..threads {
+            started.recv_timeout(Duration::from_secs(30)).expect("every shared thread busy");
+        }
+        // Parallel work on a pool of its own finishes meanwhile (on the shared pool it would
+        // wait for the held threads: the receive below would time out).
+        let (done_tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            let sum: u64 = on_own_pool(|| (1..=1000u64).into_par_iter().sum());
+            done_tx.send(sum).expect("the test waits");
+        });
+        let sum = done.recv_timeout(Duration::from_secs(30));
+        drop(release);
+        assert_eq!(sum, Ok(500_500), "the work did not finish while the shared pool was busy");
+    }
 
     /// A stand-in compiler program: a shell script.
     fn script(dir: &Path, body: &str) -> PathBuf {

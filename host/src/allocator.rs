@@ -1,9 +1,9 @@
 //! Memory a long-running host gives back: the C allocator's settings and what it holds, and
 //! hash maps that shrink as they empty.
 //!
-//! The `wasmop` binary calls [`tune`] first thing and `wasmop run` runs [`give_back`]; benches
-//! that run a host inside their own process do both too, so they measure the allocator the host
-//! really runs with.
+//! The `wasmop` binary calls [`tune`] first thing, and `wasmop run` and `wasmop dev` run
+//! [`give_back`]; benches that run a host inside their own process do both too, so they measure
+//! the allocator the host really runs with.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
@@ -181,8 +181,9 @@ pub fn resident() -> Option<u64> {
 }
 
 /// Give the allocator's free memory back to the kernel when [`GiveBack`] says so, looking every
-/// [`GIVE_BACK_EVERY`]; runs until dropped. `wasmop run` runs it beside [`tune`], and so does a
-/// bench that runs a host inside its own process. Does nothing under another C library.
+/// [`GIVE_BACK_EVERY`]; runs until dropped. `wasmop run` and `wasmop dev` run it beside [`tune`],
+/// and so does a bench that runs a host inside its own process. Does nothing under another C
+/// library.
 pub async fn give_back() {
     let Some(start) = slack() else { return };
     let mut rule = GiveBack::new(start);

@@ -158,6 +158,7 @@ pub(super) async fn run(args: DevArgs, runtime: &RuntimeArgs) -> anyhow::Result<
     eprintln!("    admission webhooks served at https://{}", admission.addr());
     reloader.sync().await;
     let _watch = tokio::spawn(Arc::clone(&reloader).run());
+    let _give_back = tokio::spawn(crate::allocator::give_back());
     eprintln!(
         "    plugins running: {:?} (drop or replace .wasm files in {} to hot-reload)",
         manager.plugins(),

@@ -6,9 +6,9 @@
 #   runtime  the host's tests with plugins built from source for wasm (Rust, Python, JavaScript,
 #            Go), the mock API server included: no cluster
 #   e2e      end-to-end tests against a real control plane on Kubernetes 1.37 (the newest
-#            supported), the host's container image included
+#            supported), then the host's container image
 #   all      (the default, what CI runs through .ci/run) the gates, then every tier on 1.37, then
-#            the compatibility set below on 1.33 (the floor)
+#            the compatibility set below on 1.33 (the floor), then the image
 #
 # `WASMOP_K8S_VERSION=1.33 scripts/test.sh` runs every tier on 1.33 instead (and no second pass).
 # ARGS go to the test binaries of the tiers run (e.g. a name filter).
@@ -27,7 +27,8 @@ tier=all
 case "${1:-}" in
     all | unit | runtime | e2e) tier=$1; shift ;;
 esac
-eval "$(bash scripts/setup.sh)"
+# The floor's control plane is built in the background below: setup installs the newest only.
+eval "$(WASMOP_K8S_VERSION=${WASMOP_K8S_VERSION:-1.37} bash scripts/setup.sh)"
 export WASMOP_TOOLS WASMOP_POLYGLOT WASMOP_GO_TOOLCHAIN
 # Property tests (host/tests/fuzz.rs) run a fixed, reproducible sequence of cases in CI; set
 # PROPTEST_RNG_SEED (or PROPTEST_CASES) to explore others.
@@ -39,6 +40,8 @@ status=0
 
 # The host's test targets that need neither a plugin nor a cluster.
 unit_tests=(layers fuzz yaml)
+# The end-to-end crate's test targets but the image's, which runs last (see `image`).
+mapfile -t e2e_tests < <(ls tests/tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -vx image)
 # The host's test targets that start a control plane (they say `ControlPlane`).
 mapfile -t host_e2e_tests < <(grep -l 'ControlPlane' host/tests/*.rs | xargs -n1 basename | sed 's/\.rs$//')
 # Every other test target of the host: the runtime tier (a new file lands here by default).
@@ -48,6 +51,40 @@ for file in host/tests/*.rs; do
     [[ " ${unit_tests[*]} ${host_e2e_tests[*]} " == *" $name "* ]] || runtime_tests+=("$name")
 done
 as_flags() { printf -- "--test\n%s\n" "$@"; }
+
+# Builds that only the last tests need — the host's container image and, in a full run, the
+# floor's control plane — start at once in the background at the lowest priority (nice 19), one
+# after the other, and the tests that need them run last: on a fresh machine they take the CPU
+# the tests leave idle (an end-to-end test spends much of its time waiting on a control plane)
+# instead of adding their own time to the run. Both are cached, so on a warm machine they return
+# at once. `start_build NAME AFTER CMD...` starts CMD once the process AFTER (if any) has ended;
+# `built NAME` waits for it (in this shell: `wait` knows only its own children) and sets
+# `build_output` to the last line of its output.
+declare -A build_pid build_dir
+start_build() {
+    local name=$1 after=$2
+    shift 2
+    build_dir[$name]=$(mktemp -d -t "wasmop-build-$name.XXXXXX")
+    nice -n 19 bash -c 'while [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; do sleep 2; done; shift; exec "$@"' \
+        _ "$after" "$@" >"${build_dir[$name]}/out" 2>"${build_dir[$name]}/err" &
+    build_pid[$name]=$!
+    echo "[test] building the $name in the background (its log: ${build_dir[$name]}/err)" >&2
+}
+built() {
+    local name=$1 start=$SECONDS
+    if ! wait "${build_pid[$name]}"; then
+        echo "[test] building the $name failed:" >&2
+        cat "${build_dir[$name]}/err" >&2
+        return 1
+    fi
+    echo "[test] the $name is built (waited $((SECONDS - start)) s for it)" >&2
+    build_output=$(tail -n 1 "${build_dir[$name]}/out")
+}
+stop_builds() {
+    local pid
+    for pid in "${build_pid[@]}"; do kill "$pid" 2>/dev/null || true; done
+}
+trap stop_builds EXIT
 
 gates() {
     cargo fmt --all -- --check
@@ -92,12 +129,21 @@ runtime() {
 e2e() {
     local version=${WASMOP_K8S_VERSION:-1.37}
     echo "[test] end-to-end tier on Kubernetes $version" >&2
-    # The host's container image (a static binary on scratch, built offline), for tests/tests/image.rs.
-    WASMOP_IMAGE=$(bash scripts/image.sh | tail -n 1)
-    export WASMOP_IMAGE
-    WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop-e2e --tests --no-fail-fast -- "${run_args[@]}" || status=$?
+    mapfile -t flags < <(as_flags "${e2e_tests[@]}")
+    WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop-e2e --lib "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
     mapfile -t flags < <(as_flags "${host_e2e_tests[@]}")
     WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+}
+
+# The host's container image (a static binary on scratch, built offline): tests/tests/image.rs.
+image() {
+    echo "[test] the host's container image" >&2
+    if built image; then
+        export WASMOP_IMAGE=$build_output
+    else
+        status=1
+    fi
+    cargo test --locked -p wasmop-e2e --test image --no-fail-fast -- "${run_args[@]}" || status=$?
 }
 
 # The compatibility set on the floor: every end-to-end test of an API whose behaviour changed
@@ -107,6 +153,7 @@ e2e() {
 # it prints, namespaced installs, and the chart and kustomize base against the server.
 compatibility() {
     echo "[test] the compatibility set on Kubernetes 1.33" >&2
+    built floor || status=1
     WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop-e2e \
         --test control_plane --test controller --test admission --test cluster_scope --test lifecycle \
         --test namespaced --test rbac --test deploy --test helm --test sidecarset --test database --test served_kinds \
@@ -118,19 +165,30 @@ compatibility() {
 case "$tier" in
     unit) unit ;;
     runtime) runtime ;;
-    e2e) e2e ;;
+    e2e)
+        start_build image "" bash scripts/image.sh
+        e2e
+        image
+        ;;
     all)
-        gates
         if [[ -n "${WASMOP_K8S_VERSION:-}" ]]; then
+            start_build image "" bash scripts/image.sh
+            gates
             echo "[test] every tier on Kubernetes $WASMOP_K8S_VERSION" >&2
             unit
             runtime
             e2e
+            image
         else
+            # The floor: the control plane of Kubernetes 1.33.
+            start_build floor "" env WASMOP_K8S_VERSION=1.33 bash scripts/control-plane.sh install
+            start_build image "${build_pid[floor]}" bash scripts/image.sh
+            gates
             unit
             runtime
             e2e
             compatibility
+            image
         fi
         ;;
 esac

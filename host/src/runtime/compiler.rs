@@ -131,7 +131,7 @@ impl Compiler {
                 }
             }
             // One large compile at a time: each takes ~400 MB and every core.
-            let _slot = if bytes.len() > LARGE_PLUGIN {
+            let large_slot = if bytes.len() > LARGE_PLUGIN {
                 Some(LARGE_COMPILES.acquire().await.map_err(|e| LoadError::Compiler(e.to_string()))?)
             } else {
                 None
@@ -144,7 +144,7 @@ impl Compiler {
                     blocking(move || child.compile(&engine, &bytes, &digest, cache.as_ref(), metered, &cancelled)).await
                 }
                 Compiler::InProcess | Compiler::Gated(..) => {
-                    let large = _slot.is_some();
+                    let large = large_slot.is_some();
                     blocking(move || {
                         let compile = || loader::compile(&engine, &bytes, &digest, cache.as_ref());
                         if large { on_own_pool(compile) } else { compile() }

@@ -52,6 +52,26 @@ for file in host/tests/*.rs; do
 done
 as_flags() { printf -- "--test\n%s\n" "$@"; }
 
+# Every `cargo test` of the run also copies its output to one file, so that the run ends by
+# naming what failed (a CI log is often read from its end, far below a failure). `cargo_test
+# ARGS...` is `cargo test ARGS...` with its status.
+test_output=$(mktemp -t wasmop-test-output.XXXXXX)
+cargo_test() {
+    cargo test "$@" 2>&1 | tee -a "$test_output"
+}
+# What failed, from the recorded output: each failed test, its panic, and the binary to rerun.
+report_failures() {
+    local failed
+    failed=$(grep -E -A 2 "^test .* \.\.\. FAILED$|^thread '.*' panicked at |^error: test failed|^error: [0-9]+ targets? failed" \
+        "$test_output" | grep -v -E '^test .* \.\.\. ok$' | head -n 200 || true)
+    if [[ -n "$failed" ]]; then
+        echo "[test] what failed (the output of each is above):" >&2
+        echo "$failed" >&2
+    elif [[ $status -ne 0 ]]; then
+        echo "[test] no Rust test failed: a step outside cargo test did (its output is above)" >&2
+    fi
+}
+
 # Builds that only the last tests need — the host's container image and, in a full run, the
 # floor's control plane — start at once in the background at the lowest priority (nice 19), one
 # after the other, and the tests that need them run last: on a fresh machine they take the CPU
@@ -84,7 +104,7 @@ stop_builds() {
     local pid
     for pid in "${build_pid[@]}"; do kill "$pid" 2>/dev/null || true; done
 }
-trap stop_builds EXIT
+trap 'stop_builds; rm -f "$test_output"' EXIT
 
 gates() {
     cargo fmt --all -- --check
@@ -94,13 +114,13 @@ gates() {
 unit() {
     echo "[test] unit tier" >&2
     # Every crate but the host and the end-to-end crate: all of their tests (and doc tests).
-    cargo test --locked --workspace --exclude wasmop --exclude wasmop-e2e --no-fail-fast -- "${run_args[@]}" || status=$?
+    cargo_test --locked --workspace --exclude wasmop --exclude wasmop-e2e --no-fail-fast -- "${run_args[@]}" || status=$?
     mapfile -t flags < <(as_flags "${unit_tests[@]}")
-    cargo test --locked -p wasmop --lib --bins "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
-    cargo test --locked -p wasmop -p wasmop-e2e --doc --no-fail-fast || status=$?
+    cargo_test --locked -p wasmop --lib --bins "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+    cargo_test --locked -p wasmop -p wasmop-e2e --doc --no-fail-fast || status=$?
     # The testbed plugin's feature builds (used by the runtime and end-to-end tiers) have native
     # tests of their own, which the default-feature run above does not compile.
-    cargo test --locked -p testbed --no-fail-fast \
+    cargo_test --locked -p testbed --no-fail-fast \
         --features test-v2,declares-secrets,declares-cluster-role,declares-deployments,declares-resource-claims,finalizer,admission,admits-secrets ||
         status=$?
     # The Go SDK and the Go examples: formatted, vetted, their unit tests (native).
@@ -123,16 +143,16 @@ unit() {
 runtime() {
     echo "[test] runtime tier" >&2
     mapfile -t flags < <(as_flags "${runtime_tests[@]}")
-    cargo test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+    cargo_test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
 }
 
 e2e() {
     local version=${WASMOP_K8S_VERSION:-1.37}
     echo "[test] end-to-end tier on Kubernetes $version" >&2
     mapfile -t flags < <(as_flags "${e2e_tests[@]}")
-    WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop-e2e --lib "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+    WASMOP_K8S_VERSION=$version cargo_test --locked -p wasmop-e2e --lib "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
     mapfile -t flags < <(as_flags "${host_e2e_tests[@]}")
-    WASMOP_K8S_VERSION=$version cargo test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
+    WASMOP_K8S_VERSION=$version cargo_test --locked -p wasmop "${flags[@]}" --no-fail-fast -- "${run_args[@]}" || status=$?
 }
 
 # The host's container image (a static binary on scratch, built offline): tests/tests/image.rs.
@@ -143,7 +163,7 @@ image() {
     else
         status=1
     fi
-    cargo test --locked -p wasmop-e2e --test image --no-fail-fast -- "${run_args[@]}" || status=$?
+    cargo_test --locked -p wasmop-e2e --test image --no-fail-fast -- "${run_args[@]}" || status=$?
 }
 
 # The compatibility set on the floor: every end-to-end test of an API whose behaviour changed
@@ -154,11 +174,11 @@ image() {
 compatibility() {
     echo "[test] the compatibility set on Kubernetes 1.33" >&2
     built floor || status=1
-    WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop-e2e \
+    WASMOP_K8S_VERSION=1.33 cargo_test --locked --no-fail-fast -p wasmop-e2e \
         --test control_plane --test controller --test admission --test cluster_scope --test lifecycle \
         --test namespaced --test rbac --test deploy --test helm --test sidecarset --test database --test served_kinds \
         -- --include-ignored --test-threads "$threads" || status=$?
-    WASMOP_K8S_VERSION=1.33 cargo test --locked --no-fail-fast -p wasmop --test run --test sharding \
+    WASMOP_K8S_VERSION=1.33 cargo_test --locked --no-fail-fast -p wasmop --test run --test sharding \
         -- --include-ignored --test-threads "$threads" || status=$?
 }
 
@@ -189,4 +209,5 @@ case "$tier" in
         image
         ;;
 esac
+report_failures
 exit "$status"

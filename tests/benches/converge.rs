@@ -45,6 +45,8 @@
 //!   default resync period (as users get it), the other runs as their frameworks default.
 //!   A run with `ROLLOUT` or `IDLE` prints the figure lines of those workloads only; run Z
 //!   (no controller) skips both;
+//! - `FOLD_WINDOW` (e.g. `0s`, `500ms`; default unset: the host's default): the host's fold
+//!   window (`wasmop run --fold-window`) in runs A, E and H;
 //! - `RUST_LOG` (default `warn`): e.g. `wasmop=debug` for the host's reconcile lines;
 //!   `SPAN_TIMES=1` adds the busy/idle time of each closed span (the host's `reconcile`).
 //!
@@ -119,6 +121,17 @@ fn rollout_size() -> Option<i32> {
 fn idle_window() -> Option<Duration> {
     static IDLE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
     *IDLE.get_or_init(|| env_usize("IDLE", 0).ok().filter(|s| *s > 0).map(|s| Duration::from_secs(s as u64)))
+}
+/// `FOLD_WINDOW` as given (checked at start), `None` unset.
+fn fold_window_arg() -> Option<String> {
+    std::env::var("FOLD_WINDOW").ok().filter(|s| !s.is_empty())
+}
+/// The host's fold window: `FOLD_WINDOW`, else its default.
+fn fold_window() -> Result<Duration> {
+    match fold_window_arg() {
+        Some(s) => wasmop::units::parse_duration(&s).map_err(|e| anyhow::anyhow!("FOLD_WINDOW: {e}")),
+        None => Ok(ControllerConfig::default().fold_window),
+    }
 }
 const BULK_TIMEOUT: Duration = Duration::from_secs(900);
 /// How long the rollout may take before the run fails.
@@ -202,6 +215,7 @@ impl Which {
                     .arg(scratch.dir.join("plugins"))
                     .args(["--metrics-addr", &format!("127.0.0.1:{}", scratch.metrics_port)])
                     .args(["--concurrency", "16", "--resync", resync])
+                    .args(fold_window_arg().map(|window| ["--fold-window".to_owned(), window]).into_iter().flatten())
                     .env("WASMOP_CACHE_DIR", scratch.dir.join("cache"))
                     .env("RUST_LOG", std::env::var("HOST_LOG").unwrap_or_else(|_| "warn".into()));
                 c
@@ -227,6 +241,8 @@ fn main() -> Result<()> {
     // The bench's own work (creates, watches) runs on this runtime; each controller under test
     // gets its own (threads `ctrl`), so their CPU time can be told apart.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("bench").enable_all().build()?;
+    // A FOLD_WINDOW that does not parse fails before any run.
+    fold_window()?;
     if std::env::var_os("GATHER_PROBE").is_some() {
         return gather_probe();
     }
@@ -605,7 +621,9 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
                         // The idle workload measures what a controller does on its own while nothing
                         // changes: the host then resyncs as users get it (its default period).
                         let resync = if idle_window().is_some() { ControllerConfig::default().resync } else { None };
-                        let config = ControllerConfig { concurrency: 16, resync, policy, ..ControllerConfig::default() };
+                        let fold_window = fold_window()?;
+                        let config =
+                            ControllerConfig { concurrency: 16, resync, policy, fold_window, ..ControllerConfig::default() };
                         Ok::<_, anyhow::Error>(Running::Host(Host::start(ctrl_client, &[&wasm], config).await?))
                     }
                     Which::Native | Which::NativeGeneration | Which::NativeSameStatus => {

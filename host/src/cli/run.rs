@@ -93,6 +93,11 @@ pub struct RunArgs {
     /// Re-queue every parent this often (1s to 168h; `0s` disables).
     #[arg(long, default_value = "10m", value_parser = resync_period)]
     pub resync: Duration,
+    /// How long a change of a child or related object waits before its parent's reconcile, so
+    /// that the changes arriving meanwhile fold into one reconcile (0s to 10s; `0s` reconciles
+    /// at every change). A change of the parent itself is reconciled at once.
+    #[arg(long, default_value = "100ms", value_parser = |s: &str| units::duration_in(s, Duration::ZERO, 10 * SECOND))]
+    pub fold_window: Duration,
     /// How watches make their initial list: `auto` streams it (WatchList, Kubernetes 1.34+)
     /// where the server serves it by default, `paged` always lists, `streaming` always streams.
     #[arg(long, default_value = "auto", value_name = "MODE", value_parser = initial_list)]
@@ -266,6 +271,7 @@ impl RunArgs {
         ControllerConfig {
             concurrency: self.concurrency,
             resync: (!self.resync.is_zero()).then_some(self.resync),
+            fold_window: self.fold_window,
             install: self.install_scope(),
             initial_list: self.initial_list,
             ..ControllerConfig::default()
@@ -512,6 +518,16 @@ mod tests {
             Command::Run(args) => Ok(*args),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn fold_window_defaults_to_the_controllers_and_zero_turns_it_off() {
+        use crate::controller::DEFAULT_FOLD_WINDOW;
+        assert_eq!(run_args(&[]).unwrap().controller_config().fold_window, DEFAULT_FOLD_WINDOW);
+        assert_eq!(ControllerConfig::default().fold_window, DEFAULT_FOLD_WINDOW);
+        assert_eq!(run_args(&["--fold-window", "0s"]).unwrap().controller_config().fold_window, Duration::ZERO);
+        assert_eq!(run_args(&["--fold-window", "250ms"]).unwrap().fold_window, Duration::from_millis(250));
+        assert!(run_args(&["--fold-window", "11s"]).unwrap_err().to_string().contains("more than the maximum of 10s"));
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub use manager::{Manager, PluginError, Removal};
 pub use mapping::{ObjectKey, only_status_changed, parents_of_change};
 pub use plugin_controller::{HostServices, PluginController, ReconcileOutcome, Serving, StartError};
 
+/// The default [`ControllerConfig::fold_window`].
+pub const DEFAULT_FOLD_WINDOW: Duration = Duration::from_millis(100);
+
 /// How every plugin controller runs.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -38,6 +41,15 @@ pub struct ControllerConfig {
     pub concurrency: usize,
     /// Re-queue every parent this often; `None` disables. Default 10 minutes.
     pub resync: Option<Duration>,
+    /// How long a change of a child or related object waits before the reconcile of the parent
+    /// it concerns, so that the changes arriving meanwhile are folded into that one reconcile
+    /// (a scaled Deployment's new Pods starting and its status catching up: one reconcile and
+    /// one status write instead of one per step). The window opens at the first such change and
+    /// is not extended by later ones, so a parent whose children change without pause is still
+    /// reconciled once per window. A change of the parent itself is reconciled at once, and
+    /// brings a waiting parent forward. Zero reconciles at every change, as controller-runtime
+    /// does. Default [`DEFAULT_FOLD_WINDOW`].
+    pub fold_window: Duration,
     /// Backoff and rate limits.
     pub queue: QueueConfig,
     /// How long to keep retrying discovery when the API server is unreachable at start.
@@ -73,6 +85,7 @@ impl Default for ControllerConfig {
         Self {
             concurrency: 8,
             resync: Some(Duration::from_secs(600)),
+            fold_window: DEFAULT_FOLD_WINDOW,
             queue: QueueConfig::default(),
             discovery_patience: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),

@@ -183,6 +183,8 @@ pub struct PluginController {
     pub(super) changed: tokio::sync::Notify,
     /// This replica's shard name when parents are sharded ([`ControllerConfig::shard`]).
     pub(super) shard: Option<String>,
+    /// How long a child's or related object's change waits for others ([`ControllerConfig::fold_window`]).
+    fold_window: Duration,
     subscriptions: Mutex<Vec<Subscription>>,
     workers: Mutex<JoinSet<()>>,
     resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -223,13 +225,17 @@ impl Subscriber for WatchForwarder {
             if kind == &plugin.manifest().parent {
                 controller.writes.statuses.observed(old, new);
             }
+            let keys = parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old_object, new_object);
+            if kind == &plugin.manifest().parent {
+                keys.into_iter().for_each(|key| controller.queue.add(key));
+                return;
+            }
             // A child's creation coming back, which its parent's reconcile already showed the
-            // plugin, does not queue that parent again.
-            let shown = if kind == &plugin.manifest().parent { None } else { controller.shown.delivered(kind, old, new) };
-            for key in parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old_object, new_object) {
-                if shown.as_ref() != Some(&key) {
-                    controller.queue.add(key);
-                }
+            // plugin, does not queue that parent again; any other change of a child or related
+            // object waits for the others of the fold window.
+            let shown = controller.shown.delivered(kind, old, new);
+            for key in keys.into_iter().filter(|key| shown.as_ref() != Some(key)) {
+                controller.queue.add_after(key, controller.fold_window);
             }
         }
     }
@@ -306,6 +312,7 @@ impl PluginController {
             serving: tokio::sync::watch::channel(Serving::All).0,
             changed: tokio::sync::Notify::new(),
             shard: config.shard.clone(),
+            fold_window: config.fold_window,
             subscriptions: Mutex::default(),
             workers: Mutex::default(),
             resync: Mutex::default(),

@@ -44,11 +44,12 @@ async fn manager(client: kube::Client, path: PathBuf) -> (Manager, Plugin) {
 
 /// [`manager`] with a runtime built from `runtime`.
 async fn manager_with(client: kube::Client, path: PathBuf, runtime: wasmop::runtime::RuntimeBuilder) -> (Manager, Plugin) {
-    // Compiled once, then loaded from the artifact cache: a test takes well under a second.
-    let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
-    let runtime = runtime.artifact_dir(Some(artifacts)).build().expect("runtime");
-    let plugin = runtime.load_file(path).await.expect("the plugin loads");
-    let config = ControllerConfig {
+    manager_configured(client, path, runtime, test_config()).await
+}
+
+/// One worker, no resync, a 2 s sync timeout, paged lists.
+fn test_config() -> ControllerConfig {
+    ControllerConfig {
         concurrency: 1,
         resync: None,
         sync_timeout: Duration::from_secs(2),
@@ -57,8 +58,45 @@ async fn manager_with(client: kube::Client, path: PathBuf, runtime: wasmop::runt
         // The requests below are every one the host sends: one LIST per watch, no `/version`.
         initial_list: InitialList::Paged,
         ..Default::default()
-    };
+    }
+}
+
+/// A manager over the mock with `config` and a runtime built from `runtime`, and the plugin at
+/// `path`, loaded.
+async fn manager_configured(
+    client: kube::Client,
+    path: PathBuf,
+    runtime: wasmop::runtime::RuntimeBuilder,
+    config: ControllerConfig,
+) -> (Manager, Plugin) {
+    // Compiled once, then loaded from the artifact cache: a test takes well under a second.
+    let artifacts = std::env::temp_dir().join("wasmop-mock-test-artifacts");
+    let runtime = runtime.artifact_dir(Some(artifacts)).build().expect("runtime");
+    let plugin = runtime.load_file(path).await.expect("the plugin loads");
     (Manager::new(client, runtime, config), plugin)
+}
+
+/// The testbed parent `ok`, started with `fold_window` and reconciled: its child applied and
+/// created, its status written, and both back through the watch. Returns the child as created.
+async fn converged_with_fold_window(server: &mut ApiServer, client: kube::Client, fold_window: Duration) -> (Manager, Value) {
+    server.add(testbed("ok"));
+    let config = ControllerConfig { fold_window, ..test_config() };
+    let (manager, plugin) = manager_configured(client, wasmop_e2e::fixtures::testbed(), Runtime::builder(), config).await;
+    let (started, apply) = tokio::join!(manager.start(plugin), server.next());
+    started.expect("the plugin starts");
+    let mut child = apply.body.clone();
+    apply.echo("6");
+    let status = server.next().await;
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"), "{status}");
+    let mut patched = testbed("ok");
+    patched["metadata"]["resourceVersion"] = json!("7");
+    patched["status"] = status.body["status"].clone();
+    status.answer(patched.clone());
+    server.event("MODIFIED", patched);
+    child["metadata"]["resourceVersion"] = json!("6");
+    server.event("ADDED", child.clone());
+    assert!(server.next_within(Duration::from_millis(500)).await.is_none(), "nothing else is written: {:#?}", server.requests());
+    (manager, child)
 }
 
 fn is_event(call: &Call) -> bool {
@@ -208,6 +246,54 @@ fn reconciles(manager: &Manager) -> f64 {
         .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
+}
+
+#[tokio::test]
+async fn child_changes_within_the_fold_window_are_one_reconcile() {
+    let (client, mut server) = mock_client();
+    let (manager, mut child) = converged_with_fold_window(&mut server, client, Duration::from_secs(3)).await;
+    let before = reconciles(&manager);
+
+    // Three changes of the child, 200 ms apart: reconciled at each change, they would be three.
+    for version in ["8", "9", "10"] {
+        child["metadata"]["resourceVersion"] = json!(version);
+        server.event("MODIFIED", child.clone());
+        assert!(server.next_within(Duration::from_millis(200)).await.is_none(), "{:#?}", server.requests());
+    }
+    let waited = tokio::time::Instant::now();
+    while reconciles(&manager) == before {
+        assert!(waited.elapsed() < Duration::from_secs(20), "the parent is reconciled once the window ends");
+        assert!(server.next_within(Duration::from_millis(100)).await.is_none(), "{:#?}", server.requests());
+    }
+    assert!(server.next_within(Duration::from_secs(1)).await.is_none(), "the child as applied: nothing to write");
+    assert_eq!(reconciles(&manager) - before, 1.0, "the three changes folded into one reconcile");
+}
+
+#[tokio::test]
+async fn a_change_of_the_parent_is_reconciled_at_once_while_a_childs_change_waits() {
+    let (client, mut server) = mock_client();
+    let (_manager, mut child) = converged_with_fold_window(&mut server, client, Duration::from_secs(60)).await;
+    child["metadata"]["resourceVersion"] = json!("8");
+    server.event("MODIFIED", child);
+
+    // A new generation of the parent: its reconcile writes `observedGeneration` 3 at once, not
+    // after the child's minute.
+    let mut changed = testbed("ok");
+    changed["metadata"]["resourceVersion"] = json!("9");
+    changed["metadata"]["generation"] = json!(3);
+    changed["spec"]["note"] = json!("changed");
+    server.event("MODIFIED", changed);
+    let status =
+        server.next_within(Duration::from_secs(20)).await.expect("the parent's change is reconciled within the child's window");
+    assert_eq!(status.path, format!("{PARENT_PATH}/status"), "{status}");
+    let generations: Vec<i64> = status.body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .map(|c| c["observedGeneration"].as_i64().expect("observedGeneration"))
+        .collect();
+    assert!(generations.iter().all(|&g| g == 3), "{status}");
+    status.echo("10");
 }
 
 #[tokio::test]

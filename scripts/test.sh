@@ -59,17 +59,25 @@ test_output=$(mktemp -t wasmop-test-output.XXXXXX)
 cargo_test() {
     cargo test "$@" 2>&1 | tee -a "$test_output"
 }
-# What failed, from the recorded output: each failed test, its panic, and the binary to rerun.
+# What failed, from the recorded output of a failed run: each failed test with the start of
+# its panic, and the cargo arguments that rerun the binaries that failed. (A panic of a thread
+# that is not a test's, printed by a test that passed, is not a failure and not listed.)
 report_failures() {
-    local failed
-    failed=$(grep -E -A 2 "^test .* \.\.\. FAILED$|^thread '.*' panicked at |^error: test failed|^error: [0-9]+ targets? failed" \
-        "$test_output" | grep -v -E '^test .* \.\.\. ok$' | head -n 200 || true)
-    if [[ -n "$failed" ]]; then
-        echo "[test] what failed (the output of each is above):" >&2
-        echo "$failed" >&2
-    elif [[ $status -ne 0 ]]; then
+    [[ $status -ne 0 ]] || return 0
+    local names name
+    mapfile -t names < <(sed -n -E 's/^test (.*) \.\.\. FAILED$/\1/p' "$test_output" | sort -u)
+    if ((${#names[@]} == 0)); then
         echo "[test] no Rust test failed: a step outside cargo test did (its output is above)" >&2
+        return 0
     fi
+    echo "[test] what failed (the output of each is above):" >&2
+    for name in "${names[@]}"; do
+        echo "  $name" >&2
+        grep -F -A 2 "thread '$name' " "$test_output" | grep -v -E '^(test |--$)' | head -n 6 | sed 's/^/      /' >&2 || true
+    done
+    echo "[test] to rerun:" >&2
+    grep -E -A 20 '^error: ([0-9]+ targets? failed|test failed)' "$test_output" |
+        sed -n -E 's/^error: test failed, to rerun pass `(.*)`$/  cargo test \1/p; s/^ +`(.*)`$/  cargo test \1/p' | sort -u >&2 || true
 }
 
 # Builds that only the last tests need — the host's container image and, in a full run, the

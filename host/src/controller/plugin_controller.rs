@@ -222,11 +222,9 @@ impl Subscriber for WatchForwarder {
             if let (Some(gone), None) = (old, new) {
                 controller.forget_applied(plugin.manifest(), kind, gone);
             }
-            if kind == &plugin.manifest().parent {
-                controller.writes.statuses.observed(old, new);
-            }
             let keys = parents_of_change(plugin.manifest(), &*controller.shared.watches, kind, old_object, new_object);
             if kind == &plugin.manifest().parent {
+                controller.writes.statuses.observed(old, new);
                 keys.into_iter().for_each(|key| controller.queue.add(key));
                 return;
             }

@@ -49,7 +49,9 @@
 //!   `Value::to_string`, with `serde_json::to_string`, and copied from the texts each cached
 //!   [`Object`] keeps, which is what the host does; response validation) and the
 //!   native log line;
-//! - the 1-minute load average before and after measuring (the machine may be shared);
+//! - the 1-minute load average before and after measuring (the machine may be shared), and the
+//!   share of the cores' time the hypervisor gave to other guests while measuring (steal, from
+//!   `/proc/stat`: a VM whose host is busy runs every way slower, the wasm ways more);
 //! - **(f) the floor** of any call, measured in the same interleaved rounds as the rest:
 //!   `plugins/webhook-only`'s `admit` (a few lines of guest code without the SDK, a 66 KB
 //!   component) through the same runtime and engine settings: a fresh store and instance, a tiny
@@ -739,6 +741,7 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
         return profile(&mut b, &only).await;
     }
     let load_before = load_average();
+    let ticks_before = CpuTicks::now();
     eprintln!("measuring: {WARMUP} warm-up + {N} iterations per way ({} ways), in {ROUNDS} interleaved rounds ...", WAYS.len());
     let measured_at = Instant::now();
     let breakdown = {
@@ -756,9 +759,12 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
     };
     let measured_for = measured_at.elapsed();
     let load_after = load_average();
+    let stolen = CpuTicks::now().and_then(|after| after.stolen_since(ticks_before?));
 
     println!("{}", report(&b, component_size, load_time, first_call.memory_high_water, &breakdown, measured_for));
     println!("load average (1 min) before / after measuring: {load_before} / {load_after}");
+    let stolen = stolen.map_or_else(|| "?".to_owned(), |percent| format!("{percent:.1} %"));
+    println!("CPU time stolen by the hypervisor while measuring: {stolen} of the cores' time");
     Ok(())
 }
 
@@ -878,6 +884,32 @@ fn load_average() -> String {
         .ok()
         .and_then(|s| s.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".into())
+}
+
+/// The machine's CPU time so far (`/proc/stat`, Linux), in clock ticks: all of it, and the part
+/// the hypervisor ran other guests in while this VM had work (steal).
+#[derive(Debug, Clone, Copy)]
+struct CpuTicks {
+    total: u64,
+    steal: u64,
+}
+
+impl CpuTicks {
+    /// The first line of `/proc/stat`: user, nice, system, idle, iowait, irq, softirq, steal
+    /// (guest time is already counted in user and nice). `None` where there is no such file.
+    fn now() -> Option<Self> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().next()?.strip_prefix("cpu ")?;
+        let ticks: Vec<u64> = line.split_whitespace().take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        Some(Self { total: ticks.iter().sum(), steal: *ticks.get(7)? })
+    }
+
+    /// The share of the time since `earlier` that was stolen, in percent.
+    fn stolen_since(self, earlier: Self) -> Option<f64> {
+        let total = self.total.checked_sub(earlier.total).filter(|&t| t > 0)?;
+        let steal = self.steal.checked_sub(earlier.steal)?;
+        Some(100.0 * steal as f64 / total as f64)
+    }
 }
 
 fn pass(ok: bool) -> &'static str {

@@ -51,7 +51,9 @@
 //!   native log line;
 //! - the 1-minute load average before and after measuring (the machine may be shared), and the
 //!   share of the cores' time the hypervisor gave to other guests while measuring (steal, from
-//!   `/proc/stat`: a VM whose host is busy runs every way slower, the wasm ways more);
+//!   `/proc/stat`). A VM is also slowed, with no steal to see, by its host's other work on the
+//!   same cores and caches, the wasm ways more than the native one: the native way's p50 is the
+//!   yardstick of the machine's speed of the minute;
 //! - **(f) the floor** of any call, measured in the same interleaved rounds as the rest:
 //!   `plugins/webhook-only`'s `admit` (a few lines of guest code without the SDK, a 66 KB
 //!   component) through the same runtime and engine settings: a fresh store and instance, a tiny

@@ -96,6 +96,7 @@ use serde_json::{Value, json};
 use wasmop::contract::{Condition as HostCondition, ConditionStatus as HostConditionStatus, Object, OutputLimits, RawResponse};
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{Limits, Plugin as WasmPlugin, Runtime};
+use wasmop_e2e::machine::MachineTicks;
 use wasmop_e2e::plugins::workspace;
 use wasmop_sdk::Plugin as _;
 
@@ -743,7 +744,7 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
         return profile(&mut b, &only).await;
     }
     let load_before = load_average();
-    let ticks_before = CpuTicks::now();
+    let ticks_before = MachineTicks::now();
     eprintln!("measuring: {WARMUP} warm-up + {N} iterations per way ({} ways), in {ROUNDS} interleaved rounds ...", WAYS.len());
     let measured_at = Instant::now();
     let breakdown = {
@@ -761,7 +762,7 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
     };
     let measured_for = measured_at.elapsed();
     let load_after = load_average();
-    let stolen = CpuTicks::now().and_then(|after| after.stolen_since(ticks_before?));
+    let stolen = MachineTicks::now().and_then(|after| stolen_percent(ticks_before?, after));
 
     println!("{}", report(&b, component_size, load_time, first_call.memory_high_water, &breakdown, measured_for));
     println!("load average (1 min) before / after measuring: {load_before} / {load_after}");
@@ -888,30 +889,11 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// The machine's CPU time so far (`/proc/stat`, Linux), in clock ticks: all of it, and the part
-/// the hypervisor ran other guests in while this VM had work (steal).
-#[derive(Debug, Clone, Copy)]
-struct CpuTicks {
-    total: u64,
-    steal: u64,
-}
-
-impl CpuTicks {
-    /// The first line of `/proc/stat`: user, nice, system, idle, iowait, irq, softirq, steal
-    /// (guest time is already counted in user and nice). `None` where there is no such file.
-    fn now() -> Option<Self> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let line = stat.lines().next()?.strip_prefix("cpu ")?;
-        let ticks: Vec<u64> = line.split_whitespace().take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
-        Some(Self { total: ticks.iter().sum(), steal: *ticks.get(7)? })
-    }
-
-    /// The share of the time since `earlier` that was stolen, in percent.
-    fn stolen_since(self, earlier: Self) -> Option<f64> {
-        let total = self.total.checked_sub(earlier.total).filter(|&t| t > 0)?;
-        let steal = self.steal.checked_sub(earlier.steal)?;
-        Some(100.0 * steal as f64 / total as f64)
-    }
+/// The share of the cores' time from `earlier` to `later` that the hypervisor stole, in percent.
+fn stolen_percent(earlier: MachineTicks, later: MachineTicks) -> Option<f64> {
+    let total = later.total().checked_sub(earlier.total()).filter(|&t| t > 0)?;
+    let steal = later.steal().checked_sub(earlier.steal())?;
+    Some(100.0 * steal as f64 / total as f64)
 }
 
 fn pass(ok: bool) -> &'static str {

@@ -89,6 +89,7 @@ use wasmop::policy::HostPolicy;
 use wasmop::runtime::EPOCH_THREAD;
 use wasmop_e2e::ControlPlane;
 use wasmop_e2e::cluster::{Host, apply_file};
+use wasmop_e2e::machine::MachineTicks;
 use wasmop_e2e::plugins::{plugin, workspace};
 
 use wasmop_e2e::figure;
@@ -1415,13 +1416,8 @@ fn cpu_snapshot(peer: Option<u32>) -> BTreeMap<String, f64> {
     }
     // The whole machine's busy time: what is left after this process and its children is
     // other people's work (a shared machine), reported as noise.
-    if let Some(busy) = std::fs::read_to_string("/proc/stat").ok().and_then(|stat| {
-        let line = stat.lines().next()?.strip_prefix("cpu ")?.to_owned();
-        let v: Vec<f64> = line.split_whitespace().filter_map(|f| f.parse().ok()).collect();
-        // user nice system idle iowait irq softirq steal
-        Some(v.iter().take(8).enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, x)| x).sum::<f64>() / tick)
-    }) {
-        out.insert(MACHINE.to_owned(), busy);
+    if let Some(machine) = MachineTicks::now() {
+        out.insert(MACHINE.to_owned(), machine.busy() as f64 / tick);
     }
     let me = i64::from(std::process::id() as i32);
     if let Ok(procs) = std::fs::read_dir("/proc") {

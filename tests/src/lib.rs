@@ -31,6 +31,7 @@ pub mod cluster;
 pub mod figure;
 pub mod fixtures;
 pub mod host;
+pub mod machine;
 pub mod objects;
 pub mod plans;
 pub mod plugins;

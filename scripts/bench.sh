@@ -74,8 +74,8 @@ knobs() {
     quick:converge) echo "N=200 LAT=0 QUIET=3 RUNS=ACDEHKLPZ" ;;
     full:converge) echo "N=1000 LAT=0 RUNS=ACDEHKLPZZPLKHEDCA" ;;
     quick:converge-10k) echo "" ;;
-    quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AHKLP" ;;
-    full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AHKLPPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
+    quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AHKLPZ" ;;
+    full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AHKLPZZPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEHKLPZZPLKHEDCA" ;;
     quick:converge-rollout) echo "N=100 SIZE=3 ROLLOUT=4 LAT=0 QUIET=3 RUNS=AHKLP" ;;
     full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AHKLPPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;

@@ -77,8 +77,8 @@ knobs() {
     quick:converge-pods) echo "N=100 SIZE=3 LAT=0 QUIET=3 RUNS=AHKLPZ" ;;
     full:converge-pods) echo "N=1000 SIZE=3 LAT=0 RUNS=AHKLPZZPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     full:converge-10k) echo "N=10000 LAT=0 RUNS=ACDEHKLPZZPLKHEDCA" ;;
-    quick:converge-rollout) echo "N=100 SIZE=3 ROLLOUT=4 LAT=0 QUIET=3 RUNS=AHKLP" ;;
-    full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AHKLPPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
+    quick:converge-rollout) echo "N=100 SIZE=3 ROLLOUT=4 LAT=0 QUIET=3 RUNS=AHKLPZ" ;;
+    full:converge-rollout) echo "N=1000 SIZE=3 ROLLOUT=4 LAT=0 RUNS=AHKLPZZPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     quick:converge-idle) echo "N=500 IDLE=30 LAT=0 QUIET=3 WARMUP=0 RUNS=AHKLP" ;;
     full:converge-idle) echo "N=10000 IDLE=300 LAT=0 WARMUP=0 RUNS=AHKLPPLKHA WASMOP_KCM_QPS=200 WASMOP_KCM_SYNCS=50" ;;
     quick:admission) echo "N=50" ;;

@@ -46,7 +46,9 @@
 //!   and the API requests over the window, its RSS at the end. The host then runs with its
 //!   default resync period (as users get it), the other runs as their frameworks default.
 //!   A run with `ROLLOUT` or `IDLE` prints the figure lines of those workloads only; run Z
-//!   (no controller) skips both;
+//!   (no controller) skips the idle window, and makes the rollout's writes itself with Pods
+//!   (the Deployment at the new size, then one status once it is available; each
+//!   controller's rollout throughput is also printed as a fraction of it), not without;
 //! - `FOLD_WINDOW` (e.g. `0s`, `500ms`; default unset: the host's default): the host's fold
 //!   window (`wasmop run --fold-window`) in runs A, E and H;
 //! - `RUST_LOG` (default `warn`): e.g. `wasmop=debug` for the host's reconcile lines;
@@ -640,8 +642,7 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
                     Which::Limit if size() == 0 => Ok(Running::Limit(None)),
                     Which::Limit => {
                         let crs = Api::namespaced_with(ctrl_client.clone(), NAMESPACE, &ar);
-                        let size = usize::try_from(size()).unwrap_or(0);
-                        let writer = limit::StatusWriter::start(&ctrl_client, crs, NAMESPACE, size, inflight);
+                        let writer = limit::StatusWriter::start(&ctrl_client, crs, NAMESPACE, inflight);
                         Ok(Running::Limit(Some(Arc::new(writer))))
                     }
                     peer => Ok(Running::Peer(Peer::start(peer, &kubeconfig, &wasm)?)),
@@ -783,17 +784,28 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     // ---- the rollout and idle workloads, on the converged parents ----
     // The run's peak before the rollout resets it (the rollout reports its own peak).
     let peak_before = running.peer_pid().and_then(|pid| process_rss(Some(pid))).map(|(peak, _)| peak);
-    let phase = PhaseCtx { which, client: &client, crs: &crs, tracker: &tracker, names: &names, inflight };
+    let phase = PhaseCtx {
+        which,
+        client: &client,
+        crs: &crs,
+        tracker: &tracker,
+        names: &names,
+        inflight,
+        limit: limit_writer.as_deref(),
+    };
     let rollout = match rollout_size() {
-        Some(to) if which != Which::Limit => Some(rollout_phase(&phase, &mut running, to).await?),
+        Some(to) if which != Which::Limit || phase.limit.is_some() => Some(rollout_phase(&phase, &mut running, to).await?),
         _ => None,
     };
     let idle = match idle_window() {
         Some(window) if which != Which::Limit => Some(idle_phase(&phase, &mut running, window).await?),
         _ => None,
     };
-    if which == Which::Limit && workloads {
-        eprintln!("[converge]   run Z runs no controller: no rollout or idle workload (skipped)");
+    if which == Which::Limit && idle_window().is_some() {
+        eprintln!("[converge]   run Z runs no controller: no idle workload (skipped)");
+    }
+    if which == Which::Limit && phase.limit.is_none() && rollout_size().is_some() {
+        eprintln!("[converge]   run Z without Pods writes no status after a resize: no rollout (skipped)");
     }
 
     let mut rss = None;
@@ -849,6 +861,8 @@ struct PhaseCtx<'a> {
     /// The bulk's parents, all converged.
     names: &'a [String],
     inflight: usize,
+    /// The limit run's status writer (run Z with Pods): the rollout makes the limit's writes.
+    limit: Option<&'a limit::StatusWriter>,
 }
 
 /// The rollout workload: patch every parent's `spec.size` to `to` (`inflight` patches in
@@ -875,7 +889,20 @@ async fn rollout_phase(ctx: &PhaseCtx<'_>, running: &mut Running, to: i32) -> Re
         .map(|name| {
             let (crs, patch) = (ctx.crs.clone(), &patch);
             async move {
-                crs.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await.with_context(|| format!("resizing {name}"))
+                let cr = crs
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .with_context(|| format!("resizing {name}"))?;
+                // The limit makes the writes a resize needs: the Deployment at the new size, and
+                // (its writer, once the Pods are available) the status.
+                if let Some(writer) = ctx.limit {
+                    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+                    let deployment = limit_deployment(&cr, to)?;
+                    deployments.patch(&name, &PatchParams::apply("limit").force(), &Patch::Apply(&deployment)).await?;
+                    let generation = cr.metadata.generation.context("a parent has a generation")?;
+                    writer.expect(&name, generation, usize::try_from(to).unwrap_or(0));
+                }
+                Ok::<_, anyhow::Error>(())
             }
         })
         .buffer_unordered(ctx.inflight)
@@ -1008,15 +1035,12 @@ async fn write_what_a_controller_writes(
     writer: Option<&limit::StatusWriter>,
 ) -> Result<()> {
     let name = cr.name_any();
-    let mut deployment = serde_json::to_value(memcached::deployment(&name, Some(NAMESPACE), size()))?;
-    deployment["apiVersion"] = json!("apps/v1");
-    deployment["kind"] = json!("Deployment");
-    deployment["metadata"]["ownerReferences"] = json!([{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "name": name, "uid": cr.metadata.uid, "controller": true, "blockOwnerDeletion": true}]);
+    let deployment = limit_deployment(cr, size())?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     deployments.patch(&name, &PatchParams::apply("limit").force(), &Patch::Apply(&deployment)).await?;
     if let Some(writer) = writer {
-        writer.expect(&name, cr.metadata.generation.context("a created parent has a generation")?);
+        let generation = cr.metadata.generation.context("a created parent has a generation")?;
+        writer.expect(&name, generation, usize::try_from(size()).unwrap_or(0));
         return Ok(());
     }
     let status = json!({"status": {"nodes": [], "conditions": [{"type": "Available", "status": "True",
@@ -1024,6 +1048,17 @@ async fn write_what_a_controller_writes(
         "observedGeneration": cr.metadata.generation, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
     crs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
     Ok(())
+}
+
+/// The Deployment of `size` replicas the limit run applies for `cr`, owned by it.
+fn limit_deployment(cr: &DynamicObject, size: i32) -> Result<Value> {
+    let name = cr.name_any();
+    let mut deployment = serde_json::to_value(memcached::deployment(&name, Some(NAMESPACE), size))?;
+    deployment["apiVersion"] = json!("apps/v1");
+    deployment["kind"] = json!("Deployment");
+    deployment["metadata"]["ownerReferences"] = json!([{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "name": name, "uid": cr.metadata.uid, "controller": true, "blockOwnerDeletion": true}]);
+    Ok(deployment)
 }
 
 fn memcached_cr(name: &str, ar: &ApiResource) -> DynamicObject {
@@ -1922,14 +1957,29 @@ fn print_workload_summary(results: &[RunResult]) {
 fn print_workload_figures(results: &[RunResult], n: usize) {
     let sz = size_label();
     let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
-    if runs(Which::Limit) > 0 {
-        println!("(run Z runs no controller: it has no rollout or idle figures)");
-    }
     fn rollout(r: &RunResult) -> Option<&RolloutResult> {
         r.rollout.as_ref()
     }
     fn idle(r: &RunResult) -> Option<&IdleResult> {
         r.idle.as_ref()
+    }
+    if runs(Which::Limit) > 0 {
+        println!("(run Z runs no controller: it has no idle figures, and a rollout only with Pods)");
+    }
+    // How close each controller's rollout came to the limit's (run Z with Pods).
+    let limit_rollout = median_present(results, Which::Limit, &|r: &RunResult| rollout(r).map(RolloutResult::throughput));
+    if let (Some(z), Some(r)) = (limit_rollout, results.iter().find_map(rollout)) {
+        for which in [Which::Host, Which::HostProcess, Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
+            if let Some(a) = median_present(results, which, &|r: &RunResult| rollout(r).map(RolloutResult::throughput)) {
+                let what = format!(
+                    "{}, rollout size {} → {} of N = {n}, fraction of the limit Z (medians)",
+                    which.label(),
+                    r.from,
+                    r.to
+                );
+                figure("converge", &format!("throughput to re-converged ({what})"), a, Some(z), "parents/s", Goal::None);
+            }
+        }
     }
     for peer in [Which::ControllerRuntime, Which::ControllerRuntimeWorkers, Which::Kopf] {
         if runs(peer) == 0 {

@@ -1,5 +1,5 @@
 //! The limit run Z with Pods (`SIZE` > 0): the one status write each parent needs, made when
-//! its Deployment is available.
+//! its Deployment is available (after the bulk's creates, and after the rollout's resizes).
 //!
 //! Without Pods the limit writes `Available=True` right after the apply. With Pods the status
 //! can only say so once kube-controller-manager, kube-scheduler and kwok have brought the
@@ -12,7 +12,7 @@
 //!
 //! Included by path (`#[path = "support/limit.rs"] mod limit;`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -31,47 +31,59 @@ const PARENT_LABEL: &str = "memcached_cr";
 /// What the writer knows of each parent.
 #[derive(Debug, Default)]
 struct Known {
-    /// Parents created and not yet written, with their generation.
-    waiting: HashMap<String, i64>,
-    /// Deployments (named like their parent) whose `availableReplicas` reached the size.
-    available: HashSet<String>,
+    /// Parents whose status is not yet written: their generation and how many Pods they want.
+    waiting: HashMap<String, (i64, usize)>,
+    /// Each Deployment's (named like its parent) `availableReplicas`.
+    available: HashMap<String, usize>,
     /// Each parent's Pods, by name.
     pods: HashMap<String, BTreeSet<String>>,
 }
 
 impl Known {
-    /// The status to write for `name` now, if its time has come (and never twice).
-    fn due(&mut self, name: &str, size: usize) -> Option<(i64, Vec<String>)> {
-        let pods = self.pods.get(name).map_or(0, BTreeSet::len);
-        if !self.available.contains(name) || pods < size {
+    /// The status to write for `name` now, if its time has come (once per generation).
+    fn due(&mut self, name: &str) -> Option<Due> {
+        let &(generation, size) = self.waiting.get(name)?;
+        let pods = self.pods.get(name)?;
+        if self.available.get(name).copied().unwrap_or(0) < size || pods.len() < size {
             return None;
         }
-        let generation = self.waiting.remove(name)?;
-        Some((generation, self.pods[name].iter().cloned().collect()))
+        self.waiting.remove(name);
+        let ready = self.available[name];
+        Some(Due { name: name.to_owned(), generation, size, ready, nodes: pods.iter().cloned().collect() })
     }
+}
+
+/// A status to write: `Available=True` for `generation`, `nodes` naming the parent's Pods.
+#[derive(Debug)]
+struct Due {
+    name: String,
+    generation: i64,
+    size: usize,
+    /// The Deployment's `availableReplicas`.
+    ready: usize,
+    nodes: Vec<String>,
 }
 
 /// The limit's watches and status writes, on the runtime it was started on; stopped when
 /// dropped.
 pub struct StatusWriter {
     known: Arc<Mutex<Known>>,
-    due: mpsc::UnboundedSender<(String, i64, Vec<String>)>,
-    size: usize,
+    due: mpsc::UnboundedSender<Due>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl StatusWriter {
     /// Watch the Deployments and Pods of `namespace` and write the statuses of `crs` (at most
-    /// `inflight` patches in flight) for parents of `size` Pods.
-    pub fn start(client: &kube::Client, crs: Api<DynamicObject>, namespace: &str, size: usize, inflight: usize) -> Self {
+    /// `inflight` patches in flight).
+    pub fn start(client: &kube::Client, crs: Api<DynamicObject>, namespace: &str, inflight: usize) -> Self {
         let known = Arc::new(Mutex::new(Known::default()));
-        let (due, rx) = mpsc::unbounded_channel::<(String, i64, Vec<String>)>();
+        let (due, rx) = mpsc::unbounded_channel::<Due>();
         let writes = tokio::spawn(async move {
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
-                .for_each_concurrent(inflight.max(1), |(name, generation, nodes)| {
+                .for_each_concurrent(inflight.max(1), |Due { name, generation, size, ready, nodes }| {
                     let crs = crs.clone();
                     async move {
-                        let message = format!("{}/{size} replicas available", nodes.len());
+                        let message = format!("{ready}/{size} replicas available");
                         let status = json!({"status": {"nodes": nodes, "conditions": [{"type": "Available",
                             "status": "True", "reason": "MinimumReplicasAvailable", "message": message,
                             "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
@@ -90,12 +102,10 @@ impl StatusWriter {
                 while let Some(event) = events.next().await {
                     let Ok(d) = event else { continue };
                     let ready = d.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0);
-                    if usize::try_from(ready).unwrap_or(0) >= size {
-                        let name = d.name_any();
-                        let mut k = known.lock().expect("limit lock");
-                        k.available.insert(name.clone());
-                        send_due(&mut k, &due, &name, size);
-                    }
+                    let name = d.name_any();
+                    let mut k = known.lock().expect("limit lock");
+                    k.available.insert(name.clone(), usize::try_from(ready).unwrap_or(0));
+                    send_due(&mut k, &due, &name);
                 }
             })
         };
@@ -119,25 +129,25 @@ impl StatusWriter {
                     } else {
                         names.insert(pod.name_any());
                     }
-                    send_due(&mut k, &due, &parent, size);
+                    send_due(&mut k, &due, &parent);
                 }
             })
         };
-        Self { known, due, size, tasks: vec![writes, deployments, pods] }
+        Self { known, due, tasks: vec![writes, deployments, pods] }
     }
 
-    /// The parent `name` of `generation` was created and its Deployment applied: write its
-    /// status once its Deployment is available.
-    pub fn expect(&self, name: &str, generation: i64) {
+    /// The parent `name` at `generation` wants `size` Pods and its Deployment was applied:
+    /// write its status once the Deployment has that many available.
+    pub fn expect(&self, name: &str, generation: i64, size: usize) {
         let mut k = self.known.lock().expect("limit lock");
-        k.waiting.insert(name.to_owned(), generation);
-        send_due(&mut k, &self.due, name, self.size);
+        k.waiting.insert(name.to_owned(), (generation, size));
+        send_due(&mut k, &self.due, name);
     }
 }
 
-fn send_due(k: &mut Known, due: &mpsc::UnboundedSender<(String, i64, Vec<String>)>, name: &str, size: usize) {
-    if let Some((generation, nodes)) = k.due(name, size) {
-        let _ = due.send((name.to_owned(), generation, nodes));
+fn send_due(k: &mut Known, due: &mpsc::UnboundedSender<Due>, name: &str) {
+    if let Some(d) = k.due(name) {
+        let _ = due.send(d);
     }
 }
 

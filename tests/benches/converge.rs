@@ -759,8 +759,11 @@ async fn run(which: Which, wasm: &std::path::Path, n: usize, lat: usize, infligh
     for i in 0..lat {
         let name = format!("lat-{i:03}");
         let before = Instant::now();
-        crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await?;
+        let cr = crs.create(&PostParams::default(), &memcached_cr(&name, &ar)).await?;
         let returned = Instant::now();
+        if which == Which::Limit {
+            write_what_a_controller_writes(&client, &crs, &cr, limit_writer.as_deref()).await?;
+        }
         let converged_at = tracker.wait_converged(&name, ONE_TIMEOUT).await?;
         let seen = tracker.deployment_seen(&name).expect("a converged CR has a Deployment");
         let deadline = Instant::now() + ONE_TIMEOUT;

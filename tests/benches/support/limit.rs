@@ -44,11 +44,11 @@ impl Known {
     fn due(&mut self, name: &str) -> Option<Due> {
         let &(generation, size) = self.waiting.get(name)?;
         let pods = self.pods.get(name)?;
-        if self.available.get(name).copied().unwrap_or(0) < size || pods.len() < size {
+        let ready = self.available.get(name).copied().unwrap_or(0);
+        if ready < size || pods.len() < size {
             return None;
         }
         self.waiting.remove(name);
-        let ready = self.available[name];
         Some(Due { name: name.to_owned(), generation, size, ready, nodes: pods.iter().cloned().collect() })
     }
 }

@@ -33,6 +33,7 @@ pub mod fixtures;
 pub mod host;
 pub mod machine;
 pub mod objects;
+pub mod pace;
 pub mod plans;
 pub mod plugins;
 pub mod polyglot;

@@ -53,7 +53,9 @@
 //!   share of the cores' time the hypervisor gave to other guests while measuring (steal, from
 //!   `/proc/stat`). A VM is also slowed, with no steal to see, by its host's other work on the
 //!   same cores and caches, the wasm ways more than the native one: the native way's p50 is the
-//!   yardstick of the machine's speed of the minute;
+//!   yardstick of the machine's speed of the minute, and the machine's pace while measuring
+//!   (`wasmop_e2e::pace`: the CPU time of a fixed piece of work, sampled on the other core) a
+//!   second one that does not depend on this bench's code;
 //! - **(f) the floor** of any call, measured in the same interleaved rounds as the rest:
 //!   `plugins/webhook-only`'s `admit` (a few lines of guest code without the SDK, a 66 KB
 //!   component) through the same runtime and engine settings: a fresh store and instance, a tiny
@@ -97,6 +99,7 @@ use wasmop::contract::{Condition as HostCondition, ConditionStatus as HostCondit
 use wasmop::objects::{MemoryCache, ObjectCache};
 use wasmop::runtime::{Limits, Plugin as WasmPlugin, Runtime};
 use wasmop_e2e::machine::MachineTicks;
+use wasmop_e2e::pace::PaceProbe;
 use wasmop_e2e::plugins::workspace;
 use wasmop_sdk::Plugin as _;
 
@@ -745,6 +748,8 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
     }
     let load_before = load_average();
     let ticks_before = MachineTicks::now();
+    let pace = PaceProbe::start(Duration::from_millis(500));
+    let pace_mark = pace.mark();
     eprintln!("measuring: {WARMUP} warm-up + {N} iterations per way ({} ways), in {ROUNDS} interleaved rounds ...", WAYS.len());
     let measured_at = Instant::now();
     let breakdown = {
@@ -763,11 +768,19 @@ async fn run(f: &Fixtures, parent_only: &Fixtures, wasm_path: &Path) -> anyhow::
     let measured_for = measured_at.elapsed();
     let load_after = load_average();
     let stolen = MachineTicks::now().and_then(|after| stolen_percent(ticks_before?, after));
+    let pace = pace.since(pace_mark);
 
     println!("{}", report(&b, component_size, load_time, first_call.memory_high_water, &breakdown, measured_for));
     println!("load average (1 min) before / after measuring: {load_before} / {load_after}");
     let stolen = stolen.map_or_else(|| "?".to_owned(), |percent| format!("{percent:.1} %"));
     println!("CPU time stolen by the hypervisor while measuring: {stolen} of the cores' time");
+    if let Some(p) = pace {
+        println!(
+            "machine pace while measuring: the fixed work took {:.0} µs of CPU (median of {} samples; larger is slower)",
+            p.micros(),
+            p.samples
+        );
+    }
     Ok(())
 }
 

@@ -1646,13 +1646,6 @@ fn print_pace(pace: Option<Pace>) {
     }
 }
 
-/// A run's `throughput` at the median pace of the bench's runs, `reference` (µs): a run the
-/// machine ran slower than that is credited in proportion (information beside the measured
-/// figure: the time of a phase that keeps both cores busy follows the machine's pace).
-fn at_reference_pace(throughput: f64, pace: Option<Pace>, reference: Option<f64>) -> Option<f64> {
-    Some(throughput * pace?.micros() / reference.filter(|r| *r > 0.0)?)
-}
-
 impl IdleResult {
     fn print(&self) {
         println!(
@@ -1868,8 +1861,6 @@ fn print_peer_figures(results: &[RunResult], n: usize) {
     let settled_throughput = |r: &RunResult| r.n as f64 / r.settled.as_secs_f64();
     let controller_cpu = |r: &RunResult| r.cpu_bulk.get(CONTROLLER).copied().unwrap_or(0.0);
     let runs = |w: Which| results.iter().filter(|r| r.which == w).count();
-    let reference = median_of_values(results.iter().filter_map(|r| r.pace_bulk.map(|p| p.micros())).collect());
-    let paced = |r: &RunResult| at_reference_pace(settled_throughput(r), r.pace_bulk, reference);
     // How close each controller came to the control plane's own ceiling (the limit run Z).
     if runs(Which::Limit) > 0 {
         for which in [
@@ -1909,10 +1900,6 @@ fn print_peer_figures(results: &[RunResult], n: usize) {
             if let (Some(a), Some(b)) = pair(&settled_throughput) {
                 let target = if goal { Goal::RatioAtLeast(1.0) } else { Goal::None };
                 figure("converge", &format!("throughput to all Available=True ({what})"), a, Some(b), "CR/s", target);
-            }
-            if goal && let (Some(a), Some(b)) = (median_present(results, host, &paced), median_present(results, peer, &paced)) {
-                let name = format!("throughput to all Available=True at the runs' median machine pace ({what})");
-                figure("converge", &name, a, Some(b), "CR/s", Goal::None);
             }
             if let (Some(a), Some(b)) = pair(&controller_cpu) {
                 let target = if goal { Goal::RatioAtMost(1.0) } else { Goal::None };
@@ -2023,7 +2010,6 @@ fn print_workload_figures(results: &[RunResult], n: usize) {
     if runs(Which::Limit) > 0 {
         println!("(run Z runs no controller: it has no idle figures, and a rollout only with Pods)");
     }
-    let reference = median_of_values(results.iter().filter_map(|r| rollout(r)?.pace.map(|p| p.micros())).collect());
     // How close each controller's rollout came to the limit's (run Z with Pods).
     let limit_rollout = median_present(results, Which::Limit, &|r: &RunResult| rollout(r).map(RolloutResult::throughput));
     if let (Some(z), Some(r)) = (limit_rollout, results.iter().find_map(rollout)) {
@@ -2064,10 +2050,7 @@ fn print_workload_figures(results: &[RunResult], n: usize) {
             let cpu = |r: &RunResult| rollout(r).map(RolloutResult::controller_cpu);
             let writes = |r: &RunResult| rollout(r).map(RolloutResult::writes_per_parent);
             let peak = |r: &RunResult| rollout(r).and_then(|r| r.peak_rss);
-            let paced = |r: &RunResult| rollout(r).and_then(|r| at_reference_pace(r.throughput(), r.pace, reference));
             line(Which::Host, &workload, "throughput to re-converged", &throughput, "parents/s", Goal::RatioAtLeast(1.0));
-            let name = "throughput to re-converged at the runs' median machine pace";
-            line(Which::Host, &workload, name, &paced, "parents/s", Goal::None);
             line(Which::Host, &workload, "controller CPU, rollout", &cpu, "CPU-s", Goal::RatioAtMost(1.0));
             line(Which::Host, &workload, "controller writes per parent, rollout", &writes, "writes", Goal::None);
             line(Which::HostProcess, &workload, "peak RSS, rollout, own process", &peak, "MiB", Goal::RatioAtMost(1.0));

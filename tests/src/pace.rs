@@ -4,12 +4,15 @@
 //! time when its hypervisor's other work competes for the core and its caches, without any
 //! time the guest sees as stolen. Two runs of the same controller doing the same requests then
 //! differ by a third in every process's CPU and in wall time. A [`PaceProbe`] samples, in a
-//! thread of its own, the thread CPU time of [`fixed_work`] (sorting, ordered maps, string
-//! formatting: the allocation- and cache-bound mix a control plane spends its time on), so a
-//! bench can print beside each run how fast the machine ran it.
+//! thread of its own, the thread CPU time of [`FixedWork`] (sorting, string formatting,
+//! hashing: cache-bound work like a control plane's), so a bench can print beside each run how
+//! fast the machine ran it.
 //!
-//! Read it under load: on an idle machine each sample also pays a cold core and cold caches
-//! after the probe's sleep, and reads slower than under load.
+//! The work allocates nothing and touches no new page once warm: it shares neither the
+//! allocator nor the memory-map lock with what else runs in the bench's process (a controller
+//! under test that instantiates wasm, for one), only the machine. Read it under load: on an
+//! idle machine each sample also pays a cold core and cold caches after the probe's sleep, and
+//! reads slower than under load.
 //!
 //! ```no_run
 //! use wasmop_e2e::pace::PaceProbe;
@@ -21,13 +24,12 @@
 //! }
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Samples of [`fixed_work`]'s CPU time, taken every period until dropped.
+/// Samples of [`FixedWork`]'s CPU time, taken every period until dropped.
 #[derive(Debug)]
 pub struct PaceProbe {
     shared: Arc<Shared>,
@@ -45,7 +47,7 @@ struct Shared {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PaceMark(usize);
 
-/// The machine's pace over a stretch of time: the median CPU time of [`fixed_work`].
+/// The machine's pace over a stretch of time: the median CPU time of [`FixedWork::run`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pace {
     /// The median of the samples (larger: a slower machine).
@@ -64,7 +66,7 @@ impl Pace {
 
 impl PaceProbe {
     /// Start sampling every `period`, in a thread named `pace-probe`. Each sample runs
-    /// [`fixed_work`] twice and keeps the second run's CPU time (the first warms the core).
+    /// [`FixedWork::run`] twice and keeps the second run's CPU time (the first warms the core).
     ///
     /// # Panics
     /// If the thread cannot be spawned.
@@ -75,11 +77,12 @@ impl PaceProbe {
         let thread = std::thread::Builder::new()
             .name("pace-probe".to_owned())
             .spawn(move || {
+                let mut work = FixedWork::new();
                 let mut sink = 0u64;
                 while !state.stop.load(Ordering::Relaxed) {
-                    sink ^= fixed_work();
+                    sink ^= work.run();
                     let Some(before) = thread_cpu_time() else { return };
-                    sink ^= fixed_work();
+                    sink ^= work.run();
                     let Some(after) = thread_cpu_time() else { return };
                     state.samples.lock().unwrap_or_else(PoisonError::into_inner).push(after.saturating_sub(before));
                     std::thread::park_timeout(period);
@@ -132,24 +135,58 @@ fn median(samples: &[Duration]) -> Option<Pace> {
     Some(Pace { median, samples: sorted.len() })
 }
 
-/// The same work every time (about a millisecond on the 2-core VMs the benches run on):
-/// sort 20,000 pseudo-random numbers, put 5,000 of them into an ordered map under formatted
-/// keys, and walk it. Returns a value that depends on all of it, so none is optimized away.
-#[must_use]
-pub fn fixed_work() -> u64 {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut numbers: Vec<u64> = (0..20_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        })
-        .collect();
-    numbers.sort_unstable();
-    let map: BTreeMap<String, usize> = numbers.iter().step_by(4).enumerate().map(|(i, n)| (format!("key-{n:x}"), i)).collect();
-    let walked = map.iter().fold(0u64, |sum, (key, i)| sum.wrapping_add(key.len() as u64 * *i as u64));
-    walked ^ numbers[numbers.len() / 2]
+/// The same work every time, about a millisecond on the 2-core VMs the benches run on: sort
+/// 20,000 pseudo-random numbers, write every fourth in hexadecimal into a text and hash the
+/// text. Its buffers are allocated once, in [`new`](Self::new), so a run allocates nothing.
+#[derive(Debug, Clone)]
+pub struct FixedWork {
+    input: Vec<u64>,
+    sorted: Vec<u64>,
+    text: String,
+}
+
+impl FixedWork {
+    /// How many numbers a run sorts.
+    const NUMBERS: usize = 20_000;
+
+    /// The input and the buffers of every run.
+    #[must_use]
+    pub fn new() -> Self {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let input: Vec<u64> = (0..Self::NUMBERS)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            })
+            .collect();
+        let sorted = input.clone();
+        // 16 hex digits and a separator for each number written.
+        let text = String::with_capacity(Self::NUMBERS / 4 * 17);
+        Self { input, sorted, text }
+    }
+
+    /// Do the work once; returns a value that depends on all of it, so none is optimized away.
+    pub fn run(&mut self) -> u64 {
+        use std::fmt::Write as _;
+        self.sorted.copy_from_slice(&self.input);
+        self.sorted.sort_unstable();
+        self.text.clear();
+        for n in self.sorted.iter().step_by(4) {
+            // Writing into a String that has the capacity cannot fail or allocate.
+            let _ = write!(self.text, "{n:x},");
+        }
+        // FNV-1a over the text.
+        let hash = self.text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        hash ^ self.sorted[Self::NUMBERS / 2]
+    }
+}
+
+impl Default for FixedWork {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// This thread's CPU time so far (`CLOCK_THREAD_CPUTIME_ID`); `None` if the clock is missing.
@@ -175,9 +212,15 @@ mod tests {
 
     #[test]
     fn the_fixed_work_is_the_same_every_time_and_costs_cpu_time() {
-        assert_eq!(fixed_work(), fixed_work());
+        let mut work = FixedWork::new();
+        let first = work.run();
+        assert_eq!(work.run(), first);
+        assert_eq!(FixedWork::new().run(), first);
+        let (text, sorted) = (work.text.as_ptr(), work.sorted.as_ptr());
+        work.run();
+        assert_eq!((work.text.as_ptr(), work.sorted.as_ptr()), (text, sorted), "a run reuses its buffers");
         let before = thread_cpu_time().expect("a thread CPU clock on Linux");
-        std::hint::black_box(fixed_work());
+        std::hint::black_box(work.run());
         let after = thread_cpu_time().expect("a thread CPU clock on Linux");
         assert!(after > before, "the work took no CPU time: {before:?} → {after:?}");
     }

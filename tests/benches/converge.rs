@@ -73,7 +73,8 @@
 //!    sees the Deployment, → converged, → `Available=True`.
 //!
 //! It also reports the API requests of each phase (deltas of kube-apiserver's
-//! `apiserver_request_total`) and the CPU time of each process / thread group.
+//! `apiserver_request_total`), the CPU time of each process / thread group, and the machine's
+//! pace over the bulk and the rollout (`wasmop_e2e::pace`: how fast the VM ran them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -119,6 +120,7 @@ fn pace_probe() -> &'static PaceProbe {
     static PROBE: std::sync::OnceLock<PaceProbe> = std::sync::OnceLock::new();
     PROBE.get_or_init(|| PaceProbe::start(PACE_PERIOD))
 }
+
 /// `spec.size` of every CR: env `SIZE`, default 0 (no Pods: kube-controller-manager only adds a
 /// ReplicaSet). With `SIZE=3` every parent runs 3 Pods on the simulated Nodes, and its Pod
 /// events fan back into reconciles, as in a real operator.

@@ -384,7 +384,6 @@ async fn bench() -> Result<()> {
         idle_window()
     );
     let wasm = tokio::task::spawn_blocking(|| plugin("memcached", "wasm32-wasip2")).await?;
-    pace_probe();
 
     for round in 0..env_usize("WARMUP", 1)? {
         eprintln!("\n[converge] ===== warm-up {} (not reported): run {} =====", round + 1, runs[0].label());
